@@ -1,0 +1,46 @@
+"""User-facing errors: bad input is reported as one line, with no traceback.
+
+Library code raises `UserError` with a message that names the problem (which file, which
+flag, which feature). The `python -m` entry points wrap their main function with `cli_main`,
+which prints `error: <message>` to stderr and exits non-zero. Anything else is a bug and keeps
+its traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from typing import Any, Callable
+
+# Exit codes of the entry points.
+EXIT_USER_ERROR = 2
+EXIT_INTERRUPTED = 130
+
+
+class UserError(Exception):
+    """Bad input or configuration: a one-line message for the user, no traceback."""
+
+
+def cli_main(main: Callable[..., Any]) -> Callable[..., Any]:
+    """Wraps an absl `main(argv)` so that user errors print one line and exit non-zero.
+
+    Args:
+        main: the entry point's main function, as passed to `absl.app.run`.
+
+    Returns:
+        A function with the same signature for `absl.app.run`.
+    """
+
+    @functools.wraps(main)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return main(*args, **kwargs)
+        except UserError as e:
+            print(f"error: {e}", file=sys.stderr, flush=True)
+            sys.exit(EXIT_USER_ERROR)
+        except KeyboardInterrupt:
+            # Outputs are written under temporary names, so nothing partial is left behind.
+            print("error: interrupted", file=sys.stderr, flush=True)
+            sys.exit(EXIT_INTERRUPTED)
+
+    return wrapped
