@@ -1,0 +1,1 @@
+"""Data tools: learn a WordPiece vocabulary and write pretraining TFRecords."""

@@ -1,0 +1,43 @@
+"""Shared pytest fixtures: paths to the repository, the bundled corpus and Google's vocab."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+from typing import List
+
+import pytest
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
+CORPUS_PATH = REPO_ROOT / "data" / "corpus" / "wikitext2.bert.txt"
+# CI checks the repository out with `shared/` beside it.
+GOOGLE_VOCAB_PATH = REPO_ROOT.parent / "shared" / "data" / "vocab" / "bert-base-uncased-vocab.txt"
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> pathlib.Path:
+    return REPO_ROOT
+
+
+@pytest.fixture(scope="session")
+def corpus_path() -> pathlib.Path:
+    """The bundled WikiText-2 corpus (one sentence per line, blank line between articles)."""
+    return CORPUS_PATH
+
+
+@pytest.fixture(scope="session")
+def corpus_lines() -> List[str]:
+    """Every line of the bundled corpus, blank lines included, without newlines."""
+    # split("\n"), not splitlines(): the latter also breaks at \x1c, \x85, U+2028 ...
+    lines = CORPUS_PATH.read_bytes().decode("utf-8").split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+@pytest.fixture(scope="session")
+def google_vocab_path() -> str:
+    """Google's bert-base-uncased vocab (30,522 tokens); the test is skipped if it is absent."""
+    if not GOOGLE_VOCAB_PATH.is_file():
+        pytest.skip(f"Google vocab not found at {GOOGLE_VOCAB_PATH}")
+    return os.fspath(GOOGLE_VOCAB_PATH)
