@@ -1,0 +1,327 @@
+"""Training checkpoints: save, resume, and warm-start from another run.
+
+A training checkpoint holds everything a run needs to continue exactly where it stopped:
+
+    model      the pre-training model's variables
+    optimizer  its slots (Adam moments, ...), iteration counter and loss scale
+    step       the global step (int64)
+    input      the tf.data iterator, i.e. the position in the (deterministic) input stream
+    rng        Keras seed-generator states (dropout); Keras does not track them itself
+
+`tf.train.CheckpointManager` writes them as `output_dir/ckpt-<step>` (TensorFlow writes
+`<prefix>_temp/` and renames, and updates the `checkpoint` index file atomically).
+`deferred_interrupts` keeps Ctrl-C from landing in the middle of a save, so a run never
+leaves a half-written checkpoint behind.
+
+Under MultiWorkerMirroredStrategy every worker must take part in a save. Each worker has its
+own input position, so non-chief workers keep their checkpoints in
+`output_dir/worker_states/worker-<i>/` and restore from there at the step of the chief's
+latest checkpoint.
+
+`warm_start` loads only model weights (`init_checkpoint`), e.g. phase 2 at sequence length
+512 from a phase-1 run, and reports variables that were missing or unused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import glob
+import os
+import re
+import shutil
+import signal
+import threading
+from typing import Iterator, List, Optional, Sequence
+
+import keras
+import tensorflow as tf
+from absl import logging
+
+from bert_tf import fileio
+from bert_tf.errors import UserError
+
+_CKPT_PREFIX = "ckpt"
+_VALUE_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
+
+
+@contextlib.contextmanager
+def deferred_interrupts() -> Iterator[None]:
+    """Delays SIGINT (Ctrl-C) until the block ends, then raises KeyboardInterrupt.
+
+    Only the main thread can install signal handlers; elsewhere this is a no-op.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received: List[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: received.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if received:
+        raise KeyboardInterrupt
+
+
+def seed_state_variables(model) -> list:
+    """Keras seed-generator state variables of `model` (dropout RNG), in a stable order.
+
+    `keras.Layer.variables` includes them but `tf.train.Checkpoint` does not track seed
+    generators, so without this a resumed run would draw different dropout masks.
+    """
+    weight_ids = {id(v) for v in model.weights}
+    return [v for v in model.variables if id(v) not in weight_ids]
+
+
+def worker_checkpoint_dir(output_dir: str, worker_index: int) -> str:
+    """Where worker `worker_index` keeps its checkpoints (the chief uses output_dir itself)."""
+    if worker_index == 0:
+        return output_dir
+    return os.path.join(output_dir, "worker_states", f"worker-{worker_index}")
+
+
+def step_of(checkpoint_path: str) -> int:
+    """The step number of a `.../ckpt-<step>` prefix (-1 if it does not follow the pattern)."""
+    match = re.search(r"-(\d+)$", checkpoint_path)
+    return int(match.group(1)) if match else -1
+
+
+def remove_stale_temporaries(directory: str) -> None:
+    """Deletes leftovers of a save that was killed hard (`ckpt-N_temp/`, `checkpoint.tmp*`)."""
+    if fileio.is_remote(directory):
+        pattern_dirs = tf.io.gfile.glob(os.path.join(directory, f"{_CKPT_PREFIX}-*_temp"))
+        for path in pattern_dirs:
+            tf.io.gfile.rmtree(path)
+        return
+    for path in glob.glob(os.path.join(directory, f"{_CKPT_PREFIX}-*_temp")):
+        shutil.rmtree(path, ignore_errors=True)
+    for path in glob.glob(os.path.join(directory, "checkpoint.tmp*")):
+        with contextlib.suppress(OSError):
+            os.remove(path)
+
+
+class CheckpointSaver:
+    """Saves and restores the full training state of one worker.
+
+    Args:
+        output_dir: the run's output directory.
+        checkpoint: a `tf.train.Checkpoint` over model, optimizer, step, input, rng.
+        step: the global step variable (int64 scalar), used to number checkpoints.
+        max_to_keep: how many recent checkpoints to keep.
+        worker_index: this worker's index (0 = chief).
+    """
+
+    def __init__(
+        self,
+        output_dir: str,
+        checkpoint: tf.train.Checkpoint,
+        step: tf.Variable,
+        max_to_keep: int = 5,
+        worker_index: int = 0,
+    ):
+        self.output_dir = output_dir
+        self.worker_index = worker_index
+        self.directory = worker_checkpoint_dir(output_dir, worker_index)
+        fileio.makedirs(self.directory)
+        remove_stale_temporaries(self.directory)
+        self._checkpoint = checkpoint
+        self._step = step
+        self._manager = tf.train.CheckpointManager(
+            checkpoint,
+            self.directory,
+            max_to_keep=max_to_keep,
+            checkpoint_name=_CKPT_PREFIX,
+            step_counter=step,
+        )
+
+    @property
+    def latest(self) -> Optional[str]:
+        return self._manager.latest_checkpoint
+
+    def save(self) -> str:
+        """Saves at the current step; Ctrl-C during the write is handled after it completes.
+
+        Returns:
+            The checkpoint prefix written, e.g. `output_dir/ckpt-1000`.
+        """
+        step = int(self._step.numpy())
+        if self.latest and step_of(self.latest) == step:
+            return self.latest  # Already saved at this step (e.g. the end of an interval).
+        with deferred_interrupts():
+            path = self._manager.save(checkpoint_number=step)
+        return path
+
+    def restore_latest(self) -> Optional[int]:
+        """Restores the latest checkpoint of this run, if any.
+
+        Non-chief workers restore their own state at the step of the chief's latest
+        checkpoint, so every worker resumes at the same step.
+
+        Returns:
+            The restored step, or None if the run starts from scratch.
+
+        Raises:
+            UserError: the checkpoint does not fit this model/input pipeline, or a worker
+                lacks the state for the chief's step.
+        """
+        chief_latest = tf.train.latest_checkpoint(self.output_dir)
+        if chief_latest is None:
+            return None
+        step = step_of(chief_latest)
+        if self.worker_index == 0:
+            path = chief_latest
+        else:
+            path = os.path.join(self.directory, f"{_CKPT_PREFIX}-{step}")
+            if not tf.io.gfile.exists(path + ".index"):
+                raise UserError(
+                    f"cannot resume: worker {self.worker_index} has no checkpoint for step "
+                    f"{step} in {self.directory}"
+                )
+        try:
+            self._checkpoint.read(path).assert_consumed()
+        except (AssertionError, ValueError, tf.errors.OpError) as e:
+            raise UserError(
+                f"cannot resume from {path}: it does not match this model, optimizer or input "
+                f"pipeline ({_first_line(e)}); use a new --output_dir, or --init_checkpoint to "
+                "start from its weights only"
+            ) from None
+        return int(self._step.numpy())
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0][:300] if text else type(e).__name__
+
+
+def resolve_checkpoint(path: str, what: str = "init_checkpoint") -> str:
+    """Turns a checkpoint prefix or a directory (-> its latest checkpoint) into a prefix.
+
+    Raises:
+        UserError: nothing readable at `path`.
+    """
+    if fileio.isdir(path):
+        latest = tf.train.latest_checkpoint(path)
+        if latest is None:
+            raise UserError(f"--{what}={path}: the directory has no checkpoint")
+        return latest
+    if not tf.io.gfile.exists(path + ".index"):
+        raise UserError(f"--{what}={path}: no checkpoint there (expected {path}.index)")
+    return path
+
+
+@dataclasses.dataclass(frozen=True)
+class WarmStartReport:
+    """Outcome of `warm_start`.
+
+    Attributes:
+        checkpoint: the prefix read.
+        restored: model variable keys that were loaded.
+        missing: model variable keys not in the checkpoint (they keep their initial values).
+        unused: checkpoint model variables this model has no place for.
+    """
+
+    checkpoint: str
+    restored: tuple
+    missing: tuple
+    unused: tuple
+
+
+def _escape(name: str) -> str:
+    # The object-graph naming of tf.train.Checkpoint: "." -> "..", "/" -> ".S".
+    return name.replace(".", "..").replace("/", ".S")
+
+
+def variable_keys(root_name: str, root) -> dict:
+    """Checkpoint keys of the variables reachable from `root`, as tf.train.Checkpoint names them.
+
+    Walks the object graph breadth-first, as the checkpointer does, so each variable gets
+    its shortest path (`model/encoder/.../.ATTRIBUTES/VARIABLE_VALUE`).
+
+    Returns:
+        {key: variable}.
+    """
+    keys = {}
+    seen = {id(root)}
+    queue = [(root_name, root)]
+    while queue:
+        path, obj = queue.pop(0)
+        if isinstance(obj, (tf.Variable, keras.Variable)):
+            keys[path + _VALUE_SUFFIX] = obj
+            continue
+        for name, child in tf.train.TrackableView.children(obj).items():
+            if id(child) in seen:
+                continue
+            seen.add(id(child))
+            queue.append((f"{path}/{_escape(name)}", child))
+    return keys
+
+
+def warm_start(model, init_checkpoint: str, root_name: str = "model") -> WarmStartReport:
+    """Loads model weights (only) from a training checkpoint of this package.
+
+    The optimizer, the step and the input position are not touched. Variables are matched by
+    their object path under `root_name` ("model" in our training checkpoints).
+
+    Args:
+        model: a built Keras model.
+        init_checkpoint: a checkpoint prefix, or a directory (its latest checkpoint).
+        root_name: the name the model has in the checkpoint.
+
+    Returns:
+        What was restored, missing and unused; missing/unused are also logged.
+
+    Raises:
+        UserError: no checkpoint, no model variables in it, or shapes that differ.
+    """
+    path = resolve_checkpoint(init_checkpoint)
+    saved = dict(tf.train.list_variables(path))
+    saved_model_keys = {
+        k for k in saved if k.startswith(root_name + "/") and k.endswith(_VALUE_SUFFIX)
+    }
+    if not saved_model_keys:
+        raise UserError(
+            f"--init_checkpoint={init_checkpoint}: no '{root_name}' variables in {path} (is it a "
+            "bert_tf training checkpoint? Convert Google checkpoints first)"
+        )
+    ours = variable_keys(root_name, model)
+    restored = sorted(set(ours) & saved_model_keys)
+    missing = sorted(set(ours) - saved_model_keys)
+    unused = sorted(saved_model_keys - set(ours))
+    mismatched = [
+        f"{k} {list(saved[k])} vs {list(ours[k].shape)}"
+        for k in restored
+        if list(saved[k]) != list(ours[k].shape)
+    ]
+    if mismatched:
+        raise UserError(
+            f"--init_checkpoint={init_checkpoint}: {len(mismatched)} variable(s) have other "
+            f"shapes in the checkpoint, e.g. {mismatched[0]}"
+        )
+    if not restored:
+        raise UserError(f"--init_checkpoint={init_checkpoint}: no variable of this model in {path}")
+    tf.train.Checkpoint(**{root_name: model}).read(path).expect_partial()
+    report = WarmStartReport(path, tuple(restored), tuple(missing), tuple(unused))
+    log_warm_start(report)
+    return report
+
+
+def _short(keys: Sequence[str]) -> str:
+    names = [k[: -len(_VALUE_SUFFIX)] for k in keys]
+    return ", ".join(names[:10]) + (f" ... ({len(names)} in all)" if len(names) > 10 else "")
+
+
+def log_warm_start(report: WarmStartReport) -> None:
+    logging.info(
+        "init_checkpoint %s: restored %d variables", report.checkpoint, len(report.restored)
+    )
+    if report.missing:
+        logging.warning(
+            "init_checkpoint: %d model variables NOT in the checkpoint (left at their initial "
+            "values): %s", len(report.missing), _short(report.missing)
+        )
+    if report.unused:
+        logging.warning(
+            "init_checkpoint: %d checkpoint variables UNUSED by this model: %s",
+            len(report.unused), _short(report.unused)
+        )
