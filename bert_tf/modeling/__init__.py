@@ -1,0 +1,37 @@
+"""The BERT model: config, Keras 3 encoder, pretraining heads and canonical weight names.
+
+    from bert_tf.modeling import BertConfig, BertEncoder, BertPretrainingModel
+
+Modules: `config` (BertConfig, no TensorFlow), `activations`, `encoder` (BertEncoder),
+`heads` (MLM and NSP heads), `pretraining_model` (BertPretrainingModel), `weight_map`
+(canonical weight names for checkpoint converters).
+
+The Keras names are imported lazily, so `from bert_tf.modeling import BertConfig` (or
+`bert_tf.modeling.config`) does not pay for importing TensorFlow.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from bert_tf.modeling.config import BertConfig
+
+_LAZY = {
+    "BertEncoder": "bert_tf.modeling.encoder",
+    "BertTransformerBlock": "bert_tf.modeling.encoder",
+    "BertPretrainingModel": "bert_tf.modeling.pretraining_model",
+    "MappedWeight": "bert_tf.modeling.weight_map",
+    "encoder_weight_map": "bert_tf.modeling.weight_map",
+    "pretraining_weight_map": "bert_tf.modeling.weight_map",
+    "get_weights": "bert_tf.modeling.weight_map",
+    "set_weights": "bert_tf.modeling.weight_map",
+}
+
+__all__ = ["BertConfig", *_LAZY]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,244 @@
+"""`BertEncoder`: the BERT Transformer encoder as a Keras 3 functional model.
+
+Built from keras-hub layers, checked against BERT's definition:
+
+* `keras_hub.layers.ReversibleEmbedding` holds the word embeddings; its `reverse` projection
+  (hidden states times the transposed table) gives the tied MLM output layer.
+* `keras_hub.layers.PositionEmbedding` is the learned absolute position table, sliced to the
+  sequence length.
+* `keras_hub.layers.TransformerEncoder(normalize_first=False)` is exactly BERT's post-LN block:
+  x = LN(x + Dropout(Attention(x))), then x = LN(x + Dropout(W2 act(W1 x))). Its
+  `keras.layers.MultiHeadAttention` scales scores by 1/sqrt(head_size), adds a large negative
+  number where the padding mask is 0 (-1e9, or -3e4 in float16; BERT used -10000, and all of
+  them give exactly zero probability after the softmax), and applies dropout to the
+  attention probabilities. The one thing that does not fit is that it takes a single dropout
+  rate for both the attention probabilities and the residual branches, while BERT has
+  `attention_probs_dropout_prob` and `hidden_dropout_prob`; `BertTransformerBlock` below
+  subclasses it only to set the attention-probability rate separately.
+* Segment embeddings are a plain `keras.layers.Embedding`; embeddings are summed, then
+  LayerNorm (epsilon 1e-12, as BERT) and dropout.
+* The pooler is Dense(hidden, tanh) on the first ([CLS]) position.
+
+All weights use a truncated normal initializer with stddev `initializer_range` (biases and
+LayerNorm keep zeros/ones). Initializers are unseeded on purpose: a Keras initializer with an
+integer seed returns the same values every call, and MultiHeadAttention clones its initializer
+for query, key and value, so they would start identical. Reproducible initialization comes
+from `keras.utils.set_random_seed(seed)` before building the model (the trainer does this from
+its seed).
+
+Layer names are part of the checkpoint format; `bert_tf.modeling.weight_map` gives every
+weight a canonical, framework-neutral name for converters.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Optional
+
+import keras
+import keras_hub
+
+from bert_tf.modeling.activations import get_activation
+from bert_tf.modeling.config import BertConfig
+
+# BERT's LayerNorm epsilon (the original used 1e-12 everywhere).
+LAYER_NORM_EPSILON = 1e-12
+
+INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
+
+
+def bert_initializer(config: BertConfig) -> keras.initializers.Initializer:
+    """A fresh truncated-normal initializer with stddev `config.initializer_range`."""
+    return keras.initializers.TruncatedNormal(stddev=config.initializer_range)
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class BertTransformerBlock(keras_hub.layers.TransformerEncoder):
+    """keras-hub's post-LN Transformer block with BERT's two dropout rates.
+
+    `dropout` (hidden_dropout_prob) applies to the residual branches, as in the parent;
+    `attention_dropout` (attention_probs_dropout_prob) to the attention probabilities.
+
+    Call args:
+        inputs: [batch, seq_len, hidden].
+        padding_mask: int or bool [batch, seq_len], 1 for real tokens.
+
+    Returns:
+        [batch, seq_len, hidden].
+    """
+
+    def __init__(self, *, attention_dropout: float = 0.0, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.attention_dropout = attention_dropout
+
+    def build(self, inputs_shape) -> None:
+        super().build(inputs_shape)
+        attention = self._self_attention_layer
+        if attention.dropout == self.attention_dropout:
+            return
+        # The parent built MultiHeadAttention with the residual rate. Its rate lives in
+        # `_dropout` (read in call to decide whether to drop) and in the `_dropout_layer`
+        # it applies to the probabilities; set both. A Dropout built with rate 0 has no
+        # seed generator, so give it one when the new rate is positive.
+        attention._dropout = self.attention_dropout
+        dropout_layer = attention._dropout_layer
+        dropout_layer.rate = self.attention_dropout
+        if self.attention_dropout > 0 and getattr(dropout_layer, "seed_generator", None) is None:
+            dropout_layer.seed_generator = keras.random.SeedGenerator()
+
+    def get_config(self) -> Dict[str, Any]:
+        config = super().get_config()
+        config["attention_dropout"] = self.attention_dropout
+        return config
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class BertEncoder(keras.Model):
+    """The BERT encoder: embeddings, `num_hidden_layers` post-LN blocks, tanh pooler.
+
+    Args:
+        config: the model hyper-parameters.
+        name: the model name.
+        dtype: a dtype or `keras.DTypePolicy` for all layers; None uses the global policy
+            (e.g. `keras.mixed_precision.set_dtype_policy("mixed_bfloat16")`).
+
+    Call args:
+        inputs: {"input_ids": int32 [batch, seq_len], "input_mask": int32 [batch, seq_len]
+            (1 for real tokens, 0 for padding), "segment_ids": int32 [batch, seq_len]};
+            seq_len may vary between calls up to `max_position_embeddings`.
+        training: enables dropout.
+
+    Returns:
+        {"sequence_output": [batch, seq_len, hidden], "pooled_output": [batch, hidden]},
+        in the compute dtype of the policy.
+
+    Attributes:
+        config: the BertConfig.
+        token_embedding: the word-embedding `ReversibleEmbedding` (tied to the MLM output).
+        position_embedding, segment_embedding, embeddings_layer_norm, embeddings_dropout,
+        transformer_layers (list of BertTransformerBlock), pooler: the sublayers.
+    """
+
+    def __init__(
+        self,
+        config: BertConfig,
+        name: str = "bert_encoder",
+        dtype: Optional[Any] = None,
+        **kwargs: Any,
+    ) -> None:
+        if isinstance(config, dict):  # from_config
+            config = BertConfig.from_dict(config)
+        activation = get_activation(config.hidden_act)
+
+        # === Layers ===
+        token_embedding = keras_hub.layers.ReversibleEmbedding(
+            input_dim=config.vocab_size,
+            output_dim=config.hidden_size,
+            embeddings_initializer=bert_initializer(config),
+            # The reverse projection produces MLM logits: keep them in float32 under mixed
+            # precision (bfloat16 logits lose the resolution a softmax over 30k ids needs).
+            reverse_dtype="float32",
+            dtype=dtype,
+            name="word_embeddings",
+        )
+        position_embedding = keras_hub.layers.PositionEmbedding(
+            sequence_length=config.max_position_embeddings,
+            initializer=bert_initializer(config),
+            dtype=dtype,
+            name="position_embeddings",
+        )
+        segment_embedding = keras.layers.Embedding(
+            input_dim=config.type_vocab_size,
+            output_dim=config.hidden_size,
+            embeddings_initializer=bert_initializer(config),
+            dtype=dtype,
+            name="token_type_embeddings",
+        )
+        embeddings_add = keras.layers.Add(dtype=dtype, name="embeddings_add")
+        embeddings_layer_norm = keras.layers.LayerNormalization(
+            epsilon=LAYER_NORM_EPSILON, dtype=dtype, name="embeddings_layer_norm"
+        )
+        embeddings_dropout = keras.layers.Dropout(
+            config.hidden_dropout_prob, dtype=dtype, name="embeddings_dropout"
+        )
+        transformer_layers = [
+            BertTransformerBlock(
+                intermediate_dim=config.intermediate_size,
+                num_heads=config.num_attention_heads,
+                dropout=config.hidden_dropout_prob,
+                attention_dropout=config.attention_probs_dropout_prob,
+                activation=activation,
+                layer_norm_epsilon=LAYER_NORM_EPSILON,
+                kernel_initializer=bert_initializer(config),
+                normalize_first=False,
+                dtype=dtype,
+                name=f"transformer_layer_{i}",
+            )
+            for i in range(config.num_hidden_layers)
+        ]
+        pooler = keras.layers.Dense(
+            config.hidden_size,
+            activation="tanh",
+            kernel_initializer=bert_initializer(config),
+            dtype=dtype,
+            name="pooler",
+        )
+
+        # === Functional graph ===
+        input_ids = keras.Input(shape=(None,), dtype="int32", name="input_ids")
+        input_mask = keras.Input(shape=(None,), dtype="int32", name="input_mask")
+        segment_ids = keras.Input(shape=(None,), dtype="int32", name="segment_ids")
+
+        tokens = token_embedding(input_ids)  # [batch, seq_len, hidden]
+        positions = position_embedding(tokens)  # [batch, seq_len, hidden]
+        segments = segment_embedding(segment_ids)  # [batch, seq_len, hidden]
+        x = embeddings_add([tokens, positions, segments])
+        x = embeddings_layer_norm(x)
+        x = embeddings_dropout(x)
+        for block in transformer_layers:
+            x = block(x, padding_mask=input_mask)
+        sequence_output = x
+        # [CLS] is always position 0; the pooler feeds NSP and sentence-level fine-tuning.
+        pooled_output = pooler(x[:, 0, :])  # [batch, hidden]
+
+        super().__init__(
+            inputs={"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids},
+            outputs={"sequence_output": sequence_output, "pooled_output": pooled_output},
+            name=name,
+            dtype=dtype,
+            **kwargs,
+        )
+
+        # Assigned after super().__init__ (Keras tracks layers only from then on).
+        self.config = config
+        self.token_embedding = token_embedding
+        self.position_embedding = position_embedding
+        self.segment_embedding = segment_embedding
+        self.embeddings_add = embeddings_add
+        self.embeddings_layer_norm = embeddings_layer_norm
+        self.embeddings_dropout = embeddings_dropout
+        self.transformer_layers = transformer_layers
+        self.pooler = pooler
+
+    def get_config(self) -> Dict[str, Any]:
+        # The whole graph is a function of the BertConfig; serialize that, not the graph.
+        return {
+            "config": self.config.to_dict(),
+            "name": self.name,
+            "trainable": self.trainable,
+            "dtype": keras.dtype_policies.serialize(self.dtype_policy),
+        }
+
+    @classmethod
+    def from_config(cls, config: Dict[str, Any]) -> "BertEncoder":
+        config = dict(config)
+        if isinstance(config.get("dtype"), dict):
+            config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
+        return cls(**config)
+
+
+def dummy_inputs(batch_size: int = 2, seq_len: int = 8) -> Dict[str, Any]:
+    """All-[PAD] int32 inputs of the given shape, e.g. to build a model before loading weights."""
+    import numpy as np
+
+    zeros = np.zeros((batch_size, seq_len), dtype=np.int32)
+    return {"input_ids": zeros, "input_mask": np.ones_like(zeros), "segment_ids": zeros}

@@ -1,0 +1,120 @@
+"""`BertPretrainingModel`: the encoder with its MLM and (optional) NSP heads.
+
+The model returns logits only; the losses live in `bert_tf.losses` and the reduction over the
+global batch in the trainer, so the model runs unchanged under any distribution strategy.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Optional
+
+import keras
+
+from bert_tf.modeling.config import BertConfig
+from bert_tf.modeling.encoder import INPUT_NAMES, BertEncoder
+from bert_tf.modeling.heads import build_masked_lm_head, build_next_sentence_head
+
+MODEL_INPUT_NAMES = INPUT_NAMES + ("masked_lm_positions",)
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class BertPretrainingModel(keras.Model):
+    """BERT for pretraining: `BertEncoder` + tied MLM head + NSP head.
+
+    Args:
+        config: the model hyper-parameters.
+        use_nsp: build the next-sentence head (False for `--no_nsp`, RoBERTa-style MLM only).
+        name: the model name.
+        dtype: a dtype or policy for the encoder; None uses the global policy. The heads
+            always compute in float32.
+
+    Call args:
+        inputs: {"input_ids", "input_mask", "segment_ids": int32 [batch, seq_len],
+            "masked_lm_positions": int32 [batch, num_predictions]}. Other keys (labels,
+            weights of a whole input-pipeline batch) are ignored.
+        training: enables dropout.
+
+    Returns:
+        {"mlm_logits": float32 [batch, num_predictions, vocab_size],
+         "nsp_logits": float32 [batch, 2] (only when use_nsp),
+         "sequence_output": [batch, seq_len, hidden], "pooled_output": [batch, hidden]}.
+
+    Attributes:
+        encoder: the `BertEncoder` (export or fine-tune it alone).
+        mlm_head: the keras-hub `MaskedLMHead`.
+        nsp_head: the NSP Dense layer, or None.
+    """
+
+    def __init__(
+        self,
+        config: BertConfig,
+        use_nsp: bool = True,
+        name: str = "bert_pretraining",
+        dtype: Optional[Any] = None,
+        **kwargs: Any,
+    ) -> None:
+        if isinstance(config, dict):  # from_config
+            config = BertConfig.from_dict(config)
+        encoder = BertEncoder(config, dtype=dtype)
+        mlm_head = build_masked_lm_head(config, encoder.token_embedding)
+        nsp_head = build_next_sentence_head(config) if use_nsp else None
+
+        inputs = {
+            name_: keras.Input(shape=(None,), dtype="int32", name=name_)
+            for name_ in MODEL_INPUT_NAMES
+        }
+        encoded = encoder({k: inputs[k] for k in INPUT_NAMES})
+        outputs = {
+            "mlm_logits": mlm_head(
+                encoded["sequence_output"], mask_positions=inputs["masked_lm_positions"]
+            ),
+            "sequence_output": encoded["sequence_output"],
+            "pooled_output": encoded["pooled_output"],
+        }
+        if nsp_head is not None:
+            outputs["nsp_logits"] = nsp_head(encoded["pooled_output"])
+        super().__init__(inputs=inputs, outputs=outputs, name=name, dtype=dtype, **kwargs)
+
+        self.config = config
+        self.use_nsp = use_nsp
+        self.encoder = encoder
+        self.mlm_head = mlm_head
+        self.nsp_head = nsp_head
+
+    def call(self, inputs, training=None, mask=None):
+        # A pipeline batch carries labels too; pass only what the graph consumes (Keras
+        # would otherwise warn on every trace about the unexpected keys).
+        if isinstance(inputs, dict):
+            inputs = {k: inputs[k] for k in MODEL_INPUT_NAMES}
+        return super().call(inputs, training=training, mask=mask)
+
+    def get_config(self) -> Dict[str, Any]:
+        return {
+            "config": self.config.to_dict(),
+            "use_nsp": self.use_nsp,
+            "name": self.name,
+            "trainable": self.trainable,
+            "dtype": keras.dtype_policies.serialize(self.dtype_policy),
+        }
+
+    @classmethod
+    def from_config(cls, config: Dict[str, Any]) -> "BertPretrainingModel":
+        config = dict(config)
+        if isinstance(config.get("dtype"), dict):
+            config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
+        return cls(**config)
+
+
+def dummy_pretraining_inputs(
+    batch_size: int = 2, seq_len: int = 8, num_predictions: int = 2
+) -> Dict[str, Any]:
+    """Zero int32 inputs of the given shapes (input_mask all ones), e.g. to build a model."""
+    import numpy as np
+
+    zeros = np.zeros((batch_size, seq_len), dtype=np.int32)
+    return {
+        "input_ids": zeros,
+        "input_mask": np.ones_like(zeros),
+        "segment_ids": zeros,
+        "masked_lm_positions": np.zeros((batch_size, num_predictions), dtype=np.int32),
+    }
