@@ -1,0 +1,224 @@
+"""Dynamic masking: fresh masked-LM predictions for every epoch, from the same TFRecords.
+
+The pretraining records carry one fixed mask per instance (the writer's `dupe_factor` copies
+are the original's only source of variety). Dynamic masking (as in RoBERTa) draws new
+positions and replacements each time a record is read, with the writer's own rules:
+
+- the original tokens are recovered first: `input_ids` with every masked position restored
+  from `masked_lm_ids`, so the stored [MASK]/random replacements do not leak;
+- the number of predictions is the original's
+  `min(max_predictions_per_seq, max(1, round(num_tokens * masked_lm_prob)))`, never more than
+  there are candidates (`round` is Python 3's half-to-even, computed in float64 so it agrees
+  with the writer's `round()` bit for bit);
+- [CLS], [SEP] and [PAD] are never chosen; positions come out sorted, zero-padded, with
+  weight 0 for the padding;
+- each chosen token becomes [MASK] 80% of the time, stays unchanged 10%, and becomes a
+  uniformly random id in [0, vocab_size) 10%.
+
+Everything is TF ops on a batch, for a `tf.data` map. Randomness comes only from the stateless
+ops seeded by the caller's `seed` tensor, so a (seed, batch index) pair always gives the same
+masks: runs are reproducible and resumable, and a record read in another epoch (another batch
+index) gets a fresh mask.
+
+Token-level masking only: whole-word masking would need the vocabulary's "##" pieces.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Dict
+
+import tensorflow as tf
+
+from bert_tf import schema
+from bert_tf.errors import UserError
+
+# The original's replacement rule: 80% [MASK], then half of the rest unchanged, half random.
+MASK_FRACTION = 0.8
+KEEP_FRACTION = 0.1
+
+
+@dataclasses.dataclass(frozen=True)
+class MaskingConfig:
+    """How to draw the masks.
+
+    Attributes:
+        vocab_size: random replacements are drawn from [0, vocab_size).
+        max_predictions_per_seq: P, the length of the masked_lm_* features.
+        masked_lm_prob: fraction of the tokens to predict (0.15 in BERT).
+        mask_token_id, cls_token_id, sep_token_id, pad_token_id: the special ids (Google's
+            uncased vocab: 103, 101, 102, 0).
+        count_special_tokens: True (the original's rule) counts every real token, [CLS] and
+            [SEP] included, in `num_tokens` of the count rule; False counts only the tokens that
+            can be masked.
+    """
+
+    vocab_size: int
+    max_predictions_per_seq: int
+    masked_lm_prob: float = 0.15
+    mask_token_id: int = 103
+    cls_token_id: int = 101
+    sep_token_id: int = 102
+    pad_token_id: int = 0
+    count_special_tokens: bool = True
+
+    def __post_init__(self) -> None:
+        if self.vocab_size <= 0:
+            raise UserError(f"vocab_size must be positive, got {self.vocab_size}")
+        if self.max_predictions_per_seq <= 0:
+            raise UserError(
+                f"--max_predictions_per_seq must be positive for dynamic masking, "
+                f"got {self.max_predictions_per_seq}"
+            )
+        if not 0.0 < self.masked_lm_prob < 1.0:
+            raise UserError(f"--masked_lm_prob must be in (0, 1), got {self.masked_lm_prob}")
+        for name in ("mask_token_id", "cls_token_id", "sep_token_id", "pad_token_id"):
+            value = getattr(self, name)
+            if not 0 <= value < self.vocab_size:
+                raise UserError(f"{name}={value} is outside the vocabulary [0, {self.vocab_size})")
+
+
+def restore_original_ids(
+    input_ids: tf.Tensor,
+    masked_lm_positions: tf.Tensor,
+    masked_lm_ids: tf.Tensor,
+    masked_lm_weights: tf.Tensor,
+) -> tf.Tensor:
+    """Undoes the stored mask: puts the original tokens back at the masked positions.
+
+    Args:
+        input_ids: [batch, seq_len] int32, with [MASK]/random/kept tokens at masked positions.
+        masked_lm_positions: [batch, max_pred] int32, zero-padded.
+        masked_lm_ids: [batch, max_pred] int32, the original token at each position.
+        masked_lm_weights: [batch, max_pred] float32, 1.0 for real predictions, 0.0 for padding.
+
+    Returns:
+        [batch, seq_len] int32: the unmasked token ids.
+    """
+    seq_len = tf.shape(input_ids)[1]
+    real = tf.cast(masked_lm_weights > 0, input_ids.dtype)  # [batch, max_pred]
+    # [batch, max_pred, seq_len]; padding rows are all zero, so they touch nothing (their
+    # position 0 is [CLS], which must keep its value).
+    hits = tf.one_hot(masked_lm_positions, seq_len, dtype=input_ids.dtype) * real[:, :, None]
+    is_masked = tf.reduce_sum(hits, axis=1) > 0  # [batch, seq_len]
+    values = tf.reduce_sum(hits * masked_lm_ids[:, :, None], axis=1)
+    return tf.where(is_masked, values, input_ids)
+
+
+def num_to_predict(
+    num_tokens: tf.Tensor, num_candidates: tf.Tensor, config: MaskingConfig
+) -> tf.Tensor:
+    """The original's count rule, capped by the number of maskable tokens.
+
+    Args:
+        num_tokens: [batch] int32, the count the rule scales by `masked_lm_prob`.
+        num_candidates: [batch] int32, tokens that may be masked.
+        config: the masking settings.
+
+    Returns:
+        [batch] int32, in [0, max_predictions_per_seq].
+    """
+    # float64 and half-to-even rounding, like Python 3's round(len(tokens) * prob).
+    scaled = tf.round(tf.cast(num_tokens, tf.float64) * tf.constant(config.masked_lm_prob, tf.float64))
+    n = tf.minimum(
+        tf.cast(config.max_predictions_per_seq, tf.int32),
+        tf.maximum(1, tf.cast(scaled, tf.int32)),
+    )
+    return tf.minimum(n, num_candidates)
+
+
+def mask_tokens(
+    original_ids: tf.Tensor, input_mask: tf.Tensor, seed: tf.Tensor, config: MaskingConfig
+) -> Dict[str, tf.Tensor]:
+    """Draws a new mask for a batch of unmasked sequences.
+
+    Args:
+        original_ids: [batch, seq_len] int32, unmasked token ids.
+        input_mask: [batch, seq_len] int32, 1 for real tokens, 0 for padding.
+        seed: [2] int32/int64, the stateless seed of this batch.
+        config: the masking settings; `max_predictions_per_seq` must be <= seq_len.
+
+    Returns:
+        The four masked features (v1 names): input_ids [batch, seq_len] int32,
+        masked_lm_positions [batch, max_pred] int32 (sorted, zero-padded), masked_lm_ids
+        [batch, max_pred] int32 (0 for padding), masked_lm_weights [batch, max_pred] float32.
+    """
+    dtype = original_ids.dtype
+    shape = tf.shape(original_ids)
+    batch, seq_len = shape[0], shape[1]
+    max_pred = config.max_predictions_per_seq
+    seeds = tf.random.experimental.stateless_split(tf.cast(seed, tf.int64), num=3)
+
+    is_real = tf.cast(input_mask, tf.bool)
+    is_special = (
+        tf.equal(original_ids, config.cls_token_id)
+        | tf.equal(original_ids, config.sep_token_id)
+        | tf.equal(original_ids, config.pad_token_id)
+    )
+    candidates = is_real & ~is_special  # [batch, seq_len]
+    num_candidates = tf.reduce_sum(tf.cast(candidates, tf.int32), axis=1)
+    if config.count_special_tokens:
+        num_tokens = tf.reduce_sum(tf.cast(is_real, tf.int32), axis=1)
+    else:
+        num_tokens = num_candidates
+    count = num_to_predict(num_tokens, num_candidates, config)  # [batch]
+
+    # A uniformly random subset of `count` candidates: the top `count` of iid uniform scores,
+    # with non-candidates scored below every candidate.
+    scores = tf.random.stateless_uniform([batch, seq_len], seed=seeds[0])
+    scores = tf.where(candidates, scores, -1.0)
+    _, ranked = tf.math.top_k(scores, k=max_pred)  # [batch, max_pred], best first
+    slot = tf.range(max_pred)[None, :]
+    valid = slot < count[:, None]  # [batch, max_pred]
+    # Sort the chosen positions; unchosen slots sort last (key seq_len), then become 0.
+    positions = tf.sort(tf.where(valid, ranked, seq_len), axis=1)
+    positions = tf.where(valid, positions, 0)
+    valid_int = tf.cast(valid, dtype)
+    positions = tf.cast(positions, dtype)
+    masked_lm_ids = tf.gather(original_ids, positions, batch_dims=1) * valid_int
+
+    # 80% [MASK], 10% unchanged, 10% random id from the whole vocabulary.
+    choice = tf.random.stateless_uniform([batch, max_pred], seed=seeds[1])
+    random_ids = tf.random.stateless_uniform(
+        [batch, max_pred], seed=seeds[2], minval=0, maxval=config.vocab_size, dtype=tf.int32
+    )
+    replacement = tf.where(
+        choice < MASK_FRACTION,
+        tf.cast(config.mask_token_id, dtype),
+        tf.where(choice < MASK_FRACTION + KEEP_FRACTION, masked_lm_ids, tf.cast(random_ids, dtype)),
+    )
+    hits = tf.one_hot(positions, seq_len, dtype=dtype) * valid_int[:, :, None]
+    is_masked = tf.reduce_sum(hits, axis=1) > 0
+    input_ids = tf.where(is_masked, tf.reduce_sum(hits * replacement[:, :, None], axis=1), original_ids)
+    return {
+        schema.INPUT_IDS: input_ids,
+        schema.MASKED_LM_POSITIONS: positions,
+        schema.MASKED_LM_IDS: masked_lm_ids,
+        schema.MASKED_LM_WEIGHTS: tf.cast(valid, tf.float32),
+    }
+
+
+def remask_batch(
+    features: Dict[str, tf.Tensor], seed: tf.Tensor, config: MaskingConfig
+) -> Dict[str, tf.Tensor]:
+    """Replaces a batch's stored mask by a fresh one.
+
+    Args:
+        features: a parsed batch with v1 names and int32/float32 dtypes; input_ids,
+            input_mask [batch, seq_len]; masked_lm_* [batch, max_pred].
+        seed: [2] int, the stateless seed for this batch (e.g. the run seed folded with the
+            batch index).
+        config: the masking settings.
+
+    Returns:
+        A new dict: the same features, with input_ids and masked_lm_* replaced.
+    """
+    original = restore_original_ids(
+        features[schema.INPUT_IDS],
+        features[schema.MASKED_LM_POSITIONS],
+        features[schema.MASKED_LM_IDS],
+        features[schema.MASKED_LM_WEIGHTS],
+    )
+    out = dict(features)
+    out.update(mask_tokens(original, features[schema.INPUT_MASK], seed, config))
+    return out

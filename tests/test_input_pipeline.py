@@ -1,0 +1,358 @@
+"""Tests of bert_tf.input_pipeline on small TFRecord files written here.
+
+The files are written with tf.io.TFRecordWriter and tf.train.Example directly (bert_tf must
+not import data_tools), in the original schema. Every example is recognisable: the token at
+position 1 is `ID_BASE + example index` and is never masked by the helper.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Dict, List
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf import input_pipeline, schema
+from bert_tf.errors import UserError
+from bert_tf.input_pipeline import InputConfig, make_pretraining_dataset
+
+SEQ = 16
+PRED = 3
+VOCAB = 5000
+ID_BASE = 1000
+CLS, SEP, MASK = 101, 102, 103
+
+
+def make_features(index: int, rng: np.random.Generator, seq: int = SEQ, pred: int = PRED
+                  ) -> Dict[str, list]:
+    """One instance in the original schema: [CLS] A [SEP] B [SEP], zero-padded, 1-3 masks."""
+    len_a = int(rng.integers(3, 6))
+    len_b = int(rng.integers(2, 5))
+    a = [ID_BASE + index] + [int(t) for t in rng.integers(200, 900, len_a - 1)]
+    b = [int(t) for t in rng.integers(200, 900, len_b)]
+    tokens = [CLS] + a + [SEP] + b + [SEP]
+    segments = [0] * (len_a + 2) + [1] * (len_b + 1)
+    n = len(tokens)
+    # Mask among the maskable tokens after position 1 (which carries the example's id).
+    candidates = [i for i in range(2, n) if tokens[i] not in (CLS, SEP)]
+    count = min(pred, len(candidates), int(rng.integers(1, pred + 1)))
+    positions = sorted(int(p) for p in rng.choice(candidates, count, replace=False))
+    input_ids = list(tokens)
+    for p in positions:
+        input_ids[p] = MASK
+    pad_seq, pad_pred = seq - n, pred - count
+    return {
+        "input_ids": input_ids + [0] * pad_seq,
+        "input_mask": [1] * n + [0] * pad_seq,
+        "segment_ids": segments + [0] * pad_seq,
+        "masked_lm_positions": positions + [0] * pad_pred,
+        "masked_lm_ids": [tokens[p] for p in positions] + [0] * pad_pred,
+        "masked_lm_weights": [1.0] * count + [0.0] * pad_pred,
+        "next_sentence_labels": [index % 2],
+    }
+
+
+def serialize(features: Dict[str, list], v2: bool = False) -> bytes:
+    feature = {}
+    for name, values in features.items():
+        stored = schema.stored_name(name, v2)
+        if name == "masked_lm_weights":
+            feature[stored] = tf.train.Feature(float_list=tf.train.FloatList(value=values))
+        else:
+            feature[stored] = tf.train.Feature(int64_list=tf.train.Int64List(value=values))
+    return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+
+
+def write_records(path: str, records: List[bytes], gzip: bool = False) -> str:
+    options = tf.io.TFRecordOptions(compression_type="GZIP" if gzip else "")
+    with tf.io.TFRecordWriter(path, options) as writer:
+        for record in records:
+            writer.write(record)
+    return path
+
+
+def write_files(tmp_path, num_files: int, per_file: int, v2: bool = False, gzip: bool = False,
+                seed: int = 0) -> List[Dict[str, list]]:
+    """Writes data-{i}.tfrecord files; returns all examples (index = global example id)."""
+    rng = np.random.default_rng(seed)
+    examples = [make_features(i, rng) for i in range(num_files * per_file)]
+    for f in range(num_files):
+        chunk = examples[f * per_file:(f + 1) * per_file]
+        write_records(os.fspath(tmp_path / f"data-{f}.tfrecord"),
+                      [serialize(e, v2) for e in chunk], gzip)
+    return examples
+
+
+def config(tmp_path, **kwargs) -> InputConfig:
+    base = dict(input_patterns=os.fspath(tmp_path / "data-*.tfrecord"), batch_size=4,
+                max_seq_length=SEQ, max_predictions_per_seq=PRED, vocab_size=VOCAB,
+                shuffle_buffer_size=8, cycle_length=2)
+    base.update(kwargs)
+    return InputConfig(**base)
+
+
+def example_ids(batch: Dict[str, tf.Tensor]) -> List[int]:
+    return [int(t) - ID_BASE for t in batch["input_ids"].numpy()[:, 1]]
+
+
+def collect(dataset: tf.data.Dataset, num_batches: int = None) -> List[Dict[str, np.ndarray]]:
+    if num_batches is not None:
+        dataset = dataset.take(num_batches)
+    return [{k: v.numpy() for k, v in b.items()} for b in dataset]
+
+
+def test_eval_pass_parses_every_example_exactly(tmp_path):
+    examples = write_files(tmp_path, num_files=3, per_file=5)
+    ds = make_pretraining_dataset(config(tmp_path, is_training=False, drop_remainder=False))
+    batches = collect(ds)
+    assert [len(b["input_ids"]) for b in batches] == [4, 4, 4, 3]
+    seen = {}
+    for b in batches:
+        assert b["input_ids"].dtype == np.int32 and b["masked_lm_weights"].dtype == np.float32
+        assert b["next_sentence_labels"].shape[1] == 1
+        for row in range(len(b["input_ids"])):
+            seen[int(b["input_ids"][row, 1]) - ID_BASE] = {k: v[row] for k, v in b.items()}
+    assert sorted(seen) == list(range(15))
+    for index, got in seen.items():
+        for name, values in examples[index].items():
+            np.testing.assert_array_equal(got[name], np.array(values), err_msg=name)
+
+
+def test_training_batches_have_static_shapes_and_int32(tmp_path):
+    write_files(tmp_path, num_files=2, per_file=5)
+    ds = make_pretraining_dataset(config(tmp_path, batch_size=3))
+    spec = ds.element_spec
+    assert set(spec) == {f.name for f in schema.FEATURES}
+    assert spec["input_ids"].shape.as_list() == [3, SEQ]
+    assert spec["masked_lm_positions"].shape.as_list() == [3, PRED]
+    assert spec["next_sentence_labels"].shape.as_list() == [3, 1]
+    assert spec["input_ids"].dtype == tf.int32 and spec["masked_lm_weights"].dtype == tf.float32
+    # Training repeats: 20 batches of 3 out of 10 examples, each example seen ~6 times.
+    ids = [i for b in ds.take(20) for i in example_ids({"input_ids": b["input_ids"]})]
+    assert len(ids) == 60 and set(ids) == set(range(10))
+
+
+def test_v2_feature_names_are_detected_and_mapped_to_v1(tmp_path):
+    examples = write_files(tmp_path, num_files=1, per_file=4, v2=True)
+    ds = make_pretraining_dataset(config(tmp_path, is_training=False))
+    (batch,) = collect(ds)
+    assert "input_word_ids" not in batch and "input_type_ids" not in batch
+    np.testing.assert_array_equal(batch["input_ids"][0], examples[0]["input_ids"])
+    np.testing.assert_array_equal(batch["segment_ids"][3], examples[3]["segment_ids"])
+    # Explicit flags: the wrong one is a clear error, the right one works.
+    with pytest.raises(UserError, match="no feature input_ids .*it has input_word_ids"):
+        make_pretraining_dataset(config(tmp_path, use_v2_feature_names=False))
+    make_pretraining_dataset(config(tmp_path, use_v2_feature_names=True))
+
+
+def test_gzip_is_detected_from_magic_bytes(tmp_path):
+    examples = write_files(tmp_path, num_files=2, per_file=4, gzip=True)
+    assert open(tmp_path / "data-0.tfrecord", "rb").read(2) == b"\x1f\x8b"
+    assert input_pipeline.detect_compression(os.fspath(tmp_path / "data-0.tfrecord")) == "GZIP"
+    ds = make_pretraining_dataset(config(tmp_path, is_training=False, cycle_length=1))
+    got = [i for b in collect(ds) for i in example_ids_np(b)]
+    assert got == list(range(8))  # cycle_length=1 reads the files in order
+    np.testing.assert_array_equal(collect(ds)[1]["masked_lm_ids"][0], examples[4]["masked_lm_ids"])
+    with pytest.raises(UserError, match="data-0.tfrecord is not a TFRecord file.*gzip"):
+        make_pretraining_dataset(config(tmp_path, compression=""))
+
+
+def example_ids_np(batch: Dict[str, np.ndarray]) -> List[int]:
+    return [int(t) - ID_BASE for t in batch["input_ids"][:, 1]]
+
+
+def test_mixed_plain_and_gzip_files(tmp_path):
+    rng = np.random.default_rng(3)
+    write_records(os.fspath(tmp_path / "data-0.tfrecord"),
+                  [serialize(make_features(i, rng)) for i in range(3)])
+    write_records(os.fspath(tmp_path / "data-1.tfrecord"),
+                  [serialize(make_features(i, rng)) for i in range(3, 6)], gzip=True)
+    ds = make_pretraining_dataset(config(tmp_path, is_training=False, drop_remainder=False))
+    assert sorted(i for b in collect(ds) for i in example_ids_np(b)) == list(range(6))
+
+
+@pytest.mark.parametrize("num_files,mode", [(4, "files"), (1, "records")])
+def test_sharding_gives_disjoint_covering_shards(tmp_path, num_files, mode):
+    write_files(tmp_path, num_files=num_files, per_file=12 // num_files)
+    assert input_pipeline._shard_mode(num_files, tf.distribute.InputContext(2, 0, 2)) == mode
+    shards = []
+    for pipeline_id in range(2):
+        ctx = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=pipeline_id,
+                                         num_replicas_in_sync=2)
+        ds = make_pretraining_dataset(config(tmp_path, is_training=False, batch_size=2), ctx)
+        shards.append([i for b in collect(ds) for i in example_ids_np(b)])
+    assert len(shards[0]) == len(shards[1]) == 6
+    assert not set(shards[0]) & set(shards[1])
+    assert sorted(shards[0] + shards[1]) == list(range(12))
+
+
+@pytest.mark.parametrize("num_files", [4, 1])
+def test_training_shards_are_disjoint_within_an_epoch(tmp_path, num_files):
+    write_files(tmp_path, num_files=num_files, per_file=12 // num_files)
+    shards = []
+    for pipeline_id in range(2):
+        ctx = tf.distribute.InputContext(2, pipeline_id, 2)
+        # Buffer 1: no mixing across the epoch boundary, so 3 batches of 2 are one epoch.
+        ds = make_pretraining_dataset(config(tmp_path, batch_size=2, shuffle_buffer_size=1), ctx)
+        shards.append([i for b in collect(ds, 3) for i in example_ids_np(b)])
+    assert sorted(shards[0] + shards[1]) == list(range(12))
+
+
+def test_same_seed_same_batches_other_seed_other_batches(tmp_path):
+    write_files(tmp_path, num_files=3, per_file=8)
+    run = lambda seed: collect(
+        make_pretraining_dataset(config(tmp_path, seed=seed, dynamic_masking=True)), 8)
+    first, again, other = run(7), run(7), run(8)
+    for a, b in zip(first, again):
+        for name in a:
+            np.testing.assert_array_equal(a[name], b[name])
+    assert any(not np.array_equal(a["input_mask"], b["input_mask"]) for a, b in zip(first, other))
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_iterator_checkpoint_resumes_the_same_sequence(tmp_path, dynamic):
+    write_files(tmp_path, num_files=3, per_file=6)
+    cfg = config(tmp_path, seed=3, dynamic_masking=dynamic)
+    reference = collect(make_pretraining_dataset(cfg), 10)
+
+    iterator = iter(make_pretraining_dataset(cfg))
+    for _ in range(4):
+        next(iterator)
+    checkpoint = tf.train.Checkpoint(iterator=iterator)
+    path = checkpoint.save(os.fspath(tmp_path / "ckpt" / "it"))
+    next(iterator)  # move on, so the restore has something to undo
+
+    restored = iter(make_pretraining_dataset(cfg))
+    tf.train.Checkpoint(iterator=restored).restore(path).assert_consumed()
+    resumed = [{k: v.numpy() for k, v in next(restored).items()} for _ in range(6)]
+    # And the other way of resuming: skip the consumed batches.
+    skipped = collect(make_pretraining_dataset(cfg).skip(4), 6)
+    for want, got, got_skip in zip(reference[4:], resumed, skipped):
+        for name in want:
+            np.testing.assert_array_equal(got[name], want[name])
+            np.testing.assert_array_equal(got_skip[name], want[name])
+
+
+def test_dynamic_masking_gives_fresh_masks_of_the_same_records(tmp_path):
+    examples = write_files(tmp_path, num_files=1, per_file=8)
+    cfg = config(tmp_path, batch_size=8, shuffle_buffer_size=1, dynamic_masking=True,
+                 masked_lm_prob=0.3)
+    epochs = collect(make_pretraining_dataset(cfg), 3)  # one batch = one epoch
+    from bert_tf.dynamic_masking import restore_original_ids
+    masks = []
+    for batch in epochs:
+        original = restore_original_ids(*(tf.constant(batch[k]) for k in (
+            "input_ids", "masked_lm_positions", "masked_lm_ids", "masked_lm_weights"))).numpy()
+        by_id = {int(row[1]) - ID_BASE: row for row in original}
+        for index, want in enumerate(examples):
+            want_tokens = list(want["input_ids"])
+            for p, t, w in zip(want["masked_lm_positions"], want["masked_lm_ids"],
+                               want["masked_lm_weights"]):
+                if w:
+                    want_tokens[p] = t
+            np.testing.assert_array_equal(by_id[index], want_tokens)
+        order = np.argsort(original[:, 1])
+        masks.append(batch["masked_lm_positions"][order])
+    assert not np.array_equal(masks[0], masks[1]) and not np.array_equal(masks[1], masks[2])
+
+
+def test_eval_keeps_the_stored_masks_even_with_dynamic_masking(tmp_path):
+    examples = write_files(tmp_path, num_files=1, per_file=4)
+    ds = make_pretraining_dataset(config(tmp_path, is_training=False, dynamic_masking=True))
+    (batch,) = collect(ds)
+    np.testing.assert_array_equal(batch["masked_lm_positions"],
+                                  [e["masked_lm_positions"] for e in examples])
+
+
+# ----------------------------------------------------------------------------- errors
+
+
+def test_wrong_max_seq_length_names_file_feature_and_flag(tmp_path):
+    write_files(tmp_path, num_files=1, per_file=2)
+    with pytest.raises(UserError) as e:
+        make_pretraining_dataset(config(tmp_path, max_seq_length=32))
+    assert str(e.value) == (
+        f"input_ids has length {SEQ} in {tmp_path / 'data-0.tfrecord'} but --max_seq_length=32")
+    with pytest.raises(UserError, match=f"masked_lm_positions has length {PRED} in .*data-0"
+                                        r".tfrecord but --max_predictions_per_seq=5"):
+        make_pretraining_dataset(config(tmp_path, max_predictions_per_seq=5))
+
+
+def test_not_a_tfrecord(tmp_path):
+    write_files(tmp_path, num_files=1, per_file=2)
+    (tmp_path / "data-1.tfrecord").write_text("this is a text file, not records\n" * 20)
+    with pytest.raises(UserError, match=r"data-1.tfrecord is not a TFRecord file or is corrupted"):
+        make_pretraining_dataset(config(tmp_path))
+
+
+def test_missing_feature_and_out_of_vocab_ids_in_first_record(tmp_path):
+    rng = np.random.default_rng(0)
+    features = make_features(0, rng)
+    del features["next_sentence_labels"]
+    write_records(os.fspath(tmp_path / "data-0.tfrecord"), [serialize(features)])
+    with pytest.raises(UserError, match="data-0.tfrecord has no feature next_sentence_labels$"):
+        make_pretraining_dataset(config(tmp_path))
+    with pytest.raises(UserError, match=r"input_ids in .*data-0.tfrecord has token id 1000, "
+                                        r"outside --vocab_size=900"):
+        write_files(tmp_path, num_files=1, per_file=2)
+        make_pretraining_dataset(config(tmp_path, vocab_size=900))
+
+
+def test_no_matching_files_and_empty_files(tmp_path):
+    with pytest.raises(UserError, match="no file matches"):
+        make_pretraining_dataset(config(tmp_path))
+    write_records(os.fspath(tmp_path / "data-0.tfrecord"), [])
+    with pytest.raises(UserError, match="every matching file is empty"):
+        make_pretraining_dataset(config(tmp_path))
+    rng = np.random.default_rng(1)
+    write_records(os.fspath(tmp_path / "data-1.tfrecord"), [serialize(make_features(0, rng))])
+    ds = make_pretraining_dataset(config(tmp_path, is_training=False, drop_remainder=False))
+    assert [example_ids_np(b) for b in collect(ds)] == [[0]]
+
+
+def test_mixed_feature_names_are_rejected(tmp_path):
+    rng = np.random.default_rng(2)
+    write_records(os.fspath(tmp_path / "data-0.tfrecord"), [serialize(make_features(0, rng))])
+    write_records(os.fspath(tmp_path / "data-1.tfrecord"),
+                  [serialize(make_features(1, rng), v2=True)])
+    with pytest.raises(UserError, match="data-1.tfrecord uses v2 feature names but .*data-0"):
+        make_pretraining_dataset(config(tmp_path))
+
+
+def test_out_of_range_id_in_a_later_record_fails_in_graph_with_a_clear_message(tmp_path):
+    rng = np.random.default_rng(4)
+    records = [make_features(i, rng) for i in range(6)]
+    records[4]["masked_lm_ids"][0] = VOCAB + 7  # only the first record is checked eagerly
+    write_records(os.fspath(tmp_path / "data-0.tfrecord"), [serialize(r) for r in records])
+    ds = make_pretraining_dataset(config(tmp_path, is_training=False, batch_size=2))
+    with pytest.raises(tf.errors.InvalidArgumentError) as e:
+        collect(ds)
+    error = input_pipeline.user_error_from(e.value)
+    assert isinstance(error, UserError)
+    assert str(error).startswith(f"masked_lm_ids has a token id >= --vocab_size={VOCAB}")
+    assert input_pipeline.user_error_from(ValueError("x")) is None
+
+
+def test_truncated_file_later_records_is_data_loss(tmp_path):
+    write_files(tmp_path, num_files=1, per_file=6)
+    path = tmp_path / "data-0.tfrecord"
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) - 40])
+    ds = make_pretraining_dataset(config(tmp_path, is_training=False, batch_size=2))
+    with pytest.raises(tf.errors.DataLossError) as e:
+        collect(ds)
+    assert str(input_pipeline.user_error_from(e.value)).startswith("corrupted input TFRecord")
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    (dict(batch_size=0), "--batch_size must be positive"),
+    (dict(max_predictions_per_seq=SEQ + 1), "--max_predictions_per_seq=17 must be in"),
+    (dict(compression="ZLIB"), "compression must be one of"),
+    (dict(use_v2_feature_names="yes"), "use_v2_feature_names must be"),
+    (dict(dynamic_masking=True, mask_token_id=VOCAB), "mask_token_id=5000 is outside"),
+])
+def test_config_validation(tmp_path, kwargs, message):
+    with pytest.raises(UserError, match=message):
+        config(tmp_path, **kwargs)
