@@ -71,19 +71,25 @@ class BertTransformerBlock(keras_hub.layers.TransformerEncoder):
         self.attention_dropout = attention_dropout
 
     def build(self, inputs_shape) -> None:
-        super().build(inputs_shape)
-        attention = self._self_attention_layer
-        if attention.dropout == self.attention_dropout:
+        hidden, attention = self.dropout, self.attention_dropout
+        if hidden == attention:
+            super().build(inputs_shape)
             return
-        # The parent built MultiHeadAttention with the residual rate. Its rate lives in
-        # `_dropout` (read in call to decide whether to drop) and in the `_dropout_layer`
-        # it applies to the probabilities; set both. A Dropout built with rate 0 has no
-        # seed generator, so give it one when the new rate is positive.
-        attention._dropout = self.attention_dropout
-        dropout_layer = attention._dropout_layer
-        dropout_layer.rate = self.attention_dropout
-        if self.attention_dropout > 0 and getattr(dropout_layer, "seed_generator", None) is None:
-            dropout_layer.seed_generator = keras.random.SeedGenerator()
+        # The parent gives MultiHeadAttention and both residual Dropouts the same rate.
+        # Build them all with the larger rate: Keras gives a Dropout its seed generator only
+        # when its rate is positive, and a built layer cannot add state later. Then set the
+        # real rates; a Dropout with rate 0 is the identity.
+        self.dropout = max(hidden, attention)
+        try:
+            super().build(inputs_shape)
+        finally:
+            self.dropout = hidden
+        # MultiHeadAttention reads `_dropout` in call (to choose its fused path) and applies
+        # `_dropout_layer` to the attention probabilities.
+        self._self_attention_layer._dropout = attention
+        self._self_attention_layer._dropout_layer.rate = attention
+        self._self_attention_dropout.rate = hidden
+        self._feedforward_dropout.rate = hidden
 
     def get_config(self) -> Dict[str, Any]:
         config = super().get_config()
