@@ -1,0 +1,155 @@
+"""TFRecord framing and sharded, atomically renamed (optionally gzip) output files.
+
+A TFRecord file is a sequence of frames:
+
+    uint64 length (little-endian) | uint32 masked_crc32c(length bytes) | data | uint32 masked_crc32c(data)
+
+`frame_records` builds the frames of a whole batch with numpy (no TensorFlow, so worker
+processes stay small and start fast). `ShardedWriter` owns the output files: each is written
+under a temporary name beside its final name and renamed only when every shard is complete;
+on any failure (including Ctrl-C) the temporary files are removed. Remote paths (gs://) go
+through `bert_tf.fileio`.
+
+GZIP output is one gzip stream per file, as `tf.io.TFRecordWriter` writes with
+`TFRecordOptions(compression_type="GZIP")` and `tf.data.TFRecordDataset(...,
+compression_type="GZIP")` reads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import zlib
+from typing import IO, List, Optional, Sequence
+
+import numpy as np
+
+from bert_tf import fileio
+from bert_tf.errors import UserError
+from data_tools.bytes_ops import Rows, concat_rows, fixed_width
+from data_tools.crc32c import crc32c_rows, mask_crc
+
+COMPRESSION_NONE = ""
+COMPRESSION_GZIP = "gzip"
+COMPRESSIONS = (COMPRESSION_NONE, COMPRESSION_GZIP)
+# TensorFlow's ZlibCompressionOptions defaults (level 6 is zlib's default; memLevel 9).
+_GZIP_LEVEL = 6
+_GZIP_MEM_LEVEL = 9
+_GZIP_WBITS = 16 + 15  # 16+: write a gzip header and trailer instead of a zlib one
+
+
+def frame_records(records: Rows) -> Rows:
+    """TFRecord frames of every row.
+
+    Args:
+        records: the serialised records (e.g. tf.train.Example bytes).
+
+    Returns:
+        `Rows`: row i is the complete frame of record i (16 bytes longer than the record).
+    """
+    n = records.num_rows
+    length_bytes = fixed_width(records.lengths.astype("<u8")[:, None])  # [n, 8]
+    length_crc = mask_crc(crc32c_rows(Rows(length_bytes.reshape(-1), np.full(n, 8))))
+    data_crc = mask_crc(crc32c_rows(records))
+    return concat_rows(
+        [
+            length_bytes,
+            fixed_width(length_crc.astype("<u4")[:, None]),
+            records,
+            fixed_width(data_crc.astype("<u4")[:, None]),
+        ],
+        n,
+    )
+
+
+class ShardedWriter:
+    """Writes byte blocks to N output files under temporary names; renames them on success.
+
+    Use as a context manager: leaving the block normally renames every shard to its final
+    name; leaving it with an exception removes every temporary file.
+
+    Args:
+        paths: the final output paths, one per shard.
+        compression: "" (none) or "gzip".
+    """
+
+    def __init__(self, paths: Sequence[str], compression: str = COMPRESSION_NONE):
+        if compression not in COMPRESSIONS:
+            raise UserError(f"--output_compression={compression!r}: expected '' or 'gzip'")
+        if len(set(paths)) != len(paths):
+            raise UserError("the output files are not distinct")
+        self.paths = list(paths)
+        self.compression = compression
+        self._temps: List[str] = []
+        self._files: List[IO] = []
+        self._compressors: List[Optional[object]] = []
+        self.bytes_written = [0] * len(self.paths)  # uncompressed record bytes per shard
+
+    def __enter__(self) -> "ShardedWriter":
+        try:
+            for path in self.paths:
+                parent = os.path.dirname(path)
+                if parent and not fileio.exists(parent):
+                    try:
+                        fileio.makedirs(parent)
+                    except Exception as e:  # OSError locally, tf.errors for remote paths
+                        raise UserError(f"cannot create output directory {parent}: "
+                                        f"{_reason(e)}") from None
+                tmp = fileio.temp_name(path)
+                try:
+                    f = fileio.open_file(tmp, "wb")
+                except Exception as e:
+                    raise UserError(f"cannot write {path}: {_reason(e)}") from None
+                self._temps.append(tmp)
+                self._files.append(f)
+                self._compressors.append(
+                    zlib.compressobj(_GZIP_LEVEL, zlib.DEFLATED, _GZIP_WBITS, _GZIP_MEM_LEVEL)
+                    if self.compression == COMPRESSION_GZIP else None)
+        except BaseException:
+            self._abort()
+            raise
+        return self
+
+    def write(self, shard: int, data) -> None:
+        """Appends bytes (framed records) to one shard."""
+        self.bytes_written[shard] += len(data)
+        compressor = self._compressors[shard]
+        if compressor is not None:
+            data = compressor.compress(data)
+        if len(data):
+            self._files[shard].write(data)
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is not None:
+            self._abort()
+            return
+        try:
+            for shard, f in enumerate(self._files):
+                compressor = self._compressors[shard]
+                if compressor is not None:
+                    f.write(compressor.flush())
+                f.close()
+            for tmp, path in zip(self._temps, self.paths):
+                fileio.rename(tmp, path)
+        except BaseException as e:
+            self._abort()
+            if isinstance(e, OSError):
+                raise UserError(f"cannot write {self.paths[0]}...: {_reason(e)}") from None
+            raise
+
+    def _abort(self) -> None:
+        for f in self._files:
+            with contextlib.suppress(Exception):
+                f.close()
+        for tmp in self._temps:
+            with contextlib.suppress(Exception):
+                if fileio.exists(tmp):
+                    fileio.remove(tmp)
+        self._files, self._temps = [], []
+
+
+def _reason(e: BaseException) -> str:
+    if isinstance(e, OSError) and e.strerror:
+        return e.strerror
+    text = str(e)
+    return text.splitlines()[0] if text else type(e).__name__
