@@ -358,3 +358,11 @@ def is_word_start(ids: Sequence[int], is_continuation: np.ndarray) -> np.ndarray
         is_continuation: `FullTokenizer.is_continuation`.
     """
     return ~is_continuation[np.asarray(ids, dtype=np.int64)]
+
+
+def vocab_list(vocab: Dict[str, int]) -> List[str]:
+    """The tokens in id order (ids of `load_vocab` are line numbers, so they are dense)."""
+    tokens = [""] * len(vocab)
+    for token, index in vocab.items():
+        tokens[index] = token
+    return tokens
