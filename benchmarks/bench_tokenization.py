@@ -86,7 +86,7 @@ def main() -> None:
 
         tft = tf_tokenization.TFBertTokenizer(args.vocab_file, do_lower_case=lower)
         batches = [tf.constant(lines[i:i + 512]) for i in range(0, n, 512)]
-        fn = tf.function(tft.tokenize_ids)
+        fn = tf.function(tft.tokenize)
         fn(batches[0])  # Trace once.
         results["in-graph TFBertTokenizer (batch 512)"] = _best_of(
             lambda: [fn(b) for b in batches], args.repeat)
