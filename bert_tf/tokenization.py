@@ -288,6 +288,7 @@ class FullTokenizer:
         self.inv_vocab = {v: k for k, v in self.vocab.items()}
         self.do_lower_case = do_lower_case
         self.basic_tokenizer = BasicTokenizer(do_lower_case=do_lower_case)
+        self._chunk_splitter = CachedBasicTokenizer(do_lower_case)
         self.wordpiece_tokenizer = WordpieceTokenizer(vocab=self.vocab)
         self.is_continuation = continuation_mask(self.vocab)
         self.unk_id = self.vocab[UNK]
@@ -329,18 +330,9 @@ class FullTokenizer:
 
     def _encode_chunk(self, chunk: str) -> List[int]:
         """Ids of one chunk of text that holds no reference whitespace."""
-        if chunk.isascii():
-            # ASCII: the clean-up only deletes controls, NFD and Mn stripping are no-ops, and
-            # punctuation is exactly the reference's ASCII ranges.
-            chunk = chunk.translate(_ASCII_CONTROL_DELETE)
-            if self.do_lower_case:
-                chunk = chunk.lower()
-            words = _ASCII_PUNCT_SPLIT.findall(chunk)
-        else:
-            words = self.basic_tokenizer.tokenize(chunk)
         ids: List[int] = []
         word_cache = self._word_cache
-        for word in words:
+        for word in self._chunk_splitter.chunk_words(chunk):
             hit = word_cache.get(word)
             if hit is None:
                 hit = word_cache[word] = [
@@ -349,6 +341,41 @@ class FullTokenizer:
         return ids
 
 
+class CachedBasicTokenizer:
+    """`BasicTokenizer.tokenize` with the same output, memoized per whitespace-free chunk.
+
+    For the data tools that split gigabytes of text into words (e.g. to learn a vocabulary).
+    """
+
+    def __init__(self, do_lower_case: bool = True, max_cache_entries: int = 500_000):
+        self.do_lower_case = do_lower_case
+        self.max_cache_entries = max_cache_entries
+        self._basic = BasicTokenizer(do_lower_case)
+        self._cache: Dict[str, List[str]] = {}
+
+    def tokenize(self, text) -> List[str]:
+        """Words and punctuation marks of `text`, exactly as `BasicTokenizer.tokenize`."""
+        cache = self._cache
+        if len(cache) > self.max_cache_entries:
+            cache.clear()
+        words: List[str] = []
+        for chunk in _WHITESPACE_SPLIT.split(convert_to_unicode(text)):
+            hit = cache.get(chunk)
+            if hit is None:
+                hit = cache[chunk] = self.chunk_words(chunk)
+            words.extend(hit)
+        return words
+
+    def chunk_words(self, chunk: str) -> List[str]:
+        """Words of a chunk that holds no reference whitespace (not memoized)."""
+        if chunk.isascii():
+            # ASCII: the clean-up only deletes controls, NFD and Mn stripping are no-ops, and
+            # punctuation is exactly the reference's ASCII ranges.
+            chunk = chunk.translate(_ASCII_CONTROL_DELETE)
+            if self.do_lower_case:
+                chunk = chunk.lower()
+            return _ASCII_PUNCT_SPLIT.findall(chunk)
+        return self._basic.tokenize(chunk)
 
 def is_word_start(ids: Sequence[int], is_continuation: np.ndarray) -> np.ndarray:
     """Bool array [len(ids)]: True where the token begins a whole word (not a `##` piece).

@@ -235,6 +235,11 @@ def test_fast_path_equals_reference_on_adversarial_text(small_vocab_file, google
         assert tok.encode_batch(texts) == reference
         # Bytes input behaves like the decoded string.
         assert tok.encode(HARD_CASES[0].encode("utf-8")) == reference[0]
+    basic = tokenization.BasicTokenizer(do_lower_case=lower)
+    cached = tokenization.CachedBasicTokenizer(do_lower_case=lower, max_cache_entries=1000)
+    words = [basic.tokenize(t) for t in texts]
+    assert [cached.tokenize(t) for t in texts] == words
+    assert [cached.tokenize(t) for t in texts] == words
 
 
 def test_fast_path_cache_is_bounded(small_vocab_file):
