@@ -159,6 +159,7 @@ def check_shapes(
     source: str,
     source_name: Callable[[str], str] = lambda n: n,
     source_shape: Callable[[str, Tuple[int, ...]], Tuple[int, ...]] = lambda n, s: s,
+    config_label: str = "the bert_config",
 ) -> None:
     """Raises if any weight's shape disagrees with the config.
 
@@ -169,6 +170,7 @@ def check_shapes(
         source_name: canonical name -> the name in the source format (for the message).
         source_shape: (canonical name, canonical shape) -> the shape in the source format
             (transposed kernels), so the message shows what the user's file holds.
+        config_label: how the message names the config.
 
     Raises:
         UserError: naming the variable, its shape and the shape the config implies.
@@ -179,7 +181,7 @@ def check_shapes(
         if want is not None and tuple(np.shape(value)) != want:
             raise UserError(
                 f"{source}: variable {source_name(name)} has shape "
-                f"{list(source_shape(name, tuple(np.shape(value))))} but the bert_config "
+                f"{list(source_shape(name, tuple(np.shape(value))))} but {config_label} "
                 f"implies {list(source_shape(name, want))}"
             )
 

@@ -247,6 +247,7 @@ def read(path: str, vocab_file: Optional[str] = None) -> ModelFiles:
     by_hf = {v: k for k, v in table.items()}
     by_hf["cls.predictions.decoder.bias"] = "mlm/output_bias"  # the same parameter
     weights: Dict[str, np.ndarray] = {}
+    stored_as: Dict[str, str] = {}  # canonical name -> name in the file, for messages
     unused: List[str] = []
     decoder = None
     for hf, value in load_tensors(directory).items():
@@ -261,11 +262,12 @@ def read(path: str, vocab_file: Optional[str] = None) -> ModelFiles:
             unused.append(hf)
             continue
         value = np.asarray(value, dtype=np.float32)
+        stored_as[name] = hf
         weights[name] = np.ascontiguousarray(value.T) if _is_transposed(name) else value
     if not weights:
         raise UserError(f"{directory}: no BERT weights (embeddings.*, encoder.layer.*) found")
-    check_shapes(weights, config, directory,
-                 source_name=lambda n: table[n], source_shape=_hf_shape)
+    check_shapes(weights, config, directory, source_name=stored_as.__getitem__,
+                 source_shape=_hf_shape, config_label="config.json")
     if decoder is not None and "embeddings/word_embeddings" in weights:
         diff = float(np.max(np.abs(decoder - weights["embeddings/word_embeddings"])))
         if diff > 0:
