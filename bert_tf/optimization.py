@@ -1,0 +1,340 @@
+"""The optimizer: AdamW (BERT's AdamWeightDecay) or LAMB, warmup + polynomial decay, clipping.
+
+    optimizer = create_optimizer(OptimizerConfig(learning_rate=1e-4, num_train_steps=100_000,
+                                                 num_warmup_steps=10_000))
+
+The learning-rate schedule is driven by `optimizer.iterations`, the number of applies: with
+gradient accumulation the trainer sums k micro-batch gradients and applies once, so one apply
+is one training step.
+
+AdamW follows the original BERT optimizer exactly by default: decoupled weight decay added to
+the Adam direction, `w -= lr * (m / (sqrt(v) + eps) + wd * w)`, and NO bias correction of the
+moments (BERT's published recipes were tuned that way; with 10k warmup steps the difference
+is negligible after the first few hundred steps). `adam_bias_correction=True` gives the
+standard bias-corrected moments instead. Keras' own AdamW is not used: it always
+bias-corrects, and it matches `exclude_from_weight_decay` against `variable.name` ("gamma",
+"bias"), which never contains the layer's name ("layer_norm"); here the patterns are searched
+in `variable.path` ("transformer_layer_0/self_attention_layer_norm/gamma").
+
+LAMB (You et al., 2019) is the layer-wise adaptive variant used for large-batch BERT: the
+bias-corrected Adam direction plus weight decay, scaled per variable by the trust ratio
+||w|| / ||update||. Variables excluded from weight decay are also excluded from the trust
+ratio (as in the common TF implementations), so LayerNorm and biases take plain Adam steps.
+Keras' Lamb is not used: it has no weight decay inside the trust ratio.
+
+Gradients are clipped to `clip_norm` by global norm AFTER they are summed across replicas, so
+a MirroredStrategy/TPU run clips the same gradient as a single-device run with the same
+global batch (Keras' `global_clipnorm` would clip each replica's partial gradient).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import keras
+import tensorflow as tf
+
+from bert_tf.errors import UserError
+
+DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
+OPTIMIZERS = ("adamw", "lamb")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class OptimizerConfig:
+    """Optimizer settings (the original BERT defaults where it had them).
+
+    Attributes:
+        optimizer: "adamw" or "lamb".
+        learning_rate: peak learning rate, reached at the end of warmup.
+        num_train_steps: steps of the polynomial decay (the whole run, warmup included).
+        num_warmup_steps: steps of the linear warmup from 0; 0 for none.
+        end_lr: learning rate at num_train_steps and after.
+        power: exponent of the polynomial decay (1.0 = linear).
+        weight_decay_rate: decoupled weight decay coefficient.
+        beta_1, beta_2, epsilon: Adam moments and the denominator's epsilon.
+        clip_norm: global-norm gradient clipping; None or 0 disables it.
+        exclude_from_weight_decay: regexes searched in each variable's path; a match means no
+            weight decay (and, for LAMB, no trust ratio).
+        adam_bias_correction: AdamW only; False matches the original BERT optimizer.
+    """
+
+    optimizer: str = "adamw"
+    learning_rate: float
+    num_train_steps: int
+    num_warmup_steps: int
+    end_lr: float = 0.0
+    power: float = 1.0
+    weight_decay_rate: float = 0.01
+    beta_1: float = 0.9
+    beta_2: float = 0.999
+    epsilon: float = 1e-6
+    clip_norm: Optional[float] = 1.0
+    exclude_from_weight_decay: Tuple[str, ...] = DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY
+    adam_bias_correction: bool = False
+
+    def __post_init__(self) -> None:
+        # Accept a list from flags; keep the frozen config hashable.
+        object.__setattr__(self, "exclude_from_weight_decay", tuple(self.exclude_from_weight_decay))
+        if self.optimizer not in OPTIMIZERS:
+            raise UserError(f"--optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}")
+        if not self.learning_rate > 0:
+            raise UserError(f"--learning_rate must be positive, got {self.learning_rate}")
+        if self.num_train_steps <= 0:
+            raise UserError(f"--num_train_steps must be positive, got {self.num_train_steps}")
+        if self.num_warmup_steps < 0:
+            raise UserError(f"--num_warmup_steps must be >= 0, got {self.num_warmup_steps}")
+        if self.weight_decay_rate < 0:
+            raise UserError(f"--weight_decay_rate must be >= 0, got {self.weight_decay_rate}")
+        if not (0 <= self.beta_1 < 1 and 0 <= self.beta_2 < 1):
+            raise UserError(f"beta_1 and beta_2 must be in [0, 1), got {self.beta_1}, {self.beta_2}")
+        if self.clip_norm is not None and self.clip_norm < 0:
+            raise UserError(f"--clip_norm must be >= 0, got {self.clip_norm}")
+        for pattern in self.exclude_from_weight_decay:
+            try:
+                re.compile(pattern)
+            except re.error as e:
+                raise UserError(f"exclude_from_weight_decay: bad regex {pattern!r}: {e}") from None
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
+    """BERT's schedule: linear warmup, and polynomial decay over the whole run.
+
+    As in the original, the polynomial decay runs from step 0 over `num_train_steps`:
+        decayed(step) = (lr - end_lr) * (1 - min(step, T) / T) ** power + end_lr
+    and while step < num_warmup_steps it is replaced by the warmup value lr * step / warmup.
+    So the peak is lr * (warmup - 1) / warmup at step warmup - 1, and at step `warmup` the
+    rate continues on the decay line at decayed(warmup) (slightly below lr).
+    """
+
+    def __init__(self, learning_rate: float, num_train_steps: int, num_warmup_steps: int,
+                 end_lr: float = 0.0, power: float = 1.0, name: str = "WarmupPolynomialDecay"):
+        super().__init__()
+        self.learning_rate = learning_rate
+        self.num_train_steps = num_train_steps
+        self.num_warmup_steps = num_warmup_steps
+        self.end_lr = end_lr
+        self.power = power
+        self.name = name
+
+    def __call__(self, step: Any) -> tf.Tensor:
+        """The learning rate at `step` (applies done so far), a float32 scalar."""
+        with tf.name_scope(self.name):
+            step = tf.cast(step, tf.float32)
+            total = tf.cast(self.num_train_steps, tf.float32)
+            progress = tf.minimum(step, total) / total
+            decayed = (self.learning_rate - self.end_lr) * tf.pow(1.0 - progress, self.power) + self.end_lr
+            if not self.num_warmup_steps:
+                return decayed
+            warmup = tf.cast(self.num_warmup_steps, tf.float32)
+            return tf.where(step < warmup, self.learning_rate * step / warmup, decayed)
+
+    def get_config(self) -> Dict[str, Any]:
+        return {
+            "learning_rate": self.learning_rate,
+            "num_train_steps": self.num_train_steps,
+            "num_warmup_steps": self.num_warmup_steps,
+            "end_lr": self.end_lr,
+            "power": self.power,
+            "name": self.name,
+        }
+
+
+def variable_path(variable: Any) -> str:
+    """The name the exclusion patterns are searched in: Keras 3 `.path`, else tf `.name`."""
+    return getattr(variable, "path", None) or variable.name
+
+
+def uses_weight_decay(variable: Any, exclude_patterns: Sequence[str]) -> bool:
+    """False when any exclusion regex is found in the variable's path (e.g. LayerNorm, bias)."""
+    path = variable_path(variable)
+    return not any(re.search(pattern, path) for pattern in exclude_patterns)
+
+
+def _dense(gradient: Any) -> Any:
+    """IndexedSlices -> dense tensor (the moments decay on every row anyway); None stays."""
+    if isinstance(gradient, tf.IndexedSlices):
+        return tf.convert_to_tensor(gradient)
+    return gradient
+
+
+class _BertOptimizerBase(keras.optimizers.Optimizer):
+    """Adam-moment optimizer with per-variable decay flags and clipping after the all-reduce.
+
+    Subclasses implement `_direction(gradient, variable, index)` and `_apply`. The TF backend's
+    Optimizer does the tf.distribute plumbing; only the gradient all-reduce step is reordered
+    here so that clipping sees the summed gradient.
+    """
+
+    def __init__(self, learning_rate: Any = 1e-4, weight_decay_rate: float = 0.01,
+                 beta_1: float = 0.9, beta_2: float = 0.999, epsilon: float = 1e-6,
+                 clip_norm: Optional[float] = 1.0,
+                 exclude_from_weight_decay: Sequence[str] = DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY,
+                 name: str = "bert_optimizer", **kwargs: Any):
+        super().__init__(learning_rate=learning_rate, name=name, **kwargs)
+        self.weight_decay_rate = weight_decay_rate
+        self.beta_1 = beta_1
+        self.beta_2 = beta_2
+        self.epsilon = epsilon
+        self.clip_norm = clip_norm
+        self.exclude_from_weight_decay = list(exclude_from_weight_decay)
+
+    def build(self, var_list: List[Any]) -> None:
+        if self.built:
+            return
+        super().build(var_list)
+        # Decided once per variable here, from the Keras variable (under tf.distribute,
+        # update_step only sees the per-device tf.Variable, which has no `.path`).
+        self._decay_flags = [uses_weight_decay(v, self.exclude_from_weight_decay) for v in var_list]
+        self._m = [self.add_variable_from_reference(v, name="m") for v in var_list]
+        self._v = [self.add_variable_from_reference(v, name="v") for v in var_list]
+
+    def decays(self, variable: Any) -> bool:
+        """Whether the (built) optimizer applies weight decay to this model variable."""
+        return self._decay_flags[self._get_variable_index(variable)]
+
+    def _backend_update_step(self, grads, trainable_variables, learning_rate):
+        variables = [v.value if isinstance(v, keras.Variable) else v for v in trainable_variables]
+        grads_and_vars = self._all_reduce_sum_gradients(list(zip(grads, variables)))
+        # Dense gradients: the global norm of an IndexedSlices (embedding lookups) is taken
+        # over its rows with repeated ids unsummed, which is not the gradient's norm.
+        grads_and_vars = [(_dense(g), v) for g, v in grads_and_vars]
+        if self.clip_norm:
+            present = [i for i, (g, _) in enumerate(grads_and_vars) if g is not None]
+            clipped, _ = tf.clip_by_global_norm([grads_and_vars[i][0] for i in present],
+                                                self.clip_norm)
+            for i, g in zip(present, clipped):
+                grads_and_vars[i] = (g, grads_and_vars[i][1])
+        tf.__internal__.distribute.interim.maybe_merge_call(
+            self._distributed_tf_update_step, self._distribution_strategy, grads_and_vars,
+            learning_rate,
+        )
+
+    def _moments(self, gradient: Any, variable: Any) -> Tuple[int, tf.Tensor, tf.Tensor]:
+        """Updates the moment slots; returns (index, m, v) after the update."""
+        index = self._get_variable_index(variable)
+        gradient = tf.cast(_dense(gradient), variable.dtype)
+        m_slot, v_slot = self._m[index], self._v[index]
+        m = self.beta_1 * tf.convert_to_tensor(m_slot) + (1.0 - self.beta_1) * gradient
+        v = self.beta_2 * tf.convert_to_tensor(v_slot) + (1.0 - self.beta_2) * tf.square(gradient)
+        self.assign(m_slot, m)
+        self.assign(v_slot, v)
+        return index, m, v
+
+    def _bias_corrected(self, m: tf.Tensor, v: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
+        step = tf.cast(self.iterations + 1, m.dtype)
+        return (m / (1.0 - tf.pow(tf.cast(self.beta_1, m.dtype), step)),
+                v / (1.0 - tf.pow(tf.cast(self.beta_2, m.dtype), step)))
+
+    def get_config(self) -> Dict[str, Any]:
+        config = super().get_config()
+        config.update({
+            "weight_decay_rate": self.weight_decay_rate,
+            "beta_1": self.beta_1,
+            "beta_2": self.beta_2,
+            "epsilon": self.epsilon,
+            "clip_norm": self.clip_norm,
+            "exclude_from_weight_decay": list(self.exclude_from_weight_decay),
+        })
+        return config
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class AdamWeightDecay(_BertOptimizerBase):
+    """BERT's AdamW: `w -= lr * (m / (sqrt(v) + eps) + wd * w)`, decay only where not excluded.
+
+    Args:
+        bias_correction: False (default) = the original BERT update on the raw moments; True
+            divides m and v by (1 - beta^t) first, as standard Adam does.
+        See _BertOptimizerBase / OptimizerConfig for the others.
+    """
+
+    def __init__(self, *args: Any, bias_correction: bool = False, name: str = "adam_weight_decay",
+                 **kwargs: Any):
+        super().__init__(*args, name=name, **kwargs)
+        self.bias_correction = bias_correction
+
+    def update_step(self, gradient, variable, learning_rate):
+        index, m, v = self._moments(gradient, variable)
+        if self.bias_correction:
+            m, v = self._bias_corrected(m, v)
+        update = m / (tf.sqrt(v) + self.epsilon)
+        if self._decay_flags[index] and self.weight_decay_rate:
+            update += self.weight_decay_rate * variable
+        self.assign_sub(variable, tf.cast(learning_rate, variable.dtype) * update)
+
+    def get_config(self) -> Dict[str, Any]:
+        config = super().get_config()
+        config["bias_correction"] = self.bias_correction
+        return config
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class LAMB(_BertOptimizerBase):
+    """LAMB: bias-corrected Adam direction + weight decay, scaled by ||w|| / ||update||.
+
+    The trust ratio is 1 when either norm is 0, and for variables matched by the exclusion
+    patterns (LayerNorm, biases).
+    """
+
+    def __init__(self, *args: Any, name: str = "lamb", **kwargs: Any):
+        super().__init__(*args, name=name, **kwargs)
+
+    def update_step(self, gradient, variable, learning_rate):
+        index, m, v = self._moments(gradient, variable)
+        m, v = self._bias_corrected(m, v)
+        update = m / (tf.sqrt(v) + self.epsilon)
+        ratio = tf.constant(1.0, variable.dtype)
+        if self._decay_flags[index]:
+            if self.weight_decay_rate:
+                update += self.weight_decay_rate * variable
+            w_norm = tf.norm(variable)
+            u_norm = tf.norm(update)
+            ratio = tf.where((w_norm > 0) & (u_norm > 0), w_norm / u_norm, ratio)
+        self.assign_sub(variable, ratio * tf.cast(learning_rate, variable.dtype) * update)
+
+
+def create_schedule(config: OptimizerConfig) -> WarmupPolynomialDecay:
+    """The learning-rate schedule of `config`."""
+    return WarmupPolynomialDecay(config.learning_rate, config.num_train_steps,
+                                 config.num_warmup_steps, config.end_lr, config.power)
+
+
+def create_optimizer(
+    config: OptimizerConfig, trainable_variables: Optional[Sequence[Any]] = None
+) -> keras.optimizers.Optimizer:
+    """Makes the optimizer with its schedule; call it inside `strategy.scope()`.
+
+    Under tf.distribute the optimizer must be built (its slots created) before the first
+    `tf.function` step: Keras' lazy build inside a distributed tf.function fails (Keras' own
+    optimizers too). Pass `trainable_variables` to build it here. Build it also before
+    restoring a checkpoint, so the slots are restored at once rather than deferred.
+
+    Args:
+        config: the optimizer settings.
+        trainable_variables: the model's trainable variables, to build the optimizer now.
+
+    Returns:
+        An AdamWeightDecay or LAMB optimizer; its learning rate follows
+        WarmupPolynomialDecay of `optimizer.iterations` (the number of applies). Note that,
+        as in the original, the first apply uses the rate at step 0, which is 0 with warmup.
+    """
+    common = dict(
+        learning_rate=create_schedule(config),
+        weight_decay_rate=config.weight_decay_rate,
+        beta_1=config.beta_1,
+        beta_2=config.beta_2,
+        epsilon=config.epsilon,
+        clip_norm=config.clip_norm or None,
+        exclude_from_weight_decay=config.exclude_from_weight_decay,
+    )
+    if config.optimizer == "lamb":
+        optimizer = LAMB(**common)
+    else:
+        optimizer = AdamWeightDecay(bias_correction=config.adam_bias_correction, **common)
+    if trainable_variables is not None:
+        optimizer.build(list(trainable_variables))
+    return optimizer
