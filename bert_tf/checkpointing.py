@@ -5,18 +5,20 @@ A training checkpoint holds everything a run needs to continue exactly where it 
     model      the pre-training model's variables
     optimizer  its slots (Adam moments, ...), iteration counter and loss scale
     step       the global step (int64)
-    input      the tf.data iterator, i.e. the position in the (deterministic) input stream
     rng        Keras seed-generator states (dropout); Keras does not track them itself
+
+The input position is not stored: tf.distribute's distributed iterators cannot be
+checkpointed, so the input is deterministic given the seed and a resumed run skips the
+batches the first `step` steps consumed (see `Trainer`).
 
 `tf.train.CheckpointManager` writes them as `output_dir/ckpt-<step>` (TensorFlow writes
 `<prefix>_temp/` and renames, and updates the `checkpoint` index file atomically).
 `deferred_interrupts` keeps Ctrl-C from landing in the middle of a save, so a run never
 leaves a half-written checkpoint behind.
 
-Under MultiWorkerMirroredStrategy every worker must take part in a save. Each worker has its
-own input position, so non-chief workers keep their checkpoints in
-`output_dir/worker_states/worker-<i>/` and restore from there at the step of the chief's
-latest checkpoint.
+Under MultiWorkerMirroredStrategy every worker takes part in a save; the chief writes to
+output_dir and the others to a scratch directory they delete at once. All workers restore
+from the chief's checkpoint (their variables are identical).
 
 `warm_start` loads only model weights (`init_checkpoint`), e.g. phase 2 at sequence length
 512 from a phase-1 run, and reports variables that were missing or unused.
@@ -75,10 +77,10 @@ def seed_state_variables(model) -> list:
 
 
 def worker_checkpoint_dir(output_dir: str, worker_index: int) -> str:
-    """Where worker `worker_index` keeps its checkpoints (the chief uses output_dir itself)."""
+    """Where worker `worker_index` writes checkpoints (non-chief: scratch, deleted at once)."""
     if worker_index == 0:
         return output_dir
-    return os.path.join(output_dir, "worker_states", f"worker-{worker_index}")
+    return os.path.join(output_dir, "tmp_worker_checkpoints", f"worker-{worker_index}")
 
 
 def step_of(checkpoint_path: str) -> int:
@@ -106,7 +108,7 @@ class CheckpointSaver:
 
     Args:
         output_dir: the run's output directory.
-        checkpoint: a `tf.train.Checkpoint` over model, optimizer, step, input, rng.
+        checkpoint: a `tf.train.Checkpoint` over model, optimizer, step, rng.
         step: the global step variable (int64 scalar), used to number checkpoints.
         max_to_keep: how many recent checkpoints to keep.
         worker_index: this worker's index (0 = chief).
@@ -150,41 +152,33 @@ class CheckpointSaver:
             return self.latest  # Already saved at this step (e.g. the end of an interval).
         with deferred_interrupts():
             path = self._manager.save(checkpoint_number=step)
+            if self.worker_index != 0:
+                # Non-chief workers only take part in the save; the chief's copy is the one.
+                tf.io.gfile.rmtree(self.directory)
+                path = os.path.join(self.output_dir, os.path.basename(path))
         return path
 
     def restore_latest(self) -> Optional[int]:
         """Restores the latest checkpoint of this run, if any.
 
-        Non-chief workers restore their own state at the step of the chief's latest
-        checkpoint, so every worker resumes at the same step.
+        Every worker reads the chief's latest checkpoint in output_dir.
 
         Returns:
             The restored step, or None if the run starts from scratch.
 
         Raises:
-            UserError: the checkpoint does not fit this model/input pipeline, or a worker
-                lacks the state for the chief's step.
+            UserError: the checkpoint does not fit this model and optimizer.
         """
-        chief_latest = tf.train.latest_checkpoint(self.output_dir)
-        if chief_latest is None:
+        path = tf.train.latest_checkpoint(self.output_dir)
+        if path is None:
             return None
-        step = step_of(chief_latest)
-        if self.worker_index == 0:
-            path = chief_latest
-        else:
-            path = os.path.join(self.directory, f"{_CKPT_PREFIX}-{step}")
-            if not tf.io.gfile.exists(path + ".index"):
-                raise UserError(
-                    f"cannot resume: worker {self.worker_index} has no checkpoint for step "
-                    f"{step} in {self.directory}"
-                )
         try:
             self._checkpoint.read(path).assert_consumed()
         except (AssertionError, ValueError, tf.errors.OpError) as e:
             raise UserError(
-                f"cannot resume from {path}: it does not match this model, optimizer or input "
-                f"pipeline ({_first_line(e)}); use a new --output_dir, or --init_checkpoint to "
-                "start from its weights only"
+                f"cannot resume from {path}: it does not match this model and optimizer "
+                f"({_first_line(e)}); use a new --output_dir, or --init_checkpoint to start "
+                "from its weights only"
             ) from None
         return int(self._step.numpy())
 

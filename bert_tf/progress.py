@@ -1,0 +1,157 @@
+"""Training progress: console lines and TensorBoard summaries.
+
+Every `log_every_n_steps` (at steps_per_loop boundaries) the trainer hands over the global
+sums of the steps since the last report; this module turns them into
+
+    step 200/1000 | loss 6.912345 | mlm_loss 6.21 mlm_acc 0.0912 | nsp_loss 0.69 nsp_acc 0.512
+        | lr 1.00e-04 | 54.3 examples/s | eta 0:04:55
+
+on the console (absl logging, INFO) and scalars of the same under `output_dir/train` (eval
+results under `output_dir/eval`). Only the chief worker writes summaries.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+from typing import Dict, Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from bert_tf import train_loop
+
+# Console abbreviations of the metric names.
+_SHORT = {
+    "masked_lm_loss": "mlm_loss",
+    "masked_lm_accuracy": "mlm_acc",
+    "next_sentence_loss": "nsp_loss",
+    "next_sentence_accuracy": "nsp_acc",
+}
+
+
+def _scalar_metadata():
+    # What TensorBoard's scalar plugin writes; built from TF's own protos so that logging
+    # does not need the tensorboard package (TensorFlow no longer installs it).
+    from tensorflow.core.framework import summary_pb2
+
+    return summary_pb2.SummaryMetadata(
+        plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars"),
+        data_class=summary_pb2.DATA_CLASS_SCALAR,
+    )
+
+
+def write_scalar(name: str, value: float, step: int) -> None:
+    """Writes one scalar summary to the default writer (readable by TensorBoard)."""
+    tf.summary.write(name, tf.constant(value, tf.float32), step=step,
+                     metadata=_scalar_metadata())
+
+
+def format_eta(seconds: float) -> str:
+    if not np.isfinite(seconds) or seconds < 0:
+        return "?"
+    return str(datetime.timedelta(seconds=int(round(seconds))))
+
+
+class ProgressLogger:
+    """Accumulates per-step results and reports them at logging boundaries.
+
+    Args:
+        output_dir: the run's output directory (summaries go to its train/ and eval/).
+        total_steps: num_train_steps, for the ETA.
+        global_batch_size: examples per step (all replicas and micro-batches).
+        write_summaries: False on non-chief workers.
+    """
+
+    def __init__(self, output_dir: str, total_steps: int, global_batch_size: int,
+                 write_summaries: bool = True):
+        self.total_steps = total_steps
+        self.global_batch_size = global_batch_size
+        self._train_writer = None
+        self._eval_writer = None
+        self._output_dir = output_dir
+        self._write = write_summaries
+        if write_summaries:
+            self._train_writer = tf.summary.create_file_writer(os.path.join(output_dir, "train"))
+        self._reset()
+
+    def _reset(self) -> None:
+        self._sums: Dict[str, float] = {}
+        self._losses: list = []
+        self._seconds = 0.0
+
+    def add(self, losses: Sequence[float], sums: Dict[str, float], seconds: float) -> None:
+        """Adds the results of one train_loop call.
+
+        Args:
+            losses: the objective of each step run.
+            sums: their global sums (see train_loop.sum_keys).
+            seconds: wall time of the call; throughput counts training time only, not
+                checkpoint saves or logging.
+        """
+        self._losses.extend(float(x) for x in np.asarray(losses).reshape(-1))
+        self._sums = train_loop.add_sums(self._sums, sums)
+        self._seconds += seconds
+
+    @property
+    def pending_steps(self) -> int:
+        return len(self._losses)
+
+    def report(self, step: int, learning_rate: float) -> Optional[Dict[str, float]]:
+        """Logs and summarizes the steps added since the last report.
+
+        Args:
+            step: the global step reached.
+            learning_rate: the current learning rate.
+
+        Returns:
+            The reported values, or None if there was nothing to report.
+        """
+        if not self._losses:
+            return None
+        elapsed = max(self._seconds, 1e-9)
+        steps = len(self._losses)
+        values = train_loop.metrics_from_sums(self._sums)
+        # The mean of the per-step objectives (each step's loss over its own global batch).
+        values["loss"] = float(np.mean(self._losses))
+        values["learning_rate"] = float(learning_rate)
+        values["examples_per_second"] = steps * self.global_batch_size / elapsed
+        steps_per_second = steps / elapsed
+        eta = (self.total_steps - step) / steps_per_second if steps_per_second > 0 else np.inf
+        parts = [f"step {step}/{self.total_steps}", f"loss {values['loss']:.6f}"]
+        mlm = [f"{_SHORT[k]} {values[k]:.4f}" for k in ("masked_lm_loss", "masked_lm_accuracy")]
+        parts.append(" ".join(mlm))
+        if "next_sentence_loss" in values:
+            nsp = [f"{_SHORT[k]} {values[k]:.4f}"
+                   for k in ("next_sentence_loss", "next_sentence_accuracy")]
+            parts.append(" ".join(nsp))
+        parts += [f"lr {learning_rate:.3e}", f"{values['examples_per_second']:.1f} examples/s",
+                  f"eta {format_eta(eta)}"]
+        logging.info(" | ".join(parts))
+        if self._train_writer is not None:
+            with self._train_writer.as_default(step=step):
+                for key, value in values.items():
+                    write_scalar(key, value, step)
+            self._train_writer.flush()
+        self._reset()
+        return values
+
+    def report_eval(self, results: Dict[str, float]) -> None:
+        """Logs eval results and writes them as summaries under output_dir/eval."""
+        logging.info("eval: %s", ", ".join(f"{k} = {v:.6g}" for k, v in results.items()))
+        if not self._write:
+            return
+        if self._eval_writer is None:
+            self._eval_writer = tf.summary.create_file_writer(os.path.join(self._output_dir, "eval"))
+        step = int(results.get("global_step", 0))
+        with self._eval_writer.as_default(step=step):
+            for key, value in results.items():
+                if key != "global_step":
+                    write_scalar(key, value, step)
+        self._eval_writer.flush()
+
+    def close(self) -> None:
+        for writer in (self._train_writer, self._eval_writer):
+            if writer is not None:
+                writer.close()

@@ -1,0 +1,232 @@
+"""The replicated train and eval steps: where losses are reduced over the global batch.
+
+Losses (`bert_tf.losses`) are per example. This module is the one place that reduces them
+over the global batch (all replicas, all accumulated micro-batches), with the formulas of
+`losses.reduce_pretraining_losses` / `losses.metrics_from_sums`:
+
+    masked_lm_loss     = sum(w * CE) / (sum(w) + 1e-5)       sums over the global batch
+    next_sentence_loss = sum(CE_nsp) / global_batch_size
+    loss               = masked_lm_loss + next_sentence_loss
+
+Replicas hold different numbers of masked tokens, so averaging per-replica means would weight
+tokens unequally. Instead each replica first learns the global denominators (a cross-replica
+sum of its label weights and example count, known from the input before the forward pass),
+then differentiates its own share of the global loss,
+
+    local sum(w * CE) / (global sum(w) + 1e-5) + local sum(CE_nsp) / global_batch_size,
+
+and the gradients are summed across replicas. The sum of the shares is exactly the global
+loss, so N replicas, or k accumulated micro-batches, give the gradient of one big batch.
+
+Gradients are all-reduced here, before the optimizer sees them, so that gradient clipping
+and the float16 loss-scale finiteness check act on the global gradient (identical on every
+replica); the optimizer's own all-reduce is switched off for that call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Dict, Iterator, Tuple
+
+import numpy as np
+import tensorflow as tf
+
+from bert_tf import losses, schema
+
+
+def sum_keys(use_nsp: bool) -> Tuple[str, ...]:
+    """Keys of the per-replica (then global) sums the steps return (see losses.local_sums)."""
+    keys = ("mlm_weighted_ce", "mlm_weight", "mlm_correct", "num_examples")
+    return keys + (("nsp_ce", "nsp_correct") if use_nsp else ())
+
+
+def metrics_from_sums(sums: Dict[str, object]) -> Dict[str, float]:
+    """Reported metrics as Python floats from global sums (one step, an interval, an eval).
+
+    Returns:
+        {"masked_lm_accuracy", "masked_lm_loss", "loss" and, with NSP,
+        "next_sentence_accuracy", "next_sentence_loss"}.
+    """
+    values = {key: tf.constant(np.asarray(v, np.float32)) for key, v in sums.items()}
+    return {key: float(v) for key, v in losses.metrics_from_sums(values).items()}
+
+
+def _local_sums(outputs, batch) -> Dict[str, tf.Tensor]:
+    """Sums over this replica's examples of the per-example loss terms; float32 scalars."""
+    return losses.compute_loss_terms(outputs, batch).local_sums()
+
+
+@contextlib.contextmanager
+def _optimizer_without_all_reduce(optimizer) -> Iterator[None]:
+    """Makes a Keras 3 optimizer take the gradients it is given as already summed.
+
+    Keras' TF optimizer all-reduces gradients inside `apply`, after clipping them per replica.
+    We reduce first (see the module docstring), so its reduction is replaced by the identity
+    while `apply` is traced (the setting is read at trace time only).
+    """
+    targets = [optimizer]
+    inner = getattr(optimizer, "inner_optimizer", None)  # LossScaleOptimizer
+    if inner is not None:
+        targets.append(inner)
+    for opt in targets:
+        if not hasattr(opt, "_all_reduce_sum_gradients"):
+            raise RuntimeError(
+                "this Keras version's optimizer has no _all_reduce_sum_gradients; the trainer "
+                "cannot control where gradients are reduced"
+            )
+        object.__setattr__(opt, "_all_reduce_sum_gradients", lambda grads_and_vars: grads_and_vars)
+    try:
+        yield
+    finally:
+        for opt in targets:
+            opt.__dict__.pop("_all_reduce_sum_gradients", None)
+
+
+class StepFunctions:
+    """Builds the tf.functions that run training and eval steps under a strategy.
+
+    Args:
+        model: the pre-training model (built under `strategy.scope()`).
+        optimizer: its Keras optimizer (possibly a LossScaleOptimizer), built.
+        strategy: the distribution strategy.
+        step: int64 global step variable, incremented per train step.
+        use_nsp: include the NSP loss and metrics.
+        accumulation_steps: k; every replica batch holds k micro-batches, whose gradients are
+            summed before one optimizer update.
+        use_xla: XLA-compile the per-replica forward/backward pass.
+    """
+
+    def __init__(self, model, optimizer, strategy: tf.distribute.Strategy, step: tf.Variable,
+                 use_nsp: bool = True, accumulation_steps: int = 1, use_xla: bool = False):
+        self.model = model
+        self.optimizer = optimizer
+        self.strategy = strategy
+        self.step = step
+        self.use_nsp = use_nsp
+        self.accumulation_steps = accumulation_steps
+        self.keys = sum_keys(use_nsp)
+        self._gradients = tf.function(self._local_gradients, jit_compile=use_xla)
+        # Not XLA-compiled: under MirroredStrategy a jit-compiled function inside the
+        # get_next_as_optional branch loses its replica's device placement; eval is a small
+        # part of the run anyway.
+        self._forward = self._local_eval_sums
+        self.train_loop = tf.function(self._train_loop)
+        self.eval_loop = tf.function(self._eval_loop)
+
+    # ------------------------------------------------------------------ per replica
+
+    def _micro_batch_gradients(self, batch, global_weight, num_examples):
+        variables = self.model.trainable_variables
+        with tf.GradientTape() as tape:
+            outputs = self.model(batch, training=True)
+            terms = losses.compute_loss_terms(outputs, batch)
+            # This replica's share of the global objective (see the module docstring).
+            share = losses.reduce_pretraining_losses(terms, global_weight, num_examples)["loss"]
+            scaled = self.optimizer.scale_loss(share)
+        grads = tape.gradient(scaled, variables)
+        # Embedding lookups give IndexedSlices; dense gradients sum and all-reduce simply.
+        grads = [tf.convert_to_tensor(g) for g in grads]
+        return grads, terms.local_sums()
+
+    def _local_gradients(self, batch, global_weight, num_examples):
+        """Gradients of this replica's loss share, summed over its k micro-batches.
+
+        Args:
+            batch: this replica's features, leading dimension k * micro_batch.
+            global_weight: global sum of the MLM weights (scalar).
+            num_examples: global number of examples (scalar).
+
+        Returns:
+            (gradients, one per trainable variable; local sums, see sum_keys).
+        """
+        k = self.accumulation_steps
+        if k == 1:
+            return self._micro_batch_gradients(batch, global_weight, num_examples)
+        micro = {
+            name: tf.reshape(value, tf.concat([[k, -1], tf.shape(value)[1:]], axis=0))
+            for name, value in batch.items()
+        }
+        variables = self.model.trainable_variables
+        grads = [tf.zeros(v.shape, v.dtype) for v in variables]
+        sums = {key: tf.zeros([]) for key in self.keys}
+        for i in tf.range(k):
+            micro_grads, micro_sums = self._micro_batch_gradients(
+                {name: value[i] for name, value in micro.items()}, global_weight, num_examples
+            )
+            grads = [g + mg for g, mg in zip(grads, micro_grads)]
+            sums = {key: sums[key] + micro_sums[key] for key in self.keys}
+        return grads, sums
+
+    def _replica_train_step(self, batch):
+        ctx = tf.distribute.get_replica_context()
+        # The global denominators come from the labels alone, before any forward pass.
+        local_weight = tf.reduce_sum(batch[schema.MASKED_LM_WEIGHTS])
+        local_examples = tf.cast(tf.shape(batch[schema.MASKED_LM_WEIGHTS])[0], tf.float32)
+        global_weight, global_examples = ctx.all_reduce(
+            tf.distribute.ReduceOp.SUM, [local_weight, local_examples]
+        )
+        grads, sums = self._gradients(batch, global_weight, global_examples)
+        if self.strategy.num_replicas_in_sync > 1:
+            grads = ctx.all_reduce(tf.distribute.ReduceOp.SUM, grads)
+        with _optimizer_without_all_reduce(self.optimizer):
+            self.optimizer.apply(grads, self.model.trainable_variables)
+        return sums
+
+    def _local_eval_sums(self, batch):
+        return _local_sums(self.model(batch, training=False), batch)
+
+    # ------------------------------------------------------------------ loops
+
+    def _reduce(self, per_replica: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+        return {
+            key: self.strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica[key], axis=None)
+            for key in self.keys
+        }
+
+    def _train_loop(self, iterator, num_steps: tf.Tensor) -> Tuple[tf.Tensor, Dict[str, tf.Tensor]]:
+        """Runs up to `num_steps` train steps in one call (steps_per_loop).
+
+        Stops early after a step whose loss is not finite (its update has been applied; the
+        caller must not save that state).
+
+        Returns:
+            (losses: float32 [steps run], the objective of each step;
+             sums: {key: float32 scalar} summed over the global batches of those steps).
+        """
+        step_losses = tf.TensorArray(tf.float32, size=0, dynamic_size=True)
+        totals = {key: tf.zeros([]) for key in self.keys}
+        for i in tf.range(num_steps):
+            sums = self._reduce(self.strategy.run(self._replica_train_step, args=(next(iterator),)))
+            self.step.assign_add(1)
+            loss = losses.metrics_from_sums(sums)["loss"]
+            step_losses = step_losses.write(i, loss)
+            totals = {key: totals[key] + sums[key] for key in self.keys}
+            if not tf.math.is_finite(loss):
+                break
+        return step_losses.stack(), totals
+
+    def _eval_loop(self, iterator, max_steps: tf.Tensor) -> Tuple[tf.Tensor, Dict[str, tf.Tensor]]:
+        """Evaluates up to `max_steps` batches (fewer if the data ends first).
+
+        Returns:
+            (number of batches evaluated: int32 scalar; sums over them, see sum_keys).
+        """
+        totals = {key: tf.zeros([]) for key in self.keys}
+        batches = tf.constant(0)
+        for _ in tf.range(max_steps):
+            optional = iterator.get_next_as_optional()
+            if not optional.has_value():
+                break
+            sums = self._reduce(self.strategy.run(self._forward, args=(optional.get_value(),)))
+            totals = {key: totals[key] + sums[key] for key in self.keys}
+            batches += 1
+        return batches, totals
+
+
+def to_numpy(sums: Dict[str, tf.Tensor]) -> Dict[str, np.ndarray]:
+    return {key: np.asarray(value, np.float64) for key, value in sums.items()}
+
+
+def add_sums(a: Dict[str, float], b: Dict[str, float]) -> Dict[str, float]:
+    """Elementwise sum of two sum dicts (either may be empty)."""
+    return {key: a.get(key, 0.0) + b.get(key, 0.0) for key in set(a) | set(b)}

@@ -1,0 +1,334 @@
+"""The pre-training driver: model and optimizer under a strategy, the train loop, eval.
+
+    trainer = Trainer(TrainerConfig(output_dir=...), strategy, model_fn, optimizer_fn)
+    trainer.train(pretraining_dataset_fn(train_input_config))
+    trainer.evaluate(pretraining_dataset_fn(eval_input_config))
+
+A custom loop rather than `keras.Model.fit`: it reduces the losses over the global batch
+exactly (`bert_tf.train_loop`), accumulates gradients, runs `steps_per_loop` steps per
+tf.function call, and resumes a killed run on the same trajectory: the checkpoint restores
+model, optimizer, step and dropout RNG (`bert_tf.checkpointing`), and the deterministic input
+skips the batches already consumed.
+
+Failure handling: bad input found inside the graph becomes a one-line `UserError`; a
+non-finite loss stops the run with a `UserError` naming the step, without saving that state;
+Ctrl-C stops at once and leaves only complete checkpoints.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from typing import Callable, Dict, Optional
+
+import keras
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from bert_tf import checkpointing, distribution, fileio, input_pipeline, train_loop
+from bert_tf.errors import UserError
+from bert_tf.progress import ProgressLogger
+
+# (input context, per-replica batch size) -> dataset of feature dicts.
+DatasetFn = Callable[[tf.distribute.InputContext, int], tf.data.Dataset]
+
+EVAL_RESULTS_FILE = "eval_results.txt"
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainerConfig:
+    """Settings of a pre-training run (the original run_pretraining.py flags where it had them).
+
+    Attributes:
+        output_dir: checkpoints, summaries and eval_results.txt go here.
+        train_batch_size: GLOBAL examples per optimizer step (all replicas, all micro-batches).
+        eval_batch_size: GLOBAL examples per eval batch.
+        num_train_steps: total optimizer steps of the run.
+        save_checkpoints_steps: save every this many steps (and at the end).
+        keep_checkpoint_max: number of recent checkpoints kept.
+        steps_per_loop: train steps per tf.function call (host round trips are costly on TPU).
+        gradient_accumulation_steps: k micro-batches summed per optimizer step.
+        log_every_n_steps: progress report interval (reported at loop boundaries).
+        max_eval_steps: eval batches at most.
+        max_steps_per_run: stop this process after this many steps (0 = no limit), saving a
+            checkpoint; rerun with the same output_dir to continue (time-limited jobs).
+        init_checkpoint: warm-start model weights from this checkpoint (prefix or directory)
+            when output_dir has no checkpoint yet.
+        use_nsp: train the next-sentence head too.
+        seed: seeds model initialization and dropout.
+        use_xla: XLA-compile the per-replica step.
+        dtype_policy: float32, mixed_bfloat16 or mixed_float16 (adds loss scaling).
+    """
+
+    output_dir: str
+    train_batch_size: int = 32
+    eval_batch_size: int = 8
+    num_train_steps: int = 100000
+    save_checkpoints_steps: int = 1000
+    keep_checkpoint_max: int = 5
+    steps_per_loop: int = 1
+    gradient_accumulation_steps: int = 1
+    log_every_n_steps: int = 100
+    max_eval_steps: int = 100
+    max_steps_per_run: int = 0
+    init_checkpoint: str = ""
+    use_nsp: bool = True
+    seed: int = 12345
+    use_xla: bool = False
+    dtype_policy: str = "float32"
+
+    def __post_init__(self) -> None:
+        positive = ("train_batch_size", "eval_batch_size", "num_train_steps",
+                    "save_checkpoints_steps", "keep_checkpoint_max", "steps_per_loop",
+                    "gradient_accumulation_steps", "log_every_n_steps", "max_eval_steps")
+        for name in positive:
+            if getattr(self, name) <= 0:
+                raise UserError(f"--{name} must be positive, got {getattr(self, name)}")
+        if self.max_steps_per_run < 0:
+            raise UserError(f"--max_steps_per_run must be >= 0, got {self.max_steps_per_run}")
+        if not self.output_dir:
+            raise UserError("--output_dir is required")
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainResult:
+    """What `Trainer.train` did.
+
+    Attributes:
+        start_step: the step the run started (or resumed) at.
+        final_step: the step reached (and saved).
+        losses: float [final_step - start_step], the objective of every step run.
+        last_report: the last progress report (metrics of the last interval).
+    """
+
+    start_step: int
+    final_step: int
+    losses: np.ndarray
+    last_report: Optional[Dict[str, float]]
+
+
+def pretraining_dataset_fn(config: input_pipeline.InputConfig) -> DatasetFn:
+    """A DatasetFn reading TFRecords with `config` (its batch_size is replaced per call)."""
+
+    def dataset_fn(context: tf.distribute.InputContext, per_replica_batch: int) -> tf.data.Dataset:
+        return input_pipeline.make_pretraining_dataset(
+            dataclasses.replace(config, batch_size=per_replica_batch), context
+        )
+
+    return dataset_fn
+
+
+def per_replica_batch_size(global_batch: int, num_replicas: int, accumulation: int = 1,
+                           what: str = "train_batch_size") -> int:
+    """Examples per replica per micro-batch.
+
+    Raises:
+        UserError: the global batch does not divide evenly.
+    """
+    parts = num_replicas * accumulation
+    if global_batch % parts:
+        detail = f"{num_replicas} replicas" + (
+            f" x {accumulation} accumulation steps" if accumulation > 1 else "")
+        raise UserError(f"--{what}={global_batch} is not divisible by {detail} (= {parts})")
+    return global_batch // parts
+
+
+class Trainer:
+    """Builds model and optimizer under `strategy` and runs training and evaluation.
+
+    Args:
+        config: the run settings.
+        strategy: from `distribution.create_strategy`.
+        model_fn: builds the pre-training model (called once, under the strategy scope,
+            after seeding Keras' random state with config.seed).
+        optimizer_fn: builds the Keras optimizer (under the scope); wrapped in a
+            LossScaleOptimizer for mixed_float16.
+    """
+
+    def __init__(self, config: TrainerConfig, strategy: tf.distribute.Strategy,
+                 model_fn: Callable[[], keras.Model], optimizer_fn: Callable[[], object]):
+        self.config = config
+        self.strategy = strategy
+        self.num_replicas = strategy.num_replicas_in_sync
+        # Check the batch sizes before building anything.
+        self.micro_batch_size = per_replica_batch_size(
+            config.train_batch_size, self.num_replicas, config.gradient_accumulation_steps)
+        self.eval_batch_per_replica = per_replica_batch_size(
+            config.eval_batch_size, self.num_replicas, what="eval_batch_size")
+        self.worker_index, _ = distribution.worker_info(strategy)
+        self.is_chief = self.worker_index == 0
+        distribution.set_dtype_policy(config.dtype_policy)
+        with strategy.scope():
+            keras.utils.set_random_seed(config.seed)
+            self.model = model_fn()
+            self.optimizer = distribution.wrap_optimizer(optimizer_fn(), config.dtype_policy)
+            # Slots exist before any restore, so a checkpoint fills them instead of deferring.
+            self.optimizer.build(self.model.trainable_variables)
+            self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step",
+                                    aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+        self.steps = train_loop.StepFunctions(
+            self.model, self.optimizer, strategy, self.step, use_nsp=config.use_nsp,
+            accumulation_steps=config.gradient_accumulation_steps, use_xla=config.use_xla)
+        self._trained = False
+
+    # ------------------------------------------------------------------ helpers
+
+    def _distribute(self, dataset_fn: DatasetFn, per_replica_batch: int, skip_steps: int = 0):
+        """The distributed dataset; `skip_steps` steps' worth of batches are skipped.
+
+        Each step takes one batch per replica, and an input pipeline (one per worker/host)
+        feeds num_replicas / num_pipelines replicas, so resuming at step s skips that many
+        batches times s in every pipeline; the deterministic input then continues where the
+        interrupted run was.
+        """
+
+        def per_pipeline(context: tf.distribute.InputContext) -> tf.data.Dataset:
+            dataset = dataset_fn(context, per_replica_batch)
+            if skip_steps:
+                per_step = context.num_replicas_in_sync // context.num_input_pipelines
+                dataset = dataset.skip(skip_steps * per_step)
+            return dataset
+
+        return self.strategy.distribute_datasets_from_function(per_pipeline)
+
+    def learning_rate(self) -> float:
+        lr = self.optimizer.learning_rate
+        return float(lr() if callable(lr) else lr)
+
+    def _call(self, fn, *args):
+        """Runs a step function, turning bad-input failures from tf.data into UserError."""
+        try:
+            return fn(*args)
+        except tf.errors.OpError as e:
+            error = input_pipeline.user_error_from(e)
+            if error is not None:
+                raise error from None
+            raise
+
+    # ------------------------------------------------------------------ training
+
+    def train(self, dataset_fn: DatasetFn) -> TrainResult:
+        """Trains to `num_train_steps`, resuming from the latest checkpoint in output_dir.
+
+        Returns:
+            The steps run and their losses.
+
+        Raises:
+            UserError: bad input, a checkpoint that does not fit, or a non-finite loss.
+            KeyboardInterrupt: on Ctrl-C (only complete checkpoints remain).
+        """
+        cfg = self.config
+        checkpoint = tf.train.Checkpoint(
+            model=self.model, optimizer=self.optimizer, step=self.step,
+            rng=checkpointing.seed_state_variables(self.model))
+        saver = checkpointing.CheckpointSaver(
+            cfg.output_dir, checkpoint, self.step, cfg.keep_checkpoint_max, self.worker_index)
+        restored = saver.restore_latest()
+        if restored is not None:
+            logging.info("resuming from %s at step %d", saver.latest, restored)
+        elif cfg.init_checkpoint:
+            checkpointing.warm_start(self.model, cfg.init_checkpoint)
+        start = int(self.step.numpy())
+        # The input position is a function of the step (see _distribute).
+        iterator = iter(self._distribute(
+            dataset_fn, self.micro_batch_size * cfg.gradient_accumulation_steps, start))
+        stop = cfg.num_train_steps
+        if cfg.max_steps_per_run:
+            stop = min(stop, start + cfg.max_steps_per_run)
+        progress = ProgressLogger(cfg.output_dir, cfg.num_train_steps, cfg.train_batch_size,
+                                  write_summaries=self.is_chief)
+        all_losses = []
+        step, last_logged, last_report = start, start, None
+        if start >= cfg.num_train_steps:
+            logging.info("already trained to step %d (num_train_steps=%d)", start, stop)
+        try:
+            while step < stop:
+                to_save = cfg.save_checkpoints_steps - step % cfg.save_checkpoints_steps
+                n = min(cfg.steps_per_loop, stop - step, to_save)
+                began = time.perf_counter()
+                losses, sums = self._call(self.steps.train_loop, iterator, tf.constant(n))
+                losses = losses.numpy()
+                progress.add(losses, train_loop.to_numpy(sums), time.perf_counter() - began)
+                all_losses.append(losses)
+                bad = np.flatnonzero(~np.isfinite(losses))
+                if bad.size:
+                    raise UserError(
+                        f"non-finite loss ({losses[bad[0]]}) at step {step + bad[0] + 1}; "
+                        f"stopped without saving it (last checkpoint: {saver.latest or 'none'})")
+                step = int(self.step.numpy())
+                if step - last_logged >= cfg.log_every_n_steps or step == stop:
+                    last_report = progress.report(step, self.learning_rate())
+                    last_logged = step
+                if step % cfg.save_checkpoints_steps == 0 or step == stop:
+                    path = saver.save()
+                    logging.info("saved checkpoint %s", path)
+        finally:
+            progress.close()
+        self._trained = True
+        losses = np.concatenate(all_losses) if all_losses else np.zeros([0], np.float32)
+        return TrainResult(start, step, losses, last_report)
+
+    # ------------------------------------------------------------------ evaluation
+
+    def restore_for_eval(self) -> None:
+        """Loads the weights to evaluate when this process did not train them.
+
+        The latest checkpoint in output_dir, else init_checkpoint, else (with a warning) the
+        freshly initialized model.
+        """
+        latest = tf.train.latest_checkpoint(self.config.output_dir)
+        if latest:
+            tf.train.Checkpoint(model=self.model, step=self.step).read(latest).expect_partial()
+            logging.info("evaluating %s (step %d)", latest, int(self.step.numpy()))
+        elif self.config.init_checkpoint:
+            checkpointing.warm_start(self.model, self.config.init_checkpoint)
+        else:
+            logging.warning("no checkpoint in %s: evaluating the untrained model",
+                            self.config.output_dir)
+
+    def evaluate(self, dataset_fn: DatasetFn) -> Dict[str, float]:
+        """Evaluates up to max_eval_steps batches; writes output_dir/eval_results.txt.
+
+        Returns:
+            {"masked_lm_accuracy", "masked_lm_loss", ("next_sentence_accuracy",
+            "next_sentence_loss",) "loss", "global_step"}.
+        """
+        if not self._trained:
+            self.restore_for_eval()
+        iterator = iter(self._distribute(dataset_fn, self.eval_batch_per_replica))
+        batches, sums = self._call(self.steps.eval_loop, iterator,
+                                   tf.constant(self.config.max_eval_steps))
+        sums = train_loop.to_numpy(sums)
+        if int(batches) == 0 or sums["num_examples"] == 0:
+            raise UserError("eval input is empty: no batch to evaluate")
+        results = train_loop.metrics_from_sums(sums)
+        results["global_step"] = int(self.step.numpy())
+        logging.info("evaluated %d batches (%d examples)", int(batches), int(sums["num_examples"]))
+        logger = ProgressLogger(self.config.output_dir, 0, 0, write_summaries=self.is_chief)
+        logger.report_eval(results)
+        logger.close()
+        if self.is_chief:
+            write_eval_results(os.path.join(self.config.output_dir, EVAL_RESULTS_FILE), results)
+        return results
+
+
+def format_eval_results(results: Dict[str, float]) -> str:
+    """`key = value` lines in sorted key order, as the original run_pretraining wrote them."""
+    lines = []
+    for key in sorted(results):
+        value = results[key]
+        # str() of a float32, as the original printed its numpy metrics: "0.12", not 0.1199...
+        lines.append(f"{key} = {value if isinstance(value, int) else str(np.float32(value))}")
+    return "\n".join(lines) + "\n"
+
+
+def write_eval_results(path: str, results: Dict[str, float]) -> None:
+    """Writes eval results atomically and prints them."""
+    text = format_eval_results(results)
+    fileio.makedirs(os.path.dirname(path) or ".")
+    with fileio.atomic_output(path, "wb") as f:
+        f.write(text.encode("utf-8"))
+    print("***** Eval results *****\n" + text, end="", flush=True)
+
