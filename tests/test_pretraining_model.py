@@ -170,3 +170,18 @@ def test_training_reduces_loss_on_a_fixed_batch():
     for _ in range(25):
         last = float(step())
     assert last < 0.5 * first, (first, last)
+
+
+def test_xla_compiled_forward_matches_eager():
+    # TPUs run the model through XLA; the graph must compile and compute the same values.
+    config = config_for(num_hidden_layers=1)
+    model = BertPretrainingModel(config)
+    load_random(model, seed=8)
+    batch = padded_batch(np.random.default_rng(9), config, [9, 4], 9, 3)
+    compiled = tf.function(lambda b: model(b, training=False), jit_compile=True)
+    eager = model(batch)
+    for key, value in compiled(batch).items():
+        np.testing.assert_allclose(
+            keras.ops.convert_to_numpy(value), keras.ops.convert_to_numpy(eager[key]),
+            atol=1e-4, err_msg=key,
+        )
