@@ -11,7 +11,7 @@ import pytest
 
 import reference_bert as ref
 from bert_tf.modeling.config import BertConfig
-from bert_tf.modeling.encoder import BertEncoder
+from bert_tf.modeling.encoder import BertEncoder, BertTransformerBlock
 from bert_tf.modeling.weight_map import encoder_weight_map, get_weights, set_weights
 
 TOL = 1e-4
@@ -74,6 +74,35 @@ def test_matches_numpy_reference_with_padding(encoder_and_weights):
     assert pooled_diff < TOL, pooled_diff
     # The outputs are not degenerate: the examples differ from each other.
     assert np.abs(seq[0, 0] - seq[1, 0]).max() > 0.1
+
+
+def test_fused_attention_path_matches_reference():
+    # With attention_probs_dropout_prob = 0 Keras' MultiHeadAttention takes its fused
+    # dot_product_attention path (boolean mask) instead of the explicit masked softmax.
+    config = tiny_config(attention_probs_dropout_prob=0.0)
+    encoder = BertEncoder(config)
+    assert encoder.transformer_layers[0]._self_attention_layer.dropout == 0.0
+    weights = load_random_weights(encoder, seed=16)
+    inputs = random_inputs(np.random.default_rng(17), lengths=[7, 2], seq_len=7, config=config)
+    seq, pooled = ref.encoder_forward(
+        weights, inputs["input_ids"], inputs["input_mask"], inputs["segment_ids"],
+        config.num_hidden_layers, config.num_attention_heads, config.hidden_act,
+    )
+    out = encoder(inputs)
+    assert np.abs(keras.ops.convert_to_numpy(out["sequence_output"]) - seq).max() < TOL
+    assert np.abs(keras.ops.convert_to_numpy(out["pooled_output"]) - pooled).max() < TOL
+
+
+def test_block_defaults_to_one_dropout_rate():
+    block = BertTransformerBlock(intermediate_dim=8, num_heads=2, dropout=0.3)
+    block.build((None, None, 8))
+    assert block.attention_dropout == 0.3
+    assert block._self_attention_layer.dropout == 0.3
+    restored = BertTransformerBlock.from_config(
+        BertTransformerBlock(intermediate_dim=8, num_heads=2, dropout=0.3,
+                             attention_dropout=0.0).get_config()
+    )
+    assert (restored.dropout, restored.attention_dropout) == (0.3, 0.0)
 
 
 def test_padding_does_not_affect_real_positions(encoder_and_weights):

@@ -56,7 +56,8 @@ class BertTransformerBlock(keras_hub.layers.TransformerEncoder):
     """keras-hub's post-LN Transformer block with BERT's two dropout rates.
 
     `dropout` (hidden_dropout_prob) applies to the residual branches, as in the parent;
-    `attention_dropout` (attention_probs_dropout_prob) to the attention probabilities.
+    `attention_dropout` (attention_probs_dropout_prob) to the attention probabilities
+    (None: the same as `dropout`, the parent's behaviour).
 
     Call args:
         inputs: [batch, seq_len, hidden].
@@ -66,9 +67,9 @@ class BertTransformerBlock(keras_hub.layers.TransformerEncoder):
         [batch, seq_len, hidden].
     """
 
-    def __init__(self, *, attention_dropout: float = 0.0, **kwargs: Any) -> None:
+    def __init__(self, *, attention_dropout: Optional[float] = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.attention_dropout = attention_dropout
+        self.attention_dropout = self.dropout if attention_dropout is None else attention_dropout
 
     def build(self, inputs_shape) -> None:
         hidden, attention = self.dropout, self.attention_dropout
