@@ -42,9 +42,9 @@ def test_gelus_on_a_grid():
     approx = keras.ops.convert_to_numpy(gelu_approximate(x))
     np.testing.assert_allclose(exact, ref.gelu_exact(x.astype(np.float64)), atol=2e-6)
     np.testing.assert_allclose(approx, ref.gelu_tanh(x.astype(np.float64)), atol=2e-6)
-    # The documented bound: the two differ, by less than 1e-3 (the maximum is ~4.7e-4).
+    # The documented bound: the two differ, by less than 5e-4 (the maximum is 4.73e-4).
     gap = np.abs(exact - approx).max()
-    assert 3e-4 < gap < 1e-3, gap
+    assert 3e-4 < gap < 5e-4, gap
 
 
 @pytest.mark.parametrize(

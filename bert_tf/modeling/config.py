@@ -16,8 +16,9 @@ Activation names (`hidden_act`):
 
 Note: google-research/bert's own `gelu` function was the tanh approximation, so its checkpoints
 were trained with what is called "gelu_approximate" here even though their config says "gelu".
-The two differ by less than 1e-3 for any input and fine-tuning absorbs it; set
-"gelu_approximate" to reproduce the original TensorFlow numerics bit-for-bit. keras-hub's
+The two differ by less than 5e-4 for any input (tests/test_activations.py) and
+fine-tuning absorbs it; set "gelu_approximate" to reproduce the original TensorFlow numerics
+(up to float rounding). keras-hub's
 `BertBackbone` also uses the tanh approximation.
 
 This module does not import TensorFlow or Keras.

@@ -36,6 +36,7 @@ from typing import Any, Dict, Optional
 
 import keras
 import keras_hub
+import numpy as np
 
 from bert_tf.modeling.activations import get_activation
 from bert_tf.modeling.config import BertConfig
@@ -245,7 +246,5 @@ class BertEncoder(keras.Model):
 
 def dummy_inputs(batch_size: int = 2, seq_len: int = 8) -> Dict[str, Any]:
     """All-[PAD] int32 inputs of the given shape, e.g. to build a model before loading weights."""
-    import numpy as np
-
     zeros = np.zeros((batch_size, seq_len), dtype=np.int32)
     return {"input_ids": zeros, "input_mask": np.ones_like(zeros), "segment_ids": zeros}

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, Dict, Optional
 
 import keras
+import numpy as np
 
 from bert_tf.modeling.config import BertConfig
 from bert_tf.modeling.encoder import INPUT_NAMES, BertEncoder
@@ -109,8 +110,6 @@ def dummy_pretraining_inputs(
     batch_size: int = 2, seq_len: int = 8, num_predictions: int = 2
 ) -> Dict[str, Any]:
     """Zero int32 inputs of the given shapes (input_mask all ones), e.g. to build a model."""
-    import numpy as np
-
     zeros = np.zeros((batch_size, seq_len), dtype=np.int32)
     return {
         "input_ids": zeros,
