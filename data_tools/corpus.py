@@ -1,0 +1,208 @@
+"""Streams documents from text files and groups them into chunks (the units of parallel work).
+
+Input format (as the original BERT release): one sentence per line, a blank line between
+documents. Lines are split on "\\n" only; a line is blank when `line.strip()` is empty (the
+original's test). The end of a file also ends a document. Files are read in blocks, so
+memory does not grow with the corpus; invalid UTF-8 is replaced (and counted, one warning per
+file), empty files and files with only blank lines are skipped with a warning.
+
+Chunks hold whole consecutive documents, at least `chunk_bytes` of text each (the last chunk
+of the corpus is merged into the previous one when it is smaller than half of that, so no
+chunk has too few documents to draw random next sentences from). Their boundaries depend
+only on the input and `chunk_bytes`, never on the number of workers, which is what makes the
+output independent of --num_workers. A document longer than `chunk_bytes` is cut at a line
+boundary so that one chunk, and so each worker's memory, stays bounded.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Iterator, List, Optional, Sequence
+
+from absl import logging
+
+from bert_tf import fileio
+from bert_tf.errors import UserError
+
+_READ_BLOCK = 1 << 20
+_REPLACEMENT = "\ufffd"
+_REPLACEMENT_UTF8 = _REPLACEMENT.encode("utf-8")
+
+
+@dataclasses.dataclass
+class Chunk:
+    """Consecutive documents of the corpus: one task for a worker.
+
+    Attributes:
+        index: position of the chunk in the corpus (0, 1, ...); seeds the task's generator.
+        documents: each document is a list of non-blank lines (stripped).
+        num_bytes: characters of text in the chunk, newlines included (for progress).
+    """
+
+    index: int
+    documents: List[List[str]]
+    num_bytes: int
+
+
+@dataclasses.dataclass
+class CorpusStats:
+    """Counters filled while reading.
+
+    Attributes:
+        files: files read.
+        bytes_read: input bytes read so far.
+        lines: non-blank lines.
+        documents: documents (before tokenization; a document whose lines all tokenize to
+            nothing is dropped later, by the worker).
+        split_documents: documents cut because they were longer than a chunk.
+        warnings: the warning messages issued (one per problem per file).
+    """
+
+    files: int = 0
+    bytes_read: int = 0
+    lines: int = 0
+    documents: int = 0
+    split_documents: int = 0
+    warnings: List[str] = dataclasses.field(default_factory=list)
+
+
+def _decode(block: bytes) -> "tuple[str, int]":
+    """UTF-8 text of `block` and the number of invalid byte sequences replaced."""
+    try:
+        return block.decode("utf-8"), 0
+    except UnicodeDecodeError:
+        text = block.decode("utf-8", "replace")
+        return text, text.count(_REPLACEMENT) - block.count(_REPLACEMENT_UTF8)
+
+
+def iter_lines(path: str, stats: CorpusStats, block_size: int = _READ_BLOCK) -> Iterator[str]:
+    """Yields the lines of one file (without the newline), decoding UTF-8 block by block.
+
+    A line longer than a block is assembled from its pieces (linear time, not quadratic).
+    """
+    bad = 0
+    try:
+        f = fileio.open_file(path, "rb")
+    except Exception as e:  # OSError locally, tf.errors.* remotely
+        raise UserError(f"cannot read input file {path}: {_reason(e)}") from None
+    with f:
+        pending: List[bytes] = []  # pieces of an unfinished line
+        while True:
+            try:
+                block = f.read(block_size)
+            except Exception as e:
+                raise UserError(f"cannot read input file {path}: {_reason(e)}") from None
+            if not block:
+                break
+            stats.bytes_read += len(block)
+            cut = block.rfind(b"\n")
+            if cut < 0:
+                pending.append(block)
+                continue
+            # Decode only whole lines, so a multi-byte character is never split.
+            head = b"".join(pending + [block[: cut + 1]]) if pending else block[: cut + 1]
+            pending = [block[cut + 1:]] if cut + 1 < len(block) else []
+            text, n_bad = _decode(head)
+            bad += n_bad
+            lines = text.split("\n")
+            lines.pop()  # the empty string after the final "\n"
+            yield from lines
+        if pending:
+            text, n_bad = _decode(b"".join(pending))
+            bad += n_bad
+            yield text
+    if bad:
+        _warn(stats, f"{path}: {bad} invalid UTF-8 byte sequence(s) replaced")
+
+
+def iter_documents(
+    paths: Sequence[str], stats: CorpusStats, max_document_bytes: int = 0
+) -> Iterator[List[str]]:
+    """Yields documents (lists of stripped, non-blank lines) of all files, in order.
+
+    Args:
+        paths: input files.
+        stats: counters and warnings, updated as files are read.
+        max_document_bytes: if > 0, a document is cut after the line that makes it at least
+            this long.
+    """
+    for path in paths:
+        stats.files += 1
+        lines_before = stats.lines
+        start_bytes = stats.bytes_read
+        doc: List[str] = []
+        doc_bytes = 0
+        for raw in iter_lines(path, stats):
+            line = raw.strip()
+            if not line:
+                if doc:
+                    stats.documents += 1
+                    yield doc
+                doc, doc_bytes = [], 0
+                continue
+            stats.lines += 1
+            doc.append(line)
+            doc_bytes += len(raw) + 1
+            if max_document_bytes and doc_bytes >= max_document_bytes:
+                stats.documents += 1
+                stats.split_documents += 1
+                yield doc
+                doc, doc_bytes = [], 0
+        if doc:
+            stats.documents += 1
+            yield doc
+        if stats.bytes_read == start_bytes:
+            _warn(stats, f"{path}: empty file, skipped")
+        elif stats.lines == lines_before:
+            _warn(stats, f"{path}: only blank lines, skipped")
+
+
+def iter_chunks(
+    paths: Sequence[str], chunk_bytes: int, stats: Optional[CorpusStats] = None
+) -> Iterator[Chunk]:
+    """Groups the documents of `paths` into chunks of at least `chunk_bytes` of text.
+
+    Args:
+        paths: input files, read in order.
+        chunk_bytes: minimum text size of a chunk (the last one may be smaller).
+        stats: counters and warnings (a fresh one if None).
+
+    Yields:
+        Chunks with consecutive indices from 0.
+    """
+    if chunk_bytes <= 0:
+        raise ValueError("chunk_bytes must be > 0")
+    stats = stats if stats is not None else CorpusStats()
+    index = 0
+    held: Optional[Chunk] = None  # the last full chunk, kept back to absorb a small tail
+    docs: List[List[str]] = []
+    size = 0
+    for doc in iter_documents(paths, stats, max_document_bytes=chunk_bytes):
+        docs.append(doc)
+        size += sum(len(line) + 1 for line in doc) + 1
+        if size >= chunk_bytes:
+            if held is not None:
+                yield held
+            held = Chunk(index=index, documents=docs, num_bytes=size)
+            index += 1
+            docs, size = [], 0
+    if docs and held is not None and size < chunk_bytes // 2:
+        held.documents.extend(docs)
+        held.num_bytes += size
+        docs = []
+    if held is not None:
+        yield held
+    if docs:
+        yield Chunk(index=index, documents=docs, num_bytes=size)
+
+
+def _warn(stats: CorpusStats, message: str) -> None:
+    stats.warnings.append(message)
+    logging.warning("%s", message)
+
+
+def _reason(e: BaseException) -> str:
+    if isinstance(e, OSError) and e.strerror:
+        return e.strerror
+    text = str(e)
+    return text.splitlines()[0] if text else type(e).__name__

@@ -1,0 +1,194 @@
+r"""Writes pretraining TFRecords (masked LM + next sentence prediction) from raw text.
+
+Same flags, defaults and output schema as google-research/bert's create_pretraining_data.py,
+plus streaming (bounded memory), parallel workers, sharded and gzip output, whole-word
+masking with one decision per word, n-gram masking and an MLM-only mode.
+
+    python -m data_tools.create_pretraining_data \
+      --input_file=data/corpus/wikitext2.bert.txt \
+      --output_file='out/data/train-{shard}-of-{num_shards}.tfrecord' --num_output_shards=4 \
+      --vocab_file=out/vocab.txt --dupe_factor=10
+
+Input: one sentence per line, a blank line between documents (globs and comma lists).
+Output: one tf.train.Example per instance with the features of `bert_tf/schema.py`.
+The same --random_seed, inputs and outputs give byte-identical files for any --num_workers.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from typing import List, Sequence
+
+from absl import app, flags, logging
+
+from bert_tf import fileio
+from bert_tf.errors import UserError, cli_main
+from data_tools import instances, masking, pipeline, tfrecord_writer
+
+FLAGS = flags.FLAGS
+
+# The original's flags (names and defaults).
+flags.DEFINE_string("input_file", None, "Input text file(s): comma-separated files or globs.")
+flags.DEFINE_string("output_file", None,
+                    "Output TFRecord file(s): a comma-separated list (one per shard), or one "
+                    "name containing {shard} (and optionally {num_shards}) with "
+                    "--num_output_shards.")
+flags.DEFINE_string("vocab_file", None, "The WordPiece vocabulary file.")
+flags.DEFINE_bool("do_lower_case", True, "Lower-case the input (uncased models).")
+flags.DEFINE_bool("do_whole_word_mask", False,
+                  "Mask whole words (all WordPieces of a word) instead of single pieces.")
+flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length.")
+flags.DEFINE_integer("max_predictions_per_seq", 20,
+                     "Maximum number of masked LM predictions per sequence.")
+flags.DEFINE_integer("random_seed", 12345, "Random seed for data generation.")
+flags.DEFINE_integer("dupe_factor", 10,
+                     "Number of times to duplicate the input data (with different masks).")
+flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.")
+flags.DEFINE_float("short_seq_prob", 0.1,
+                   "Probability of creating sequences shorter than the maximum length.")
+
+# Beyond the original.
+flags.DEFINE_string("whole_word_mask_mode", masking.MODE_FIXED,
+                    "With --do_whole_word_mask: 'fixed' draws the 80/10/10 [MASK]/keep/random "
+                    "decision once per word (or n-gram span); 'original' draws it per piece "
+                    "as google-research/bert does.")
+flags.DEFINE_integer("max_ngram_size", 1,
+                     "Mask spans of up to this many units (words with --do_whole_word_mask, "
+                     "else pieces); span length n has probability proportional to 1/n.")
+flags.DEFINE_bool("no_nsp", False,
+                  "MLM only: pack whole sentences across document boundaries ([SEP] between "
+                  "documents) into [CLS] ... [SEP]; segment ids and NSP labels are all 0.")
+flags.DEFINE_string("output_compression", "", "'' (none) or 'gzip'.")
+flags.DEFINE_bool("use_v2_feature_names", False,
+                  "Name features input_word_ids / input_type_ids instead of input_ids / "
+                  "segment_ids.")
+flags.DEFINE_integer("num_workers", None, "Worker processes (default: all cores).")
+flags.DEFINE_integer("num_output_shards", None,
+                     "Number of output files when --output_file contains {shard}.")
+flags.DEFINE_float("chunk_mb", 0.5,
+                   "Text per parallel task, in MB. Random next sentences are drawn from the "
+                   "task's documents. The output depends on it (not on --num_workers).")
+flags.DEFINE_integer("shuffle_buffer_size", 32768,
+                     "Records shuffled together before being dealt to the shards.")
+flags.DEFINE_integer("log_examples", 3, "Number of decoded instances logged at the start.")
+flags.DEFINE_float("progress_seconds", 5.0, "Seconds between progress lines (0: none).")
+
+
+def output_paths(output_file: str, num_output_shards: int | None) -> List[str]:
+    """The output shard paths from --output_file and --num_output_shards.
+
+    Raises:
+        UserError: no output, or the two flags disagree.
+    """
+    names = fileio.split_list(output_file)
+    if not names:
+        raise UserError("--output_file is empty")
+    if len(names) == 1 and "{shard}" in names[0]:
+        n = 1 if num_output_shards is None else num_output_shards
+        if n < 1:
+            raise UserError(f"--num_output_shards={n}: must be >= 1")
+        return [names[0].replace("{shard}", f"{i:05d}").replace("{num_shards}", f"{n:05d}")
+                for i in range(n)]
+    if any("{shard}" in name for name in names):
+        raise UserError("--output_file: use {shard} in a single name, not in a list")
+    if num_output_shards is not None and num_output_shards != len(names):
+        raise UserError(f"--num_output_shards={num_output_shards} but --output_file lists "
+                        f"{len(names)} file(s); put {{shard}} in a single name instead")
+    return names
+
+
+def validate(max_seq_length: int, max_predictions_per_seq: int, masked_lm_prob: float,
+             short_seq_prob: float, dupe_factor: int, max_ngram_size: int, nsp: bool,
+             whole_word_mask_mode: str, output_compression: str, num_workers: int,
+             chunk_mb: float, shuffle_buffer_size: int) -> None:
+    """Rejects impossible flag values with a one-line UserError."""
+    if max_seq_length < 5:
+        raise UserError(f"--max_seq_length={max_seq_length}: must be >= 5")
+    room = max_seq_length - (3 if nsp else 2)
+    if not 1 <= max_predictions_per_seq <= room:
+        raise UserError(f"--max_predictions_per_seq={max_predictions_per_seq}: must be in "
+                        f"[1, {room}] (at most max_seq_length - {max_seq_length - room} "
+                        "tokens can be masked)")
+    if not 0.0 < masked_lm_prob <= 1.0:
+        raise UserError(f"--masked_lm_prob={masked_lm_prob}: must be in (0, 1]")
+    if not 0.0 <= short_seq_prob <= 1.0:
+        raise UserError(f"--short_seq_prob={short_seq_prob}: must be in [0, 1]")
+    if dupe_factor < 1:
+        raise UserError(f"--dupe_factor={dupe_factor}: must be >= 1")
+    if not 1 <= max_ngram_size <= 16:
+        raise UserError(f"--max_ngram_size={max_ngram_size}: must be in [1, 16]")
+    if whole_word_mask_mode not in masking.MODES:
+        raise UserError(f"--whole_word_mask_mode={whole_word_mask_mode!r}: expected one of "
+                        f"{', '.join(masking.MODES)}")
+    if output_compression not in tfrecord_writer.COMPRESSIONS:
+        raise UserError(f"--output_compression={output_compression!r}: expected '' or 'gzip'")
+    if num_workers < 1:
+        raise UserError(f"--num_workers={num_workers}: must be >= 1")
+    if not chunk_mb > 0:
+        raise UserError(f"--chunk_mb={chunk_mb}: must be > 0")
+    if shuffle_buffer_size < 1:
+        raise UserError(f"--shuffle_buffer_size={shuffle_buffer_size}: must be >= 1")
+
+
+def config_from_flags() -> pipeline.PipelineConfig:
+    """Validates the flags and turns them into a frozen `PipelineConfig`."""
+    for name in ("input_file", "output_file", "vocab_file"):
+        if not FLAGS[name].value:
+            raise UserError(f"--{name} is required")
+    num_workers = FLAGS.num_workers
+    if num_workers is None:
+        num_workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
+            else (os.cpu_count() or 1)
+    compression = FLAGS.output_compression.strip().lower()
+    compression = "" if compression == "none" else compression
+    validate(FLAGS.max_seq_length, FLAGS.max_predictions_per_seq, FLAGS.masked_lm_prob,
+             FLAGS.short_seq_prob, FLAGS.dupe_factor, FLAGS.max_ngram_size, not FLAGS.no_nsp,
+             FLAGS.whole_word_mask_mode, compression, num_workers, FLAGS.chunk_mb,
+             FLAGS.shuffle_buffer_size)
+    inputs = fileio.expand_patterns(FLAGS.input_file, "input_file")
+    outputs = output_paths(FLAGS.output_file, FLAGS.num_output_shards)
+    overlap = set(map(os.path.abspath, inputs)) & set(map(os.path.abspath, outputs))
+    if overlap:
+        raise UserError(f"--output_file would overwrite an input file: {sorted(overlap)[0]}")
+    return pipeline.PipelineConfig(
+        input_files=tuple(inputs),
+        output_files=tuple(outputs),
+        vocab_file=FLAGS.vocab_file,
+        do_lower_case=FLAGS.do_lower_case,
+        packing=instances.PackingConfig(max_seq_length=FLAGS.max_seq_length,
+                                        short_seq_prob=FLAGS.short_seq_prob,
+                                        nsp=not FLAGS.no_nsp),
+        masked_lm_prob=FLAGS.masked_lm_prob,
+        max_predictions_per_seq=FLAGS.max_predictions_per_seq,
+        do_whole_word_mask=FLAGS.do_whole_word_mask,
+        whole_word_mask_mode=FLAGS.whole_word_mask_mode,
+        max_ngram_size=FLAGS.max_ngram_size,
+        random_seed=FLAGS.random_seed,
+        dupe_factor=FLAGS.dupe_factor,
+        output_compression=compression,
+        use_v2_feature_names=FLAGS.use_v2_feature_names,
+        num_workers=num_workers,
+        chunk_bytes=max(1, int(FLAGS.chunk_mb * 1e6)),
+        shuffle_buffer_size=FLAGS.shuffle_buffer_size,
+        log_examples=max(0, FLAGS.log_examples),
+        progress_seconds=FLAGS.progress_seconds,
+    )
+
+
+def _raise_interrupt(signum, frame):
+    # SIGTERM (e.g. a job scheduler) cleans up like Ctrl-C: temporary shards are removed.
+    raise KeyboardInterrupt
+
+
+@cli_main
+def main(argv: Sequence[str]) -> None:
+    if len(argv) > 1:
+        raise UserError(f"unexpected arguments: {' '.join(argv[1:])}")
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    logging.set_verbosity(logging.INFO)
+    pipeline.run(config_from_flags())
+
+
+if __name__ == "__main__":
+    app.run(main)
