@@ -24,9 +24,7 @@ This module also holds the bert_tf-format reader/writer (`read_native`, `write_n
 from __future__ import annotations
 
 import os
-from typing import Dict, Optional
-
-import numpy as np
+from typing import Optional
 
 from bert_tf import fileio
 from bert_tf.convert import (
@@ -34,10 +32,10 @@ from bert_tf.convert import (
     NSP_PREFIX,
     ModelFiles,
     atomic_directory,
+    check_new_directory,
     check_vocab,
     copy_file,
     find_beside,
-    listdir,
     report_missing,
 )
 from bert_tf.errors import UserError, cli_main
@@ -61,32 +59,22 @@ def read_native(
     Raises:
         UserError: no checkpoint or config, or variables whose shapes disagree with the config.
     """
-    import tensorflow as tf
-
     from bert_tf import checkpointing
-    from bert_tf.modeling.config import BertConfig
-    from bert_tf.modeling.pretraining_model import BertPretrainingModel
+    from bert_tf.export.saved_model import load_pretrained
     from bert_tf.modeling.weight_map import pretraining_weight_map
 
-    prefix = checkpointing.resolve_checkpoint(path, what="input")
-    config_file = bert_config_file or find_beside(prefix, (CONFIG_NAME,))
-    if config_file is None:
-        raise UserError(f"{path}: no {CONFIG_NAME} beside the checkpoint; pass --bert_config_file")
-    config = BertConfig.from_json_file(config_file)
+    loaded = load_pretrained(path, bert_config_file, what="input")
+    prefix, model = loaded.checkpoint, loaded.model
     vocab_file = vocab_file or find_beside(prefix, (VOCAB_NAME,))
-    saved = dict(tf.train.list_variables(prefix))
-    use_nsp = any(k.startswith("model/nsp_head/") for k in saved)
-    model = BertPretrainingModel(config, use_nsp=use_nsp)
-    report = checkpointing.warm_start(model, prefix)
-    missing_vars = set(report.missing)
+    missing = set(loaded.missing)
     key_of = {id(v): k for k, v in checkpointing.variable_keys("model", model).items()}
     weights = {
         name: w.numpy()
         for name, w in pretraining_weight_map(model).items()
-        if key_of.get(id(w.variable)) not in missing_vars
+        if key_of.get(id(w.variable)) not in missing
     }
     check_vocab(vocab_file, weights, prefix)
-    return ModelFiles(config, weights, vocab_file, prefix)
+    return ModelFiles(model.config, weights, vocab_file, prefix)
 
 
 def write_native(files: ModelFiles, output_dir: str, seed: int = 0) -> str:
@@ -186,9 +174,7 @@ def convert(
     for flag, fmt in (("from_format", from_format), ("to_format", to_format)):
         if fmt not in FORMATS:
             raise UserError(f"--{flag}={fmt!r}: choose from {', '.join(FORMATS)}")
-    if fileio.exists(output) and (not fileio.isdir(output) or listdir(output)):
-        # Checked before the (slow) read so a typo costs nothing.
-        raise UserError(f"--output={output} already exists; choose a new directory")
+    check_new_directory(output)  # Before the (slow) read.
     files = read_model(from_format, input_path, bert_config_file, vocab_file)
     if vocab_file:
         check_vocab(vocab_file, files.weights, files.source)

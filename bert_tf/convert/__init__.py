@@ -259,6 +259,12 @@ def copy_file(src: str, dst: str) -> None:
         f.write(data)
 
 
+def check_new_directory(path: str) -> None:
+    """Raises UserError if `path` exists and is not an empty directory."""
+    if fileio.exists(path) and (not fileio.isdir(path) or listdir(path)):
+        raise UserError(f"output {path} already exists; choose a new directory or delete it")
+
+
 @contextlib.contextmanager
 def atomic_directory(path: str) -> Iterator[str]:
     """Yields a temporary directory beside `path`, renamed to `path` when the block completes.
@@ -270,8 +276,7 @@ def atomic_directory(path: str) -> Iterator[str]:
     Raises:
         UserError: `path` exists and is not an empty directory.
     """
-    if fileio.exists(path) and (not fileio.isdir(path) or listdir(path)):
-        raise UserError(f"output {path} already exists; choose a new directory or delete it")
+    check_new_directory(path)
     if fileio.is_remote(path):
         fileio.makedirs(path)
         yield path

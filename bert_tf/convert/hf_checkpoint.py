@@ -21,10 +21,8 @@ otherwise, in model.safetensors; the tied decoder weight is not stored (as trans
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
-import sys
 from typing import Any, Dict, List, Mapping, Optional
 
 import numpy as np

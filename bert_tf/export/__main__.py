@@ -1,0 +1,124 @@
+"""Export a pretraining run as a serving SavedModel or a keras-hub preset.
+
+    python -m bert_tf.export --output_dir=out/pretrain --vocab_file=out/vocab.txt \
+        --do_lower_case=true --export_dir=export/bert/1 \
+        [--bert_config_file=...] [--max_seq_length=128] [--top_k=5] \
+        [--format=saved_model|keras_hub]
+
+--output_dir is the run's output directory (its latest checkpoint is exported) or one
+checkpoint prefix (`out/pretrain/ckpt-1000`); --bert_config_file defaults to the
+bert_config.json the run saved there. --export_dir must not exist yet; it is written under a
+temporary name and renamed when complete. For TensorFlow Serving, give it a version
+directory (`<model_base_path>/1`). The SavedModel's signatures are documented in
+`bert_tf/export/serving.py`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+
+from absl import app, flags, logging
+
+from bert_tf.errors import EXIT_USER_ERROR, UserError, cli_main
+
+FLAGS = flags.FLAGS
+DEFAULT_MAX_SEQ_LENGTH = 128
+
+flags.DEFINE_string("output_dir", None, "Pretraining output dir (latest checkpoint) or a "
+                    "checkpoint prefix.")
+flags.DEFINE_string("vocab_file", None, "The model's vocabulary.")
+flags.DEFINE_bool("do_lower_case", None, "Lower-case and strip accents (as in training).")
+flags.DEFINE_string("export_dir", None, "New directory to write.")
+flags.DEFINE_string("bert_config_file", None, "Default: bert_config.json in --output_dir.")
+flags.DEFINE_integer("max_seq_length", None, "Longest packed sequence for text signatures "
+                     "(keras_hub: the classifier preprocessor's sequence_length). Default: 128, or "
+                     "max_position_embeddings if smaller.")
+flags.DEFINE_integer("top_k", 5, "Candidates per [MASK] in the fill_mask signature.")
+flags.DEFINE_enum("format", "saved_model", ["saved_model", "keras_hub"], "What to write.")
+
+
+@dataclasses.dataclass(frozen=True)
+class ExportConfig:
+    """The export settings, from the flags.
+
+    Attributes:
+        checkpoint: pretraining output dir or checkpoint prefix.
+        vocab_file: the model's vocabulary.
+        do_lower_case: lower-case and strip accents.
+        export_dir: the new directory.
+        bert_config_file: None: the one beside the checkpoint.
+        max_seq_length: longest packed text sequence; None: 128, or max_position_embeddings
+            if smaller.
+        top_k: fill_mask candidates (SavedModel).
+        export_format: "saved_model" or "keras_hub".
+    """
+
+    checkpoint: str
+    vocab_file: str
+    do_lower_case: bool
+    export_dir: str
+    bert_config_file: str | None = None
+    max_seq_length: int | None = None
+    top_k: int = 5
+    export_format: str = "saved_model"
+
+
+def export(config: ExportConfig) -> str:
+    """Restores the checkpoint and writes the export. Returns export_dir."""
+    from bert_tf.convert import check_new_directory
+    from bert_tf.export import saved_model
+
+    check_new_directory(config.export_dir)  # Before the (slow) restore.
+    loaded = saved_model.load_pretrained(config.checkpoint, config.bert_config_file)
+    max_seq_length = config.max_seq_length or min(
+        DEFAULT_MAX_SEQ_LENGTH, loaded.model.config.max_position_embeddings)
+    if config.export_format == "keras_hub":
+        from bert_tf.export.keras_hub_preset import export_keras_hub_preset
+
+        export_keras_hub_preset(loaded.model.encoder, config.vocab_file, config.do_lower_case,
+                                config.export_dir, max_seq_length)
+    else:
+        if not loaded.has_mlm_head:
+            print(f"note: {loaded.checkpoint} has no MLM head; the SavedModel gets no fill_mask "
+                  "signature", file=sys.stderr, flush=True)
+        saved_model.export_saved_model(
+            loaded.model, config.vocab_file, config.do_lower_case, config.export_dir,
+            max_seq_length, config.top_k, with_fill_mask=loaded.has_mlm_head)
+    print(f"exported {loaded.checkpoint} as {config.export_format} to {config.export_dir}",
+          flush=True)
+    return config.export_dir
+
+
+def config_from_flags() -> ExportConfig:
+    for name in ("output_dir", "vocab_file", "export_dir"):
+        if not getattr(FLAGS, name):
+            raise UserError(f"--{name} is required")
+    if FLAGS.do_lower_case is None:
+        raise UserError("--do_lower_case is required (true for uncased vocabularies)")
+    return ExportConfig(
+        checkpoint=FLAGS.output_dir, vocab_file=FLAGS.vocab_file,
+        do_lower_case=FLAGS.do_lower_case, export_dir=FLAGS.export_dir,
+        bert_config_file=FLAGS.bert_config_file, max_seq_length=FLAGS.max_seq_length,
+        top_k=FLAGS.top_k, export_format=FLAGS.format)
+
+
+def parse_flags(argv):
+    """absl's flag parsing, with a bad flag reported as one `error:` line (exit 2)."""
+    try:
+        return FLAGS(argv)
+    except flags.Error as e:
+        print(f"error: {e}", file=sys.stderr, flush=True)
+        sys.exit(EXIT_USER_ERROR)
+
+
+@cli_main
+def main(argv) -> None:
+    if len(argv) > 1:
+        raise UserError(f"unexpected arguments: {' '.join(argv[1:])}")
+    logging.set_verbosity(logging.INFO)
+    export(config_from_flags())
+
+
+if __name__ == "__main__":
+    app.run(main, flags_parser=parse_flags)

@@ -1,0 +1,146 @@
+"""Export the encoder as a keras-hub preset directory (BertBackbone + BertTokenizer).
+
+    export_keras_hub_preset(model.encoder, "vocab.txt", True, "presets/my_bert")
+    backbone = keras_hub.models.BertBackbone.from_preset("presets/my_bert")
+    classifier = keras_hub.models.BertTextClassifier.from_preset("presets/my_bert",
+                                                                 num_classes=2)
+
+keras-hub's `BertBackbone` is built from the same keras-hub layers as `BertEncoder` and
+names them the same way, so the weights are copied through the canonical weight map
+(`bert_tf.modeling.weight_map`). Two differences are checked, not hidden:
+
+* `BertBackbone` always uses the tanh approximation of GELU. An encoder trained with the
+  exact (erf) GELU is exported anyway, with a one-line warning giving the maximum difference
+  of the outputs on a probe batch.
+* It has one dropout rate (`hidden_dropout_prob` is used); dropout is off at inference.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import numpy as np
+
+from bert_tf.errors import UserError
+
+# Outputs of an exported tanh-GELU encoder must match ours to float32 round-off.
+_SAME_OUTPUT_TOLERANCE = 1e-4
+
+
+def backbone_from_encoder(encoder):
+    """A `keras_hub.models.BertBackbone` with the dimensions and weights of `encoder`.
+
+    Args:
+        encoder: a `bert_tf.modeling.BertEncoder`.
+
+    Returns:
+        The backbone (float32).
+    """
+    import keras_hub
+
+    from bert_tf.modeling.weight_map import encoder_weight_map, get_weights, set_weights
+
+    config = encoder.config
+    backbone = keras_hub.models.BertBackbone(
+        vocabulary_size=config.vocab_size,
+        num_layers=config.num_hidden_layers,
+        num_heads=config.num_attention_heads,
+        hidden_dim=config.hidden_size,
+        intermediate_dim=config.intermediate_size,
+        dropout=config.hidden_dropout_prob,
+        max_sequence_length=config.max_position_embeddings,
+        num_segments=config.type_vocab_size,
+        dtype="float32",
+    )
+    # The backbone has the attributes the canonical map reads, except the pooler's name.
+    view = types.SimpleNamespace(
+        config=config,
+        token_embedding=backbone.token_embedding,
+        position_embedding=backbone.position_embedding,
+        segment_embedding=backbone.segment_embedding,
+        embeddings_layer_norm=backbone.embeddings_layer_norm,
+        transformer_layers=backbone.transformer_layers,
+        pooler=backbone.pooled_dense,
+    )
+    target = encoder_weight_map(view)
+    if len({id(w.variable) for w in target.values()}) != len(backbone.weights):
+        raise RuntimeError("keras-hub BertBackbone has weights the canonical map does not cover")
+    set_weights(target, get_weights(encoder_weight_map(encoder)), source="encoder")
+    return backbone
+
+
+def probe_difference(encoder, backbone, seed: int = 0, batch: int = 2, seq_len: int = 16) -> float:
+    """Max |difference| of sequence and pooled outputs on a random probe batch."""
+    config = encoder.config
+    rng = np.random.default_rng(seed)
+    seq_len = min(seq_len, config.max_position_embeddings)
+    ids = rng.integers(0, config.vocab_size, (batch, seq_len)).astype(np.int32)
+    mask = np.ones_like(ids)
+    mask[-1, seq_len // 2:] = 0  # Padding is handled the same way by both.
+    segments = (np.arange(seq_len)[None] >= seq_len // 3).astype(np.int32).repeat(batch, 0)
+    segments = np.minimum(segments, config.type_vocab_size - 1)
+    ours = encoder({"input_ids": ids, "input_mask": mask, "segment_ids": segments})
+    theirs = backbone({"token_ids": ids, "padding_mask": mask, "segment_ids": segments})
+    real = mask.astype(bool)
+    return max(
+        float(np.max(np.abs(np.asarray(ours["sequence_output"])[real]
+                            - np.asarray(theirs["sequence_output"])[real]))),
+        float(np.max(np.abs(np.asarray(ours["pooled_output"])
+                            - np.asarray(theirs["pooled_output"])))),
+    )
+
+
+def export_keras_hub_preset(
+    encoder, vocab_file: str, do_lower_case: bool, export_dir: str, max_seq_length: int = 128
+) -> str:
+    """Writes a keras-hub preset: backbone config and weights, tokenizer, preprocessor.
+
+    Args:
+        encoder: a `BertEncoder` with its weights loaded.
+        vocab_file: the model's vocabulary.
+        do_lower_case: as the model was trained (the tokenizer's `lowercase`).
+        export_dir: a new directory; written under a temporary name, then renamed.
+        max_seq_length: the `sequence_length` of the saved text-classifier preprocessor
+            (keras-hub's default, 512, may exceed max_position_embeddings).
+
+    Returns:
+        export_dir.
+
+    Raises:
+        UserError: an existing export_dir, or a vocabulary of another size.
+        RuntimeError: the backbone computes something else than the encoder (a keras-hub
+            change), for a tanh-GELU encoder.
+    """
+    import keras_hub
+
+    from bert_tf.convert import activation_meaning, atomic_directory
+    from bert_tf.export.saved_model import check_vocab_size
+    from bert_tf.tokenization import load_vocab, vocab_list
+
+    config = encoder.config
+    check_vocab_size(vocab_file, config.vocab_size)
+    config.check_seq_length(max_seq_length)
+    backbone = backbone_from_encoder(encoder)
+    diff = probe_difference(encoder, backbone)
+    meaning = activation_meaning(config.hidden_act, "bert_tf")
+    if meaning == "gelu_erf":
+        print(f"warning: keras-hub BertBackbone uses the tanh GELU but this encoder was trained "
+              f"with the exact (erf) GELU; outputs differ by up to {diff:.3g} on a probe batch",
+              file=sys.stderr, flush=True)
+    elif meaning != "gelu_tanh":
+        raise UserError(f"hidden_act {config.hidden_act!r}: keras-hub BertBackbone supports "
+                        "only GELU")
+    elif diff > _SAME_OUTPUT_TOLERANCE:
+        raise RuntimeError(f"keras-hub BertBackbone differs from the encoder by {diff:.3g}")
+    tokenizer = keras_hub.models.BertTokenizer(
+        vocabulary=vocab_list(load_vocab(vocab_file)), lowercase=do_lower_case,
+        # BERT's uncased models also strip accents; keras-hub's default does not.
+        strip_accents=do_lower_case)
+    # Saving the preprocessor saves its tokenizer too (tokenizer.json + the vocabulary).
+    preprocessor = keras_hub.models.BertTextClassifierPreprocessor(
+        tokenizer, sequence_length=max_seq_length)
+    with atomic_directory(export_dir) as tmp:
+        backbone.save_to_preset(tmp)
+        preprocessor.save_to_preset(tmp)
+    return export_dir
