@@ -22,8 +22,10 @@ message starting with `INPUT_ERROR_PREFIX`, which `user_error_from` turns into a
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import logging
+import re
 from typing import Dict, List, Optional, Tuple, Union
 
 import tensorflow as tf
@@ -229,20 +231,29 @@ def validate_input_files(config: InputConfig) -> InputFiles:
         UserError: one line naming the file and the feature at fault.
     """
     files = fileio.expand_patterns(config.input_patterns, what="input_file")
+    # Many files on gs:// are slow to open one after the other: read them in threads.
+    # Errors surface in file order (map yields results in order).
+    compressions = _map_files(lambda path: (
+        detect_compression(path) if config.compression == "auto" else config.compression), files)
     fixed_v2 = None if config.use_v2_feature_names == "auto" else bool(config.use_v2_feature_names)
+    if config.validate_files:
+        examples = _map_files(lambda i: _first_example(files[i], compressions[i]),
+                              range(len(files)))
+    else:
+        # Unvalidated: read only what the naming needs (the first non-empty file).
+        examples = [None] * len(files)
+        for i in range(len(files) if fixed_v2 is None else 0):
+            examples[i] = _first_example(files[i], compressions[i])
+            if examples[i] is not None:
+                break
     v2, detected_from = fixed_v2, None
-    kept: List[str] = []
-    compressions: List[str] = []
-    for path in files:
-        compression = detect_compression(path) if config.compression == "auto" else config.compression
-        if not config.validate_files and v2 is not None:
-            # Unvalidated: only enough reading to know the naming (first non-empty file).
-            kept.append(path)
-            compressions.append(compression)
-            continue
-        example = _first_example(path, compression)
+    kept: List[Tuple[str, str]] = []
+    for path, compression, example in zip(files, compressions, examples):
         if example is None:
-            logging.warning("%s %s has no records; skipping it", INPUT_ERROR_PREFIX, path)
+            if config.validate_files:
+                logging.warning("%s %s has no records; skipping it", INPUT_ERROR_PREFIX, path)
+            else:
+                kept.append((path, compression))
             continue
         file_v2 = _detect_v2(example, path)
         if v2 is None:
@@ -254,11 +265,18 @@ def validate_input_files(config: InputConfig) -> InputFiles:
             )
         if config.validate_files:
             _check_example(example, path, config, v2)
-        kept.append(path)
-        compressions.append(compression)
-    if not kept:
+        kept.append((path, compression))
+    if not kept or v2 is None:
         raise UserError(f"--input_file={config.input_patterns}: every matching file is empty")
-    return InputFiles(tuple(kept), tuple(compressions), bool(v2))
+    return InputFiles(tuple(p for p, _ in kept), tuple(c for _, c in kept), bool(v2))
+
+
+def _map_files(fn, items) -> list:
+    items = list(items)
+    if len(items) <= 1:
+        return [fn(item) for item in items]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=min(16, len(items))) as pool:
+        return list(pool.map(fn, items))
 
 
 def parse_batch(serialized: tf.Tensor, config: InputConfig, use_v2_feature_names: bool
@@ -319,6 +337,12 @@ def user_error_from(error: BaseException) -> Optional[UserError]:
             return UserError(line[start + len(INPUT_ERROR_PREFIX):].strip())
     if isinstance(error, tf.errors.DataLossError):
         return UserError(f"corrupted input TFRecord: {_reason(error)}")
+    # tf.io.parse_example on a record of other lengths or without a feature.
+    match = re.search(r"Key: (\w+), Index: \d+\.\s+(.*?)(\n|$)", text)
+    if isinstance(error, tf.errors.InvalidArgumentError) and match:
+        return UserError(f"an input record does not match the schema: feature {match.group(1)}: "
+                         f"{' '.join(match.group(2).split())} (check --max_seq_length and "
+                         f"--max_predictions_per_seq)")
     return None
 
 

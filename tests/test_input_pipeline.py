@@ -8,6 +8,7 @@ position 1 is `ID_BASE + example index` and is never masked by the helper.
 from __future__ import annotations
 
 import os
+import re
 from typing import Dict, List
 
 import numpy as np
@@ -397,3 +398,17 @@ def test_reads_data_tools_records_and_dynamic_counts_match_the_writer(
                                       batch["masked_lm_weights"].numpy().sum(axis=1))
         total += len(ids)
     assert total > 100
+
+
+def test_unvalidated_input_fails_at_parse_time_with_a_clear_message(tmp_path):
+    write_files(tmp_path, num_files=2, per_file=4, v2=True)
+    cfg = config(tmp_path, is_training=False, validate_files=False, max_seq_length=2 * SEQ)
+    inputs = input_pipeline.validate_input_files(cfg)  # reads one record: the naming only
+    assert inputs.use_v2_feature_names and len(inputs.files) == 2
+    with pytest.raises(tf.errors.InvalidArgumentError) as e:
+        collect(make_pretraining_dataset(cfg))
+    error = input_pipeline.user_error_from(e.value)
+    assert str(error).startswith("an input record does not match the schema")
+    # parse_example reports whichever seq-length feature it meets first.
+    assert re.search(r"feature (input_word_ids|input_mask|input_type_ids): .*Values size: 16 "
+                     r"but output shape: \[32\]", str(error)), str(error)
