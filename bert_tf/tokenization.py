@@ -296,6 +296,12 @@ class FullTokenizer:
         self._chunk_cache: Dict[str, List[int]] = {}
         self._word_cache: Dict[str, List[int]] = {}
 
+    def __getstate__(self) -> dict:
+        # Workers receive the tokenizer by pickling: send it without the memo.
+        state = dict(self.__dict__)
+        state["_chunk_cache"], state["_word_cache"] = {}, {}
+        return state
+
     def tokenize(self, text) -> List[str]:
         """The reference path: text -> WordPiece tokens."""
         split_tokens: List[str] = []
@@ -352,6 +358,9 @@ class CachedBasicTokenizer:
         self.max_cache_entries = max_cache_entries
         self._basic = BasicTokenizer(do_lower_case)
         self._cache: Dict[str, List[str]] = {}
+
+    def __getstate__(self) -> dict:
+        return dict(self.__dict__, _cache={})
 
     def tokenize(self, text) -> List[str]:
         """Words and punctuation marks of `text`, exactly as `BasicTokenizer.tokenize`."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 import random
 import subprocess
 import sys
@@ -240,6 +241,18 @@ def test_fast_path_equals_reference_on_adversarial_text(small_vocab_file, google
     words = [basic.tokenize(t) for t in texts]
     assert [cached.tokenize(t) for t in texts] == words
     assert [cached.tokenize(t) for t in texts] == words
+
+
+def test_pickle_drops_the_memo(small_vocab_file):
+    tok = tokenization.FullTokenizer(small_vocab_file)
+    ids = tok.encode("unwanted, running")
+    assert tok._chunk_cache and tok._chunk_splitter._cache == {}
+    tok._chunk_splitter.tokenize("hello")
+    copy = pickle.loads(pickle.dumps(tok))
+    assert copy._chunk_cache == {} and copy._word_cache == {}
+    assert copy._chunk_splitter._cache == {}
+    assert copy.encode("unwanted, running") == ids == [5, 6, 7, 11, 9, 10]
+    assert copy.is_continuation.tolist() == tok.is_continuation.tolist()
 
 
 def test_fast_path_cache_is_bounded(small_vocab_file):
