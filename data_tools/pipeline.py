@@ -17,6 +17,8 @@ Memory is bounded by the window and a few tasks in flight, not by the corpus siz
 from __future__ import annotations
 
 import collections
+import concurrent.futures
+import concurrent.futures.process
 import dataclasses
 import multiprocessing
 import signal
@@ -252,8 +254,8 @@ _WORKER: Dict[str, object] = {}
 def _init_worker(config: PipelineConfig, tokenizer: tokenization.FullTokenizer) -> None:
     # Ctrl-C reaches the whole process group; the parent alone handles it and terminates us.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    # The entry point turns SIGTERM into KeyboardInterrupt; Pool.terminate() sends SIGTERM,
-    # which must simply end a worker.
+    # The entry point turns SIGTERM into KeyboardInterrupt; the parent ends workers with
+    # SIGTERM, which must simply end a worker.
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     _WORKER["config"] = config
     _WORKER["tokenizer"] = tokenizer
@@ -276,20 +278,25 @@ def _map_ordered(chunks: Iterable[corpus.Chunk], config: PipelineConfig,
     # fork shares the loaded tokenizer for free; after TensorFlow was imported (remote paths)
     # forking is unsafe, so spawn (the tokenizer is then pickled to each worker).
     method = "spawn" if "tensorflow" in sys.modules else "fork"
-    ctx = multiprocessing.get_context(method)
-    pending: Deque = collections.deque()
-    pool = ctx.Pool(config.num_workers, initializer=_init_worker, initargs=(config, tokenizer))
+    executor = concurrent.futures.ProcessPoolExecutor(
+        config.num_workers, mp_context=multiprocessing.get_context(method),
+        initializer=_init_worker, initargs=(config, tokenizer))
+    pending: Deque[concurrent.futures.Future] = collections.deque()
     try:
         for chunk in chunks:
-            pending.append(pool.apply_async(_worker_task, (chunk, examples_for(chunk))))
+            pending.append(executor.submit(_worker_task, chunk, examples_for(chunk)))
             while len(pending) > 2 * config.num_workers:
-                yield pending.popleft().get()
+                yield pending.popleft().result()
         while pending:
-            yield pending.popleft().get()
-        pool.close()
-        pool.join()
+            yield pending.popleft().result()
+    except concurrent.futures.process.BrokenProcessPool:
+        raise UserError("a worker process died (killed, or out of memory?); no output "
+                        "was written") from None
     finally:
-        pool.terminate()
+        # On Ctrl-C or an error, stop the workers now rather than after their current task.
+        for process in list((getattr(executor, "_processes", None) or {}).values()):
+            process.terminate()
+        executor.shutdown(wait=True, cancel_futures=True)
 
 
 class ShardDealer:
