@@ -33,8 +33,10 @@ def gelu_tanh(x: np.ndarray) -> np.ndarray:
 
 
 ACTIVATIONS = {
-    "gelu": gelu_exact,
+    # Keys are bert_config.json spellings: "gelu" is the original release's tanh form.
+    "gelu": gelu_tanh,
     "gelu_approximate": gelu_tanh,
+    "gelu_exact": gelu_exact,
     "relu": lambda x: np.maximum(x, 0.0),
     "tanh": np.tanh,
 }

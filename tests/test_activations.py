@@ -50,7 +50,8 @@ def test_gelus_on_a_grid():
 @pytest.mark.parametrize(
     "name, x, expected",
     [("relu", -2.0, 0.0), ("relu", 3.0, 3.0), ("tanh", 0.5, math.tanh(0.5)),
-     ("gelu_new", 1.0, 0.8411919906082768), ("gelu", 1.0, 0.8413447460685429)],
+     ("gelu_new", 1.0, 0.8411919906082768), ("gelu", 1.0, 0.8411919906082768),
+     ("gelu_exact", 1.0, 0.8413447460685429)],
 )
 def test_get_activation(name, x, expected):
     f = get_activation(name)

@@ -183,8 +183,10 @@ def test_zero_dropout_is_allowed():
 @pytest.mark.parametrize(
     "name, canonical",
     [
-        ("gelu", "gelu"),
+        ("gelu", "gelu_approximate"),
         ("gelu_approximate", "gelu_approximate"),
+        ("gelu_exact", "gelu_exact"),
+        ("gelu_erf", "gelu_exact"),
         ("gelu_new", "gelu_approximate"),
         ("gelu_tanh", "gelu_approximate"),
         ("gelu_pytorch_tanh", "gelu_approximate"),

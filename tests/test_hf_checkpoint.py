@@ -263,7 +263,7 @@ def test_real_minilm_matches_numpy_reference_from_raw_tensors():
             ref[f"{p}/{ours}/beta"] = raw[f"{q}.{theirs}.bias"]
     # HF "gelu" is the erf GELU: the reference's exact form.
     seq, pooled = reference_bert.encoder_forward(ref, ids, mask, segments, 6, 12,
-                                                 hidden_act="gelu")
+                                                 hidden_act="gelu_exact")
     real = mask.astype(bool)
     np.testing.assert_allclose(np.asarray(out["sequence_output"])[real], seq[real], atol=1e-4)
     np.testing.assert_allclose(np.asarray(out["pooled_output"]), pooled, atol=1e-4)

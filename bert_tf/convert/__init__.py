@@ -44,8 +44,8 @@ from bert_tf.modeling.config import BertConfig
 # an erf-GELU model is written to Google format as "gelu" with a warning.
 ACTIVATION_NAMES: Dict[str, Dict[str, str]] = {
     #  meaning       bert_tf config             Hugging Face           Google original
-    "gelu_erf": {"bert_tf": "gelu", "hf": "gelu", "google": "gelu"},
-    "gelu_tanh": {"bert_tf": "gelu_approximate", "hf": "gelu_new", "google": "gelu"},
+    "gelu_erf": {"bert_tf": "gelu_exact", "hf": "gelu", "google": "gelu"},
+    "gelu_tanh": {"bert_tf": "gelu", "hf": "gelu_new", "google": "gelu"},
     "relu": {"bert_tf": "relu", "hf": "relu", "google": "relu"},
     "tanh": {"bert_tf": "tanh", "hf": "tanh", "google": "tanh"},
 }
@@ -73,10 +73,13 @@ def activation_meaning(name: str, fmt: str) -> str:
     if name in _READ_ALIASES.get(fmt, {}):
         return _READ_ALIASES[fmt][name]
     if fmt == "bert_tf":
-        # Any alias BertConfig accepts: go through its canonical name.
+        # Any alias BertConfig accepts: compare canonical names.
         from bert_tf.modeling.config import ACTIVATIONS
 
-        name = ACTIVATIONS.get(name, name)
+        canonical = ACTIVATIONS.get(name, name)
+        for meaning, columns in ACTIVATION_NAMES.items():
+            if ACTIVATIONS.get(columns[fmt], columns[fmt]) == canonical:
+                return meaning
     for meaning, columns in ACTIVATION_NAMES.items():
         if columns[fmt] == name:
             return meaning

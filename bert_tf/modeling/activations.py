@@ -26,7 +26,7 @@ def gelu_approximate(x):
 
 
 _FUNCTIONS = {
-    "gelu": gelu_exact,
+    "gelu_exact": gelu_exact,
     "gelu_approximate": gelu_approximate,
     "relu": keras.activations.relu,
     "tanh": keras.activations.tanh,

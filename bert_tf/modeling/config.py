@@ -7,19 +7,20 @@ instead of deep inside Keras.
 
 Activation names (`hidden_act`):
 
-    "gelu"               exact GELU, x * Phi(x) with the erf (what Hugging Face and keras
-                         `gelu` compute for "gelu").
-    "gelu_approximate"   the tanh approximation 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
-    "gelu_new", "gelu_tanh", "gelu_pytorch_tanh"
-                         aliases of "gelu_approximate" (Hugging Face spellings).
+    "gelu"               what the original release computed for "gelu": the tanh approximation
+                         0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+    "gelu_approximate", "gelu_new", "gelu_tanh", "gelu_pytorch_tanh"
+                         aliases of "gelu" (the last three are Hugging Face spellings).
+    "gelu_exact", "gelu_erf"
+                         exact GELU, x * Phi(x) with the erf (what Hugging Face's config.json
+                         and keras call "gelu"; the checkpoint converter translates).
     "relu", "tanh"
 
-Note: google-research/bert's own `gelu` function was the tanh approximation, so its checkpoints
-were trained with what is called "gelu_approximate" here even though their config says "gelu".
-The two differ by less than 5e-4 for any input (tests/test_activations.py) and
-fine-tuning absorbs it; set "gelu_approximate" to reproduce the original TensorFlow numerics
-(up to float rounding). keras-hub's
-`BertBackbone` also uses the tanh approximation.
+Why "gelu" means the tanh form: a `bert_config.json` is the original release's file format,
+and google-research/bert's `gelu` function was the tanh approximation, so Google's configs and
+checkpoints reproduce the original numerics unchanged here. keras-hub's `BertBackbone` also
+uses the tanh approximation, so models built from the standard configs export to keras-hub
+exactly. The two GELUs differ by less than 5e-4 for any input (tests/test_activations.py).
 
 This module does not import TensorFlow or Keras.
 """
@@ -36,8 +37,10 @@ from bert_tf.errors import UserError
 
 # hidden_act name -> canonical name understood by `bert_tf.modeling.activations`.
 ACTIVATIONS: Dict[str, str] = {
-    "gelu": "gelu",
+    "gelu": "gelu_approximate",
     "gelu_approximate": "gelu_approximate",
+    "gelu_exact": "gelu_exact",
+    "gelu_erf": "gelu_exact",
     "gelu_new": "gelu_approximate",
     "gelu_tanh": "gelu_approximate",
     "gelu_pytorch_tanh": "gelu_approximate",
@@ -159,7 +162,7 @@ class BertConfig:
 
     @property
     def activation(self) -> str:
-        """The canonical activation name ("gelu", "gelu_approximate", "relu", "tanh")."""
+        """The canonical activation name ("gelu_approximate", "gelu_exact", "relu", "tanh")."""
         return ACTIVATIONS[self.hidden_act]
 
     def check_seq_length(self, max_seq_length: int, what: str = "max_seq_length") -> None:
