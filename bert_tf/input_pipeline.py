@@ -363,7 +363,8 @@ def make_pretraining_dataset(
         `files[input_pipeline_id::num_input_pipelines]` (cheap, the usual case);
       - fewer files: every pipeline reads all files in the same order (file shuffling uses
         the same seed everywhere) and keeps every num_input_pipelines-th record.
-    Either way the shards are disjoint and together cover the data.
+    Either way the shards are disjoint and together cover the data (with record sharding in
+    training, within each epoch: the file order, hence the split, changes between epochs).
 
     Args:
         config: the input settings; batch_size is per replica.
@@ -424,6 +425,8 @@ def make_pretraining_dataset(
     ).prefetch(tf.data.AUTOTUNE)
     options = tf.data.Options()
     options.deterministic = True
-    # Sharding is done here by hand; stop tf.distribute from re-sharding the dataset.
-    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
+    if input_context is not None:
+        # Sharded here by hand; stop tf.distribute from sharding it again. (Without a
+        # context, `experimental_distribute_dataset` may still auto-shard it across workers.)
+        options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
     return dataset.with_options(options)

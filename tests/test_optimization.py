@@ -264,6 +264,34 @@ def test_optimizer_config_roundtrip():
     assert copy._learning_rate.get_config() == opt._learning_rate.get_config()
 
 
+def test_works_inside_a_loss_scale_optimizer():
+    """mixed_float16 wraps it in keras' LossScaleOptimizer: same weights as unwrapped."""
+    x = np.random.default_rng(0).integers(0, 11, (4, 5)).astype(np.int32)
+    results = []
+    for wrap in (False, True):
+        keras.utils.set_random_seed(0)
+        model = tiny_model()
+        opt = create_optimizer(OptimizerConfig(learning_rate=0.1, num_train_steps=10,
+                                               num_warmup_steps=0, clip_norm=0.1))
+        if wrap:
+            opt = keras.optimizers.LossScaleOptimizer(opt)
+        opt.build(model.trainable_variables)
+
+        @tf.function
+        def step():
+            with tf.GradientTape() as tape:
+                scaled = opt.scale_loss(tf.reduce_mean(tf.square(model(x))))
+            grads = tape.gradient(scaled, model.trainable_variables)
+            opt.apply_gradients(zip(grads, model.trainable_variables))
+
+        for _ in range(3):
+            step()
+        results.append([v.numpy() for v in model.trainable_variables])
+    assert float(opt.dynamic_scale) > 1  # the loss really was scaled
+    for a, b in zip(*results):
+        np.testing.assert_allclose(b, a, rtol=1e-6, atol=1e-7)
+
+
 @pytest.mark.parametrize("kwargs,message", [
     (dict(optimizer="sgd"), "--optimizer must be one of adamw, lamb"),
     (dict(num_train_steps=0), "--num_train_steps must be positive"),
