@@ -164,9 +164,10 @@ def _dense(gradient: Any) -> Any:
 class _BertOptimizerBase(keras.optimizers.Optimizer):
     """Adam-moment optimizer with per-variable decay flags and clipping after the all-reduce.
 
-    Subclasses implement `_direction(gradient, variable, index)` and `_apply`. The TF backend's
-    Optimizer does the tf.distribute plumbing; only the gradient all-reduce step is reordered
-    here so that clipping sees the summed gradient.
+    Subclasses implement `update_step`. The TF backend's Optimizer does the tf.distribute
+    plumbing; `_backend_update_step` is overridden only to clip after its cross-replica sum
+    (`_all_reduce_sum_gradients`, which a trainer that sums gradients itself may replace by
+    the identity), using that backend's private hooks, checked at construction.
     """
 
     def __init__(self, learning_rate: Any = 1e-4, weight_decay_rate: float = 0.01,
@@ -175,6 +176,11 @@ class _BertOptimizerBase(keras.optimizers.Optimizer):
                  exclude_from_weight_decay: Sequence[str] = DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY,
                  name: str = "bert_optimizer", **kwargs: Any):
         super().__init__(learning_rate=learning_rate, name=name, **kwargs)
+        for hook in ("_all_reduce_sum_gradients", "_distributed_tf_update_step",
+                     "_distribution_strategy"):
+            if not hasattr(self, hook):
+                raise RuntimeError(f"this Keras version's TF optimizer has no {hook}; "
+                                   f"bert_tf.optimization needs the TensorFlow backend")
         self.weight_decay_rate = weight_decay_rate
         self.beta_1 = beta_1
         self.beta_2 = beta_2
