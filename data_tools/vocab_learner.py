@@ -1,12 +1,13 @@
 """Learns a WordPiece vocabulary with Hugging Face `tokenizers`, laid out like Google's files.
 
-Why this learner: on the bundled corpus (2.3 MB, 513,601 words, uncased, 2 CPU cores)
-tensorflow_text's `bert_vocab_from_dataset` took 50.5 s and returned 5,742 tokens when asked
-for 8,000 (its size is a bound, found by a threshold search), giving 1.123 tokens per word;
-`tokenizers`' WordPieceTrainer took 1.1 s for exactly 5,742 tokens at 1.135 tokens per word
-(8,000 tokens: 1.082), both with no [UNK]. One percent in tokens per word does not pay for
-a 45x slower, pure-Python learner with an inexact size, so `tokenizers` (Rust, streaming from
-an iterator, already a dependency of keras-hub) does the learning.
+Why this learner (measured by `benchmarks/bench_tokenization.py --learners`): on the
+bundled corpus (2.3 MB, 513,601 words, uncased, 2 shared CPU cores), with the same word split,
+tensorflow_text's `bert_vocab_from_dataset` took 34-50 s and returned 5,742 tokens when asked
+for 8,000 (its size is only a bound, found by a threshold search): 1.123 pieces per word.
+`tokenizers`' WordPieceTrainer (via `learn_vocab`) took 0.8-1.3 s for exactly 8,000 tokens
+(1.083 pieces per word) and, at tf_text's 5,742, gave 1.136; no [UNK] for either. One
+percent fewer pieces at equal size does not pay for a 30-50x slower pure-Python learner
+with an inexact size, so `tokenizers` (Rust, already a dependency of keras-hub) learns.
 
 Words are produced by `bert_tf.tokenization.CachedBasicTokenizer`, i.e. exactly the clean-up,
 lower-casing, accent stripping and punctuation/CJK split that `FullTokenizer` applies before
