@@ -21,7 +21,7 @@ from __future__ import annotations
 import collections
 import re
 import unicodedata
-from typing import Dict, Iterable, List, Sequence
+from typing import Dict, Iterable, List, Sequence, Union
 
 import numpy as np
 
@@ -61,8 +61,10 @@ _ASCII_PUNCT_SPLIT = re.compile(r"[!-/:-@\[-`{-~]|[^!-/:-@\[-`{-~]+")
 # they are chunk separators.
 _ASCII_CONTROL_DELETE = {c: None for c in list(range(32)) + [127]}
 
+Text = Union[str, bytes]  # bytes are decoded as UTF-8, invalid bytes dropped.
 
-def convert_to_unicode(text) -> str:
+
+def convert_to_unicode(text: Text) -> str:
     """Returns `text` as str; bytes are decoded as UTF-8, dropping invalid bytes."""
     if isinstance(text, str):
         return text
@@ -161,7 +163,7 @@ class BasicTokenizer:
     def __init__(self, do_lower_case: bool = True):
         self.do_lower_case = do_lower_case
 
-    def tokenize(self, text) -> List[str]:
+    def tokenize(self, text: Text) -> List[str]:
         """Splits `text` into words and punctuation marks (not yet WordPieces)."""
         text = self._tokenize_chinese_chars(self._clean_text(convert_to_unicode(text)))
         split_tokens: List[str] = []
@@ -223,7 +225,7 @@ class WordpieceTokenizer:
         self.unk_token = unk_token
         self.max_input_chars_per_word = max_input_chars_per_word
 
-    def tokenize(self, text) -> List[str]:
+    def tokenize(self, text: Text) -> List[str]:
         """Splits whitespace-separated words of `text` into pieces.
 
         A word longer than `max_input_chars_per_word` characters, or one that cannot be
@@ -302,7 +304,7 @@ class FullTokenizer:
         state["_chunk_cache"], state["_word_cache"] = {}, {}
         return state
 
-    def tokenize(self, text) -> List[str]:
+    def tokenize(self, text: Text) -> List[str]:
         """The reference path: text -> WordPiece tokens."""
         split_tokens: List[str] = []
         for token in self.basic_tokenizer.tokenize(text):
@@ -316,7 +318,7 @@ class FullTokenizer:
     def convert_ids_to_tokens(self, ids: Sequence[int]) -> List[str]:
         return [self.inv_vocab[int(i)] for i in ids]
 
-    def encode(self, text) -> List[int]:
+    def encode(self, text: Text) -> List[int]:
         """Same ids as `convert_tokens_to_ids(tokenize(text))`, much faster on real text."""
         cache = self._chunk_cache
         if len(cache) > self.max_cache_entries:
@@ -330,7 +332,7 @@ class FullTokenizer:
             ids.extend(hit)
         return ids
 
-    def encode_batch(self, texts: Iterable) -> List[List[int]]:
+    def encode_batch(self, texts: Iterable[Text]) -> List[List[int]]:
         """`encode` for each text. Returns one id list per text."""
         return [self.encode(t) for t in texts]
 
@@ -362,7 +364,7 @@ class CachedBasicTokenizer:
     def __getstate__(self) -> dict:
         return dict(self.__dict__, _cache={})
 
-    def tokenize(self, text) -> List[str]:
+    def tokenize(self, text: Text) -> List[str]:
         """Words and punctuation marks of `text`, exactly as `BasicTokenizer.tokenize`."""
         cache = self._cache
         if len(cache) > self.max_cache_entries:
