@@ -24,8 +24,11 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import gzip
 import logging
 import re
+import struct
+import zlib
 from typing import Dict, List, Optional, Tuple, Union
 
 import tensorflow as tf
@@ -143,19 +146,68 @@ def _reason(e: BaseException) -> str:
     return text.strip().splitlines()[0]
 
 
+def _crc32c_table() -> List[int]:
+    table = []
+    for i in range(256):
+        crc = i
+        for _ in range(8):
+            crc = (crc >> 1) ^ 0x82F63B78 if crc & 1 else crc >> 1
+        table.append(crc)
+    return table
+
+
+_CRC32C_TABLE = _crc32c_table()
+
+
+def masked_crc32c(data: bytes) -> int:
+    """The TFRecord checksum: CRC-32C (Castagnoli), rotated and offset ("masked")."""
+    crc = 0xFFFFFFFF
+    for byte in data:
+        crc = _CRC32C_TABLE[(crc ^ byte) & 0xFF] ^ (crc >> 8)
+    crc ^= 0xFFFFFFFF
+    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def read_first_record(path: str, compression: str) -> Optional[bytes]:
+    """The first record of a TFRecord file, checksums verified; None if it has no records.
+
+    Plain Python (framing: uint64 length, masked CRC of the length, data, masked CRC of the
+    data), so that validating the input does not start the TensorFlow runtime: the trainer
+    checks its input before it configures devices (e.g. splits the CPU into replicas).
+
+    Raises:
+        UserError: not a TFRecord file, truncated, corrupted, or not gzip when told so.
+    """
+    try:
+        with fileio.open_file(path, "rb") as raw:
+            f = gzip.GzipFile(fileobj=raw) if compression == "GZIP" else raw
+            header = f.read(12)
+            if not header:
+                return None
+            problem = "truncated record header"
+            if len(header) == 12:
+                length, length_crc = struct.unpack("<QI", header)
+                problem = "bad length checksum"
+                if masked_crc32c(header[:8]) == length_crc:
+                    data, footer = f.read(length), f.read(4)
+                    if len(footer) == 4 and struct.unpack("<I", footer)[0] == masked_crc32c(data):
+                        return data
+                    problem = "first record truncated or corrupted"
+    except (OSError, EOFError, zlib.error, tf.errors.OpError) as e:  # BadGzipFile is OSError
+        problem = _reason(e)
+    hint = ""
+    if compression == "" and detect_compression(path) == "GZIP":
+        hint = " (a gzip file read with compression='')"
+    raise UserError(f"{path} is not a TFRecord file or is corrupted{hint}: {problem}")
+
+
 def _first_example(path: str, compression: str) -> Optional[tf.train.Example]:
     """The first record of a file as a tf.train.Example, None if the file has no records."""
-    try:
-        dataset = tf.data.TFRecordDataset(path, compression_type=compression).take(1)
-        records = [r.numpy() for r in dataset]
-    except tf.errors.OpError as e:
-        hint = " (a gzip file read with compression='')" if compression == "" and (
-            detect_compression(path) == "GZIP") else ""
-        raise UserError(f"{path} is not a TFRecord file or is corrupted{hint}: {_reason(e)}") from None
-    if not records:
+    record = read_first_record(path, compression)
+    if record is None:
         return None
     try:
-        return tf.train.Example.FromString(records[0])
+        return tf.train.Example.FromString(record)
     except Exception as e:  # google.protobuf.message.DecodeError
         raise UserError(f"{path}: the first record is not a tf.train.Example ({_reason(e)})") from None
 

@@ -412,3 +412,49 @@ def test_unvalidated_input_fails_at_parse_time_with_a_clear_message(tmp_path):
     # parse_example reports whichever seq-length feature it meets first.
     assert re.search(r"feature (input_word_ids|input_mask|input_type_ids): .*Values size: 16 "
                      r"but output shape: \[32\]", str(error)), str(error)
+
+
+def test_masked_crc32c_known_values(tmp_path):
+    # CRC-32C check value of "123456789" is 0xE3069283; then TFRecord's masking.
+    crc = 0xE3069283
+    assert input_pipeline.masked_crc32c(b"123456789") == (
+        ((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+    # And the framing TensorFlow writes reads back (CRCs included), plain and gzip.
+    for gzip, name in ((False, "a.tfrecord"), (True, "b.tfrecord")):
+        path = write_records(os.fspath(tmp_path / name), [b"first", b"second"], gzip=gzip)
+        assert input_pipeline.read_first_record(path, "GZIP" if gzip else "") == b"first"
+
+
+def test_corrupted_first_record_is_reported(tmp_path):
+    path = write_records(os.fspath(tmp_path / "data-0.tfrecord"), [b"x" * 50])
+    data = bytearray(open(path, "rb").read())
+    data[20] ^= 0xFF  # flip a payload byte: the data checksum no longer matches
+    open(path, "wb").write(bytes(data))
+    with pytest.raises(UserError, match="data-0.tfrecord is not a TFRecord file or is corrupted: "
+                                        "first record truncated or corrupted"):
+        input_pipeline.validate_input_files(config(tmp_path))
+
+
+def test_validation_does_not_start_the_tensorflow_runtime(tmp_path):
+    """The trainer validates input, then splits the CPU into logical devices."""
+    import subprocess
+    import sys
+
+    write_files(tmp_path, num_files=2, per_file=3, gzip=True)
+    script = (
+        "import sys, tensorflow as tf\n"
+        "from bert_tf import input_pipeline\n"
+        f"cfg = input_pipeline.InputConfig(input_patterns=sys.argv[1], batch_size=2, "
+        f"max_seq_length={SEQ}, max_predictions_per_seq={PRED}, vocab_size={VOCAB})\n"
+        "print(len(input_pipeline.validate_input_files(cfg).files))\n"
+        "cpu = tf.config.list_physical_devices('CPU')[0]\n"
+        "tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)\n"
+        "print(len(tf.config.list_logical_devices('CPU')))\n"
+    )
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    result = subprocess.run(
+        [sys.executable, "-c", script, os.fspath(tmp_path / "data-*.tfrecord")],
+        capture_output=True, text=True, timeout=300, cwd=repo,
+        env=dict(os.environ, PYTHONPATH=repo, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split() == ["2", "2"]
