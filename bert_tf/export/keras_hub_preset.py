@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import sys
 import types
+from typing import Optional
 
 import numpy as np
 
@@ -92,7 +93,11 @@ def probe_difference(encoder, backbone, seed: int = 0, batch: int = 2, seq_len: 
 
 
 def export_keras_hub_preset(
-    encoder, vocab_file: str, do_lower_case: bool, export_dir: str, max_seq_length: int = 128
+    encoder,
+    vocab_file: str,
+    do_lower_case: bool,
+    export_dir: str,
+    max_seq_length: Optional[int] = None,
 ) -> str:
     """Writes a keras-hub preset: backbone config and weights, tokenizer, preprocessor.
 
@@ -102,7 +107,8 @@ def export_keras_hub_preset(
         do_lower_case: as the model was trained (the tokenizer's `lowercase`).
         export_dir: a new directory; written under a temporary name, then renamed.
         max_seq_length: the `sequence_length` of the saved text-classifier preprocessor
-            (keras-hub's default, 512, may exceed max_position_embeddings).
+            (keras-hub's default, 512, may exceed max_position_embeddings); None: 128, or
+            max_position_embeddings if smaller.
 
     Returns:
         export_dir.
@@ -120,6 +126,8 @@ def export_keras_hub_preset(
 
     config = encoder.config
     check_vocab_size(vocab_file, config.vocab_size)
+    if max_seq_length is None:
+        max_seq_length = min(128, config.max_position_embeddings)
     config.check_seq_length(max_seq_length)
     backbone = backbone_from_encoder(encoder)
     diff = probe_difference(encoder, backbone)
