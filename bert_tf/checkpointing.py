@@ -173,7 +173,7 @@ class CheckpointSaver:
         if path is None:
             return None
         try:
-            self._checkpoint.read(path).assert_consumed()
+            self._checkpoint.restore(path).assert_consumed()
         except (AssertionError, ValueError, tf.errors.OpError) as e:
             raise UserError(
                 f"cannot resume from {path}: it does not match this model and optimizer "

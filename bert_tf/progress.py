@@ -72,8 +72,6 @@ class ProgressLogger:
         self._eval_writer = None
         self._output_dir = output_dir
         self._write = write_summaries
-        if write_summaries:
-            self._train_writer = tf.summary.create_file_writer(os.path.join(output_dir, "train"))
         self._reset()
 
     def _reset(self) -> None:
@@ -129,7 +127,10 @@ class ProgressLogger:
         parts += [f"lr {learning_rate:.3e}", f"{values['examples_per_second']:.1f} examples/s",
                   f"eta {format_eta(eta)}"]
         logging.info(" | ".join(parts))
-        if self._train_writer is not None:
+        if self._write:
+            if self._train_writer is None:
+                self._train_writer = tf.summary.create_file_writer(
+                    os.path.join(self._output_dir, "train"))
             with self._train_writer.as_default(step=step):
                 for key, value in values.items():
                     write_scalar(key, value, step)

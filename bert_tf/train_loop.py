@@ -125,7 +125,8 @@ class StepFunctions:
             scaled = self.optimizer.scale_loss(share)
         grads = tape.gradient(scaled, variables)
         # Embedding lookups give IndexedSlices; dense gradients sum and all-reduce simply.
-        grads = [tf.convert_to_tensor(g) for g in grads]
+        # Variables outside the loss (the pooler under --no_nsp) keep None: no update at all.
+        grads = [None if g is None else tf.convert_to_tensor(g) for g in grads]
         return grads, terms.local_sums()
 
     def _local_gradients(self, batch, global_weight, num_examples):
@@ -137,7 +138,8 @@ class StepFunctions:
             num_examples: global number of examples (scalar).
 
         Returns:
-            (gradients, one per trainable variable; local sums, see sum_keys).
+            (gradients, one per trainable variable, None for variables the loss does not
+            reach; local sums, see sum_keys).
         """
         k = self.accumulation_steps
         if k == 1:
@@ -146,15 +148,19 @@ class StepFunctions:
             name: tf.reshape(value, tf.concat([[k, -1], tf.shape(value)[1:]], axis=0))
             for name, value in batch.items()
         }
-        variables = self.model.trainable_variables
-        grads = [tf.zeros(v.shape, v.dtype) for v in variables]
-        sums = {key: tf.zeros([]) for key in self.keys}
-        for i in tf.range(k):
+        # The first micro-batch outside the loop fixes which gradients are None.
+        grads, sums = self._micro_batch_gradients(
+            {name: value[0] for name, value in micro.items()}, global_weight, num_examples)
+        present = [i for i, g in enumerate(grads) if g is not None]
+        acc = [grads[i] for i in present]
+        for i in tf.range(1, k):
             micro_grads, micro_sums = self._micro_batch_gradients(
                 {name: value[i] for name, value in micro.items()}, global_weight, num_examples
             )
-            grads = [g + mg for g, mg in zip(grads, micro_grads)]
+            acc = [a + micro_grads[j] for a, j in zip(acc, present)]
             sums = {key: sums[key] + micro_sums[key] for key in self.keys}
+        for a, j in zip(acc, present):
+            grads[j] = a
         return grads, sums
 
     def _replica_train_step(self, batch):
@@ -166,10 +172,12 @@ class StepFunctions:
             tf.distribute.ReduceOp.SUM, [local_weight, local_examples]
         )
         grads, sums = self._gradients(batch, global_weight, global_examples)
+        pairs = [(g, v) for g, v in zip(grads, self.model.trainable_variables) if g is not None]
+        grads = [g for g, _ in pairs]
         if self.strategy.num_replicas_in_sync > 1:
             grads = ctx.all_reduce(tf.distribute.ReduceOp.SUM, grads)
         with _optimizer_without_all_reduce(self.optimizer):
-            self.optimizer.apply(grads, self.model.trainable_variables)
+            self.optimizer.apply(grads, [v for _, v in pairs])
         return sums
 
     def _local_eval_sums(self, batch):

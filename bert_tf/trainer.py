@@ -288,8 +288,12 @@ class Trainer:
             logging.warning("no checkpoint in %s: evaluating the untrained model",
                             self.config.output_dir)
 
-    def evaluate(self, dataset_fn: DatasetFn) -> Dict[str, float]:
+    def evaluate(self, dataset_fn: DatasetFn, max_steps: Optional[int] = None) -> Dict[str, float]:
         """Evaluates up to max_eval_steps batches; writes output_dir/eval_results.txt.
+
+        Args:
+            dataset_fn: the eval input (one pass; it may end before max_steps).
+            max_steps: overrides config.max_eval_steps.
 
         Returns:
             {"masked_lm_accuracy", "masked_lm_loss", ("next_sentence_accuracy",
@@ -298,8 +302,8 @@ class Trainer:
         if not self._trained:
             self.restore_for_eval()
         iterator = iter(self._distribute(dataset_fn, self.eval_batch_per_replica))
-        batches, sums = self._call(self.steps.eval_loop, iterator,
-                                   tf.constant(self.config.max_eval_steps))
+        max_steps = self.config.max_eval_steps if max_steps is None else max_steps
+        batches, sums = self._call(self.steps.eval_loop, iterator, tf.constant(max_steps))
         sums = train_loop.to_numpy(sums)
         if int(batches) == 0 or sums["num_examples"] == 0:
             raise UserError("eval input is empty: no batch to evaluate")

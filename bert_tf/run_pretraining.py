@@ -1,0 +1,265 @@
+"""Pre-train BERT: `python -m bert_tf.run_pretraining --flagfile=configs/base.flags`.
+
+The flags of google-research/bert's run_pretraining.py keep their names and meanings
+(train_batch_size is the GLOBAL batch; eval_input_file defaults to input_file, as the original
+evaluated on its training input), plus distribution, precision and loop settings. Flags are
+read only here and turned at once into frozen configs (`RunConfig`), which the library takes.
+
+Every check that can fail on user input runs before training starts and ends the run with a
+one-line `error: ...` and a non-zero exit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+from typing import List, Optional
+
+from absl import app, flags, logging
+
+from bert_tf import fileio
+from bert_tf.errors import EXIT_USER_ERROR, UserError, cli_main
+
+FLAGS = flags.FLAGS
+
+# --- the original run_pretraining.py flags
+flags.DEFINE_string("bert_config_file", None, "bert_config.json of the model to pre-train.")
+flags.DEFINE_string("input_file", None, "Training TFRecords: comma-separated files or globs.")
+flags.DEFINE_string("eval_input_file", None, "Eval TFRecords; defaults to --input_file.")
+flags.DEFINE_string("output_dir", None, "Checkpoints, summaries and eval_results.txt go here.")
+flags.DEFINE_string("init_checkpoint", None,
+                    "Warm-start model weights (only) from this checkpoint or directory.")
+flags.DEFINE_integer("max_seq_length", 128, "Sequence length of the TFRecords.")
+flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions per sequence in the TFRecords.")
+flags.DEFINE_bool("do_train", False, "Train.")
+flags.DEFINE_bool("do_eval", False, "Evaluate (after training, if --do_train).")
+flags.DEFINE_integer("train_batch_size", 32, "GLOBAL training batch (all replicas and micro-batches).")
+flags.DEFINE_integer("eval_batch_size", 8, "GLOBAL eval batch.")
+flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate.")
+flags.DEFINE_integer("num_train_steps", 100000, "Optimizer steps.")
+flags.DEFINE_integer("num_warmup_steps", 10000, "Linear warmup steps.")
+flags.DEFINE_integer("save_checkpoints_steps", 1000, "Checkpoint every this many steps.")
+flags.DEFINE_integer("max_eval_steps", 100, "Eval batches at most.")
+
+# --- ours
+flags.DEFINE_enum("distribution_strategy", "auto",
+                  ["auto", "tpu", "mirrored", "multi_worker_mirrored", "one_device"],
+                  "auto: TPU if attached, workers from TF_CONFIG, all GPUs, else one device.")
+flags.DEFINE_string("tpu", None, "TPU name or grpc:// address ('local' on a TPU VM).")
+flags.DEFINE_integer("num_gpus", -1, "GPUs to use (-1 = all visible).")
+flags.DEFINE_integer("num_cpu_devices", 0,
+                     "Split the CPU into this many logical devices (test the multi-replica path).")
+flags.DEFINE_enum("dtype_policy", "float32", ["float32", "mixed_bfloat16", "mixed_float16"],
+                  "Keras precision policy; mixed_float16 adds dynamic loss scaling.")
+flags.DEFINE_bool("use_xla", None, "XLA-compile the train step (default: on; see distribution.py).")
+flags.DEFINE_alias("enable_xla", "use_xla")
+flags.DEFINE_integer("steps_per_loop", 1, "Train steps per tf.function call (use ~1000 on TPU).")
+flags.DEFINE_integer("gradient_accumulation_steps", 1,
+                     "Micro-batches summed per optimizer step (train_batch_size is their total).")
+flags.DEFINE_enum("optimizer", "adamw", ["adamw", "lamb"], "Optimizer.")
+flags.DEFINE_float("end_lr", 0.0, "Learning rate at the end of the polynomial decay.")
+flags.DEFINE_float("weight_decay_rate", 0.01, "Decoupled weight decay.")
+flags.DEFINE_float("clip_norm", 1.0, "Global-norm gradient clipping (0 = off).")
+flags.DEFINE_bool("no_nsp", False, "Train the masked LM only (no next-sentence head).")
+flags.DEFINE_bool("dynamic_masking", False, "Draw fresh masks every epoch instead of the stored ones.")
+flags.DEFINE_integer("seed", 12345, "Seeds initialization, dropout, shuffling and dynamic masks.")
+flags.DEFINE_integer("log_every_n_steps", 100, "Progress report interval (at loop boundaries).")
+flags.DEFINE_integer("keep_checkpoint_max", 5, "Recent checkpoints to keep.")
+flags.DEFINE_integer("max_steps_per_run", 0,
+                     "Stop this process after N steps with a checkpoint (0 = no limit); rerun "
+                     "with the same --output_dir to continue.")
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+    """Everything a run needs, built from the flags once.
+
+    Attributes:
+        bert_config: the model hyper-parameters.
+        trainer: the loop settings.
+        optimizer: the optimizer settings.
+        distribution: strategy, precision, XLA.
+        train_input: the training input (None without do_train).
+        eval_input: the eval input (None without do_eval).
+        do_train, do_eval: what to run.
+    """
+
+    bert_config: object
+    trainer: object
+    optimizer: object
+    distribution: object
+    train_input: Optional[object]
+    eval_input: Optional[object]
+    do_train: bool
+    do_eval: bool
+
+
+def _required(name: str) -> str:
+    value = getattr(FLAGS, name)
+    if not value:
+        raise UserError(f"--{name} is required")
+    return value
+
+
+def check_output_dir(path: str) -> None:
+    """Creates output_dir if needed and checks that a file can be written there."""
+    try:
+        fileio.makedirs(path)
+    except Exception as e:  # OSError locally, tf.errors.* remotely
+        raise UserError(f"--output_dir={path}: cannot create it ({_reason(e)})") from None
+    if not fileio.isdir(path):
+        raise UserError(f"--output_dir={path} is not a directory")
+    probe = os.path.join(path, ".write_probe")
+    with fileio.atomic_output(probe, "wb") as f:
+        f.write(b"ok")
+    fileio.remove(probe)
+
+
+def _reason(e: BaseException) -> str:
+    text = getattr(e, "strerror", None) or str(e) or type(e).__name__
+    return text.strip().splitlines()[0]
+
+
+def config_from_flags() -> RunConfig:
+    """Turns the parsed flags into frozen configs, checking everything checkable up front.
+
+    Raises:
+        UserError: a missing or inconsistent flag, an unreadable file, a bad config.
+    """
+    from bert_tf import distribution, input_pipeline, optimization, trainer
+    from bert_tf.modeling.config import BertConfig
+
+    if not (FLAGS.do_train or FLAGS.do_eval):
+        raise UserError("at least one of --do_train or --do_eval must be true")
+    output_dir = _required("output_dir")
+    bert_config = BertConfig.from_json_file(_required("bert_config_file"))
+    bert_config.check_seq_length(FLAGS.max_seq_length)
+    if FLAGS.learning_rate <= 0 or FLAGS.learning_rate != FLAGS.learning_rate:
+        raise UserError(f"--learning_rate must be positive, got {FLAGS.learning_rate}")
+
+    def input_config(patterns: str, is_training: bool, what: str):
+        config = input_pipeline.InputConfig(
+            input_patterns=patterns,
+            batch_size=1,  # per replica; the trainer sets it from the global batch
+            max_seq_length=FLAGS.max_seq_length,
+            max_predictions_per_seq=FLAGS.max_predictions_per_seq,
+            vocab_size=bert_config.vocab_size,
+            is_training=is_training,
+            seed=FLAGS.seed,
+            dynamic_masking=FLAGS.dynamic_masking and is_training,
+            drop_remainder=is_training,
+        )
+        try:
+            input_pipeline.validate_input_files(config)
+        except UserError as e:
+            # The pipeline names its own settings; say which flag or file they came from.
+            message = str(e).replace("--input_file", f"--{what}").replace(
+                "--vocab_size", "vocab_size of --bert_config_file")
+            raise UserError(message) from None
+        return config
+
+    train_input = eval_input = None
+    if FLAGS.do_train:
+        train_input = input_config(_required("input_file"), True, "input_file")
+    if FLAGS.do_eval:
+        what = "eval_input_file" if FLAGS.eval_input_file else "input_file"
+        eval_input = input_config(FLAGS.eval_input_file or _required("input_file"), False, what)
+
+    dist = distribution.DistributionConfig(
+        distribution_strategy=FLAGS.distribution_strategy,
+        tpu=FLAGS.tpu or "",
+        num_gpus=FLAGS.num_gpus,
+        dtype_policy=FLAGS.dtype_policy,
+        use_xla=FLAGS.use_xla,
+        num_cpu_devices=FLAGS.num_cpu_devices,
+    )
+    optimizer = optimization.OptimizerConfig(
+        optimizer=FLAGS.optimizer,
+        learning_rate=FLAGS.learning_rate,
+        num_train_steps=FLAGS.num_train_steps,
+        num_warmup_steps=FLAGS.num_warmup_steps,
+        end_lr=FLAGS.end_lr,
+        weight_decay_rate=FLAGS.weight_decay_rate,
+        clip_norm=FLAGS.clip_norm or None,
+    )
+    train = trainer.TrainerConfig(
+        output_dir=output_dir,
+        train_batch_size=FLAGS.train_batch_size,
+        eval_batch_size=FLAGS.eval_batch_size,
+        num_train_steps=FLAGS.num_train_steps,
+        save_checkpoints_steps=FLAGS.save_checkpoints_steps,
+        keep_checkpoint_max=FLAGS.keep_checkpoint_max,
+        steps_per_loop=FLAGS.steps_per_loop,
+        gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
+        log_every_n_steps=FLAGS.log_every_n_steps,
+        max_eval_steps=FLAGS.max_eval_steps,
+        max_steps_per_run=FLAGS.max_steps_per_run,
+        init_checkpoint=FLAGS.init_checkpoint or "",
+        use_nsp=not FLAGS.no_nsp,
+        seed=FLAGS.seed,
+        dtype_policy=FLAGS.dtype_policy,
+    )
+    if FLAGS.init_checkpoint:
+        from bert_tf import checkpointing
+
+        checkpointing.resolve_checkpoint(FLAGS.init_checkpoint)
+    check_output_dir(output_dir)
+    return RunConfig(bert_config, train, optimizer, dist, train_input, eval_input,
+                     FLAGS.do_train, FLAGS.do_eval)
+
+
+def run(config: RunConfig) -> Optional[dict]:
+    """Runs training and/or evaluation as configured.
+
+    Returns:
+        The eval results, if evaluated.
+    """
+    from bert_tf import distribution, optimization, trainer
+    from bert_tf.modeling.pretraining_model import BertPretrainingModel
+
+    strategy = distribution.create_strategy(config.distribution)
+    use_xla = distribution.resolve_use_xla(config.distribution, strategy)
+    logging.info("strategy %s with %d replica(s), dtype policy %s, XLA %s",
+                 type(strategy).__name__, strategy.num_replicas_in_sync,
+                 config.distribution.dtype_policy, "on" if use_xla else "off")
+    trainer_config = dataclasses.replace(config.trainer, use_xla=use_xla)
+    if config.do_train and trainer_config.output_dir and _is_chief(strategy):
+        config.bert_config.to_json_file(os.path.join(trainer_config.output_dir, "bert_config.json"))
+    runner = trainer.Trainer(
+        trainer_config, strategy,
+        model_fn=lambda: BertPretrainingModel(config.bert_config, use_nsp=trainer_config.use_nsp),
+        optimizer_fn=lambda: optimization.create_optimizer(config.optimizer),
+    )
+    if config.do_train:
+        runner.train(trainer.pretraining_dataset_fn(config.train_input))
+    if config.do_eval:
+        return runner.evaluate(trainer.pretraining_dataset_fn(config.eval_input))
+    return None
+
+
+def _is_chief(strategy) -> bool:
+    from bert_tf import distribution
+
+    return distribution.is_chief(strategy)
+
+
+def parse_flags(argv: List[str]) -> List[str]:
+    """absl's flag parsing, with a bad flag reported as one `error:` line (exit 2)."""
+    try:
+        return FLAGS(argv)
+    except flags.Error as e:
+        print(f"error: {e}", file=sys.stderr, flush=True)
+        sys.exit(EXIT_USER_ERROR)
+
+
+@cli_main
+def main(argv) -> None:
+    if len(argv) > 1:
+        raise UserError(f"unexpected arguments: {' '.join(argv[1:])}")
+    logging.set_verbosity(logging.INFO)
+    run(config_from_flags())
+
+
+if __name__ == "__main__":
+    app.run(main, flags_parser=parse_flags)

@@ -1,0 +1,156 @@
+"""Shared helpers of the trainer tests: a tiny BERT, synthetic batches, small TFRecords,
+and running `python -m ...` in a subprocess.
+
+Kept tiny on purpose (2 layers, hidden 32, vocab 128, sequences of 16) so that every test
+trains in seconds on a 2-core CPU.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+VOCAB = 128
+SEQ = 16
+PREDS = 4
+
+TINY_BERT = {
+    "vocab_size": VOCAB,
+    "hidden_size": 32,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 2,
+    "intermediate_size": 64,
+    "hidden_act": "gelu",
+    "hidden_dropout_prob": 0.0,
+    "attention_probs_dropout_prob": 0.0,
+    "max_position_embeddings": 64,
+    "type_vocab_size": 2,
+    "initializer_range": 0.02,
+}
+
+
+def tiny_bert_config(**overrides):
+    from bert_tf.modeling.config import BertConfig
+
+    return BertConfig.from_dict({**TINY_BERT, **overrides})
+
+
+def write_bert_config(path: os.PathLike, **overrides) -> str:
+    pathlib.Path(path).write_text(json.dumps({**TINY_BERT, **overrides}, indent=2))
+    return os.fspath(path)
+
+
+def synthetic_examples(n: int, seed: int = 0, seq: int = SEQ, preds: int = PREDS,
+                       vocab: int = VOCAB, uneven_weights: bool = True) -> Dict[str, np.ndarray]:
+    """n random pretraining examples in the pipeline's format (v1 names, int32/float32).
+
+    With uneven_weights, examples alternate in blocks between many and few real
+    predictions, so that replicas or micro-batches hold different numbers of masked tokens.
+    """
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(seq // 2, seq + 1, size=n)
+    mask = (np.arange(seq)[None, :] < lengths[:, None]).astype(np.int32)
+    ids = rng.integers(5, vocab, size=(n, seq)).astype(np.int32) * mask
+    segment = ((np.arange(seq)[None, :] >= (lengths // 2)[:, None]) * mask).astype(np.int32)
+    if uneven_weights:
+        # Examples 0..3 of every 8 have all predictions, 4..7 only one.
+        counts = np.where((np.arange(n) // 4) % 2 == 0, preds, 1)
+    else:
+        counts = rng.integers(1, preds + 1, size=n)
+    weights = (np.arange(preds)[None, :] < counts[:, None]).astype(np.float32)
+    positions = np.stack([np.sort(rng.choice(np.arange(1, l), size=preds, replace=False))
+                          for l in lengths]).astype(np.int32) * weights.astype(np.int32)
+    labels = rng.integers(0, vocab, size=(n, preds)).astype(np.int32) * weights.astype(np.int32)
+    return {
+        "input_ids": ids,
+        "input_mask": mask,
+        "segment_ids": segment,
+        "masked_lm_positions": positions,
+        "masked_lm_ids": labels,
+        "masked_lm_weights": weights,
+        "next_sentence_labels": rng.integers(0, 2, size=(n, 1)).astype(np.int32),
+    }
+
+
+def blocks_dataset_fn(examples: Dict[str, np.ndarray], repeat: bool = True):
+    """A trainer DatasetFn over `examples`: consecutive per-replica batches, pipelines
+    taking every num_pipelines-th batch. Any replica layout of the same global batch thus
+    sees the same examples per step (step k = examples [k*G, (k+1)*G) for global batch G).
+    """
+    import tensorflow as tf
+
+    def dataset_fn(context, per_replica_batch):
+        dataset = tf.data.Dataset.from_tensor_slices(examples)
+        if repeat:
+            dataset = dataset.repeat()
+        dataset = dataset.batch(per_replica_batch, drop_remainder=repeat)
+        if context is not None and context.num_input_pipelines > 1:
+            dataset = dataset.shard(context.num_input_pipelines, context.input_pipeline_id)
+        return dataset
+
+    return dataset_fn
+
+
+def write_tfrecords(path: os.PathLike, examples: Dict[str, np.ndarray]) -> str:
+    """Writes examples as tf.train.Examples in the pretraining schema (int64/float features)."""
+    import tensorflow as tf
+
+    n = len(examples["input_ids"])
+    with tf.io.TFRecordWriter(os.fspath(path)) as writer:
+        for i in range(n):
+            feature = {}
+            for name, values in examples.items():
+                row = np.asarray(values[i]).reshape(-1)
+                if row.dtype.kind == "f":
+                    feature[name] = tf.train.Feature(float_list=tf.train.FloatList(value=row))
+                else:
+                    feature[name] = tf.train.Feature(
+                        int64_list=tf.train.Int64List(value=row.astype(np.int64)))
+            writer.write(tf.train.Example(
+                features=tf.train.Features(feature=feature)).SerializeToString())
+    return os.fspath(path)
+
+
+def subprocess_env(extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [os.fspath(REPO_ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    # Each subprocess gets the whole (small) machine; no thread oversubscription fights.
+    env.pop("TF_CONFIG", None)
+    if extra:
+        env.update(extra)
+    return env
+
+
+def run_module(module: str, args: Sequence[str], timeout: float = 300,
+               env: Optional[Dict[str, str]] = None) -> subprocess.CompletedProcess:
+    """Runs `python -m module args...` from the repository root; returns the finished process."""
+    return subprocess.run(
+        [sys.executable, "-m", module, *args], cwd=REPO_ROOT, env=subprocess_env(env),
+        capture_output=True, text=True, timeout=timeout)
+
+
+def progress_losses(log: str) -> List[float]:
+    """The per-report losses of the trainer's progress lines ("step 3/8 | loss 5.123456 | ...")."""
+    import re
+
+    return [float(m.group(2)) for m in re.finditer(r"step (\d+)/\d+ \| loss (\S+) \|", log)]
+
+
+def progress_steps(log: str) -> List[int]:
+    import re
+
+    return [int(m.group(1)) for m in re.finditer(r"step (\d+)/\d+ \| loss", log)]
+
+
+def error_lines(stderr: str) -> List[str]:
+    return [line for line in stderr.splitlines() if line.startswith("error:")]

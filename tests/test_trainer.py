@@ -1,0 +1,229 @@
+"""Tests of bert_tf.trainer (and the step functions of bert_tf.train_loop) in-process, on one
+CPU device with a tiny BERT: the loss reduction against a NumPy reference, gradient
+accumulation and steps_per_loop against the plain loop, resume, non-finite losses, eval
+results and TensorBoard summaries. Multi-replica runs are in test_distribution.py.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from _pretraining_helpers import blocks_dataset_fn, synthetic_examples, tiny_bert_config
+from bert_tf import optimization, trainer
+from bert_tf.errors import UserError
+from bert_tf.modeling.pretraining_model import BertPretrainingModel
+
+STEPS = 4
+BATCH = 8
+
+
+def make_trainer(output_dir, *, use_nsp=True, dropout=0.0, learning_rate=1e-3, **overrides):
+    config = dict(output_dir=os.fspath(output_dir), train_batch_size=BATCH, eval_batch_size=8,
+                  num_train_steps=STEPS, save_checkpoints_steps=2, log_every_n_steps=2,
+                  use_xla=False, use_nsp=use_nsp)
+    config.update(overrides)
+    bert = tiny_bert_config(hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
+    opt = optimization.OptimizerConfig(learning_rate=learning_rate, num_train_steps=STEPS,
+                                       num_warmup_steps=1)
+    return trainer.Trainer(
+        trainer.TrainerConfig(**config), tf.distribute.OneDeviceStrategy("/cpu:0"),
+        model_fn=lambda: BertPretrainingModel(bert, use_nsp=use_nsp),
+        optimizer_fn=lambda: optimization.create_optimizer(opt))
+
+
+def weights_of(t):
+    return [v.numpy() for v in t.model.trainable_variables]
+
+
+def log_softmax(x):
+    x = x - x.max(axis=-1, keepdims=True)
+    return x - np.log(np.exp(x).sum(axis=-1, keepdims=True))
+
+
+def reference_metrics(model, batch, use_nsp=True):
+    """The losses and accuracies of `batch` computed in NumPy from the model's logits."""
+    outputs = model({k: tf.constant(v) for k, v in batch.items()}, training=False)
+    mlm = log_softmax(outputs["mlm_logits"].numpy().astype(np.float64))
+    ids, w = batch["masked_lm_ids"], batch["masked_lm_weights"].astype(np.float64)
+    ce = -np.take_along_axis(mlm, ids[..., None], axis=-1)[..., 0]
+    correct = (mlm.argmax(-1) == ids) * w
+    result = {
+        "masked_lm_loss": (ce * w).sum() / (w.sum() + 1e-5),
+        "masked_lm_accuracy": correct.sum() / w.sum(),
+    }
+    result["loss"] = result["masked_lm_loss"]
+    if use_nsp:
+        nsp = log_softmax(outputs["nsp_logits"].numpy().astype(np.float64))
+        labels = batch["next_sentence_labels"][:, 0]
+        result["next_sentence_loss"] = -nsp[np.arange(len(labels)), labels].mean()
+        result["next_sentence_accuracy"] = (nsp.argmax(-1) == labels).mean()
+        result["loss"] += result["next_sentence_loss"]
+    return result
+
+
+def take(examples, start, stop):
+    return {k: v[start:stop] for k, v in examples.items()}
+
+
+@pytest.fixture(scope="module")
+def examples():
+    return synthetic_examples(64, seed=1)
+
+
+@pytest.fixture(scope="module")
+def baseline(tmp_path_factory, examples):
+    """STEPS plain steps (batch 8, no accumulation, one step per call)."""
+    t = make_trainer(tmp_path_factory.mktemp("baseline"))
+    first_batch_reference = reference_metrics(t.model, take(examples, 0, BATCH))
+    result = t.train(blocks_dataset_fn(examples))
+    return {"trainer": t, "result": result, "weights": weights_of(t),
+            "first_reference": first_batch_reference}
+
+
+def test_first_step_loss_is_the_global_batch_objective(baseline):
+    # Step 1's loss is computed before its update, so it is the initial model's loss on the
+    # first batch: sum(w*CE)/(sum(w)+1e-5) + mean NSP CE, computed independently in NumPy.
+    result = baseline["result"]
+    assert result.start_step == 0 and result.final_step == STEPS
+    assert result.losses.shape == (STEPS,)
+    assert result.losses[0] == pytest.approx(baseline["first_reference"]["loss"], rel=1e-5)
+    # Training moves the weights (a broken update would leave the later losses identical).
+    assert len(set(np.round(result.losses, 6))) == STEPS
+
+
+def test_gradient_accumulation_equals_one_big_batch(tmp_path, examples, baseline):
+    # 2 micro-batches of 4 (one with 16 masked tokens, one with 4) == one batch of 8.
+    t = make_trainer(tmp_path, gradient_accumulation_steps=2)
+    assert t.micro_batch_size == 4
+    result = t.train(blocks_dataset_fn(examples))
+    np.testing.assert_allclose(result.losses, baseline["result"].losses, rtol=2e-6)
+    for ours, ref in zip(weights_of(t), baseline["weights"]):
+        np.testing.assert_allclose(ours, ref, atol=2e-6)
+
+
+def test_steps_per_loop_follows_the_same_trajectory(tmp_path, examples, baseline):
+    # 3 steps per call: calls of 2 (to the checkpoint at step 2), then 2 (end).
+    t = make_trainer(tmp_path, steps_per_loop=3)
+    result = t.train(blocks_dataset_fn(examples))
+    np.testing.assert_allclose(result.losses, baseline["result"].losses, rtol=1e-6)
+    for ours, ref in zip(weights_of(t), baseline["weights"]):
+        np.testing.assert_allclose(ours, ref, atol=1e-6)
+    assert sorted(os.path.basename(p) for p in glob.glob(str(tmp_path / "ckpt-*.index"))) == [
+        "ckpt-2.index", "ckpt-4.index"]
+
+
+def test_resume_follows_the_uninterrupted_trajectory_with_dropout(tmp_path, examples):
+    # Dropout on: the resumed run must also restore the dropout RNG state and input position.
+    straight = make_trainer(tmp_path / "straight", dropout=0.2)
+    full = straight.train(blocks_dataset_fn(examples))
+    first = make_trainer(tmp_path / "split", dropout=0.2, max_steps_per_run=2)
+    part1 = first.train(blocks_dataset_fn(examples))
+    assert (part1.start_step, part1.final_step) == (0, 2)
+    second = make_trainer(tmp_path / "split", dropout=0.2)  # fresh model and optimizer
+    part2 = second.train(blocks_dataset_fn(examples))
+    assert (part2.start_step, part2.final_step) == (2, STEPS)
+    np.testing.assert_allclose(np.concatenate([part1.losses, part2.losses]), full.losses,
+                               rtol=1e-6)
+    for ours, ref in zip(weights_of(second), weights_of(straight)):
+        np.testing.assert_allclose(ours, ref, atol=1e-6)
+    # A finished run started again trains no further.
+    again = make_trainer(tmp_path / "split", dropout=0.2).train(blocks_dataset_fn(examples))
+    assert (again.start_step, again.final_step, again.losses.size) == (STEPS, STEPS, 0)
+
+
+def test_non_finite_loss_stops_naming_the_step_without_saving(tmp_path, examples):
+    poisoned = {k: v.copy() for k, v in examples.items()}
+    poisoned["masked_lm_weights"][2 * BATCH + 3, 0] = np.nan  # in the batch of step 3
+    t = make_trainer(tmp_path, num_train_steps=6)
+    with pytest.raises(UserError, match=r"non-finite loss \(nan\) at step 3;.*ckpt-2"):
+        t.train(blocks_dataset_fn(poisoned))
+    assert tf.train.latest_checkpoint(os.fspath(tmp_path)).endswith("ckpt-2")
+
+
+def test_bad_input_inside_the_graph_becomes_a_user_error(tmp_path, examples):
+    def bad_dataset_fn(context, per_replica_batch):
+        def check(batch):
+            tf.debugging.assert_less(batch["input_ids"], 10, message="bert_tf input: id too big")
+            return batch
+
+        return blocks_dataset_fn(examples)(context, per_replica_batch).map(check)
+
+    t = make_trainer(tmp_path)
+    with pytest.raises(UserError, match="^id too big"):
+        t.train(bad_dataset_fn)
+
+
+def test_eval_results_match_reference_and_file_format(examples, baseline):
+    t = baseline["trainer"]
+    eval_examples = take(examples, 0, 24)
+    # Two batches of 8 out of 24 examples.
+    results = t.evaluate(blocks_dataset_fn(eval_examples, repeat=False), max_steps=2)
+    assert results["global_step"] == STEPS
+    reference = reference_metrics(t.model, take(eval_examples, 0, 16))
+    for key, value in reference.items():
+        assert results[key] == pytest.approx(value, rel=1e-5, abs=1e-6), key
+    text = open(os.path.join(t.config.output_dir, "eval_results.txt")).read()
+    keys = [line.split(" = ")[0] for line in text.splitlines()]
+    assert keys == ["global_step", "loss", "masked_lm_accuracy", "masked_lm_loss",
+                    "next_sentence_accuracy", "next_sentence_loss"]
+    assert f"global_step = {STEPS}\n" in text
+    assert f"loss = {str(np.float32(results['loss']))}\n" in text
+    # More steps than data: the eval stops at the end of the 24 examples.
+    everything = t.evaluate(blocks_dataset_fn(eval_examples, repeat=False), max_steps=100)
+    assert everything["loss"] == pytest.approx(reference_metrics(t.model, eval_examples)["loss"],
+                                               rel=1e-5)
+
+
+def test_no_nsp_trains_the_masked_lm_only(tmp_path, examples):
+    t = make_trainer(tmp_path, use_nsp=False, num_train_steps=2)
+    assert t.model.nsp_head is None
+    reference = reference_metrics(t.model, take(examples, 0, BATCH), use_nsp=False)
+    result = t.train(blocks_dataset_fn(examples))
+    assert result.losses[0] == pytest.approx(reference["masked_lm_loss"], rel=1e-5)
+    assert set(result.last_report) == {"loss", "masked_lm_loss", "masked_lm_accuracy",
+                                       "learning_rate", "examples_per_second"}
+    results = t.evaluate(blocks_dataset_fn(take(examples, 0, 16), repeat=False))
+    assert set(results) == {"loss", "masked_lm_loss", "masked_lm_accuracy", "global_step"}
+    assert results["loss"] == results["masked_lm_loss"]
+
+
+def test_progress_is_written_as_tensorboard_scalars(baseline):
+    event_files = glob.glob(os.path.join(baseline["trainer"].config.output_dir, "train",
+                                         "events.out.tfevents.*"))
+    assert len(event_files) == 1
+    scalars = {}
+    for event in tf.compat.v1.train.summary_iterator(event_files[0]):
+        for value in event.summary.value:
+            scalars.setdefault(value.tag, []).append(
+                (event.step, float(tf.make_ndarray(value.tensor))))
+    assert {"loss", "masked_lm_loss", "masked_lm_accuracy", "next_sentence_loss",
+            "next_sentence_accuracy", "learning_rate", "examples_per_second"} <= set(scalars)
+    losses = baseline["result"].losses
+    # Reports at steps 2 and 4, each the mean of its two step losses.
+    assert [s for s, _ in scalars["loss"]] == [2, 4]
+    np.testing.assert_allclose([v for _, v in scalars["loss"]],
+                               [losses[:2].mean(), losses[2:].mean()], rtol=1e-6)
+    # Warmup of 1 step then linear decay over 4: lr(2) = 1e-3 * (1 - 2/4), lr(4) = 0.
+    np.testing.assert_allclose([v for _, v in scalars["learning_rate"]], [5e-4, 0.0], atol=1e-9)
+
+
+def test_batch_sizes_must_divide(tmp_path):
+    assert trainer.per_replica_batch_size(32, 4, 2) == 4
+    with pytest.raises(UserError, match=r"--train_batch_size=30 is not divisible by 4 replicas "
+                                        r"x 2 accumulation steps \(= 8\)"):
+        trainer.per_replica_batch_size(30, 4, 2)
+    with pytest.raises(UserError, match="--eval_batch_size=3 is not divisible by 2 replicas"):
+        trainer.per_replica_batch_size(3, 2, what="eval_batch_size")
+    with pytest.raises(UserError, match="--steps_per_loop must be positive"):
+        trainer.TrainerConfig(output_dir=os.fspath(tmp_path), steps_per_loop=0)
+
+
+def test_format_eval_results_prints_like_the_original():
+    text = trainer.format_eval_results({"loss": 0.12, "global_step": 7,
+                                        "masked_lm_accuracy": np.float32(0.5)})
+    assert text == "global_step = 7\nloss = 0.12\nmasked_lm_accuracy = 0.5\n"
