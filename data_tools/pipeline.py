@@ -173,6 +173,65 @@ def build_instances(buf: instances.DocumentBuffer, config: PipelineConfig,
     return spans.take(rng.permutation(len(spans)))
 
 
+@dataclasses.dataclass
+class InstanceBatch:
+    """Instances of a task before serialisation (for the writer, the statistics and tests).
+
+    Attributes:
+        spans: the truncated spans of these instances.
+        input_ids: int32 [n, max_seq_length] original tokens ([CLS] A [SEP] B [SEP], padded).
+        segment_ids: int32 [n, max_seq_length].
+        lengths: int64 [n] real tokens.
+        masked: the masked-LM choice (`masked.input_ids` are the ids written).
+    """
+
+    spans: instances.Spans
+    input_ids: np.ndarray
+    segment_ids: np.ndarray
+    lengths: np.ndarray
+    masked: masking.MaskedBatch
+
+    def features(self, max_seq_length: int) -> Dict[str, np.ndarray]:
+        """The schema features (v1 names) of the batch."""
+        m = self.masked
+        return {
+            schema.INPUT_IDS: m.input_ids,
+            schema.INPUT_MASK: (np.arange(max_seq_length)[None, :]
+                                < self.lengths[:, None]).astype(np.int32),
+            schema.SEGMENT_IDS: self.segment_ids,
+            schema.MASKED_LM_POSITIONS: m.positions,
+            schema.MASKED_LM_IDS: m.label_ids,
+            schema.MASKED_LM_WEIGHTS: m.weights,
+            schema.NEXT_SENTENCE_LABELS: self.spans.is_random_next[:, None],
+        }
+
+
+def instance_batches(chunk: corpus.Chunk, config: PipelineConfig,
+                     tokenizer: tokenization.FullTokenizer
+                     ) -> Iterator[Tuple[InstanceBatch, int]]:
+    """Tokenizes and packs a chunk, then yields its masked instances in batches, in order.
+
+    Yields:
+        (batch, number of documents of the chunk).
+    """
+    vocab = tokenizer.vocab
+    cls_id, sep_id = vocab[tokenization.CLS], vocab[tokenization.SEP]
+    docs = [tokenizer.encode_batch(doc) for doc in chunk.documents]
+    buf = instances.DocumentBuffer.from_documents(docs, sep_id)
+    del docs
+    if not buf.num_documents:
+        return
+    rng = task_rng(config.random_seed, chunk.index)
+    spans = build_instances(buf, config, rng)
+    mcfg = masking_config(config, tokenizer)
+    seq = config.packing.max_seq_length
+    for lo in range(0, len(spans), _BATCH_ROWS):
+        part = spans.take(np.arange(lo, min(lo + _BATCH_ROWS, len(spans))))
+        ids, segment_ids, lengths = instances.materialize(part, buf.ids, cls_id, sep_id, seq)
+        masked = masking.mask_batch(ids, lengths, mcfg, rng, tokenizer.is_continuation)
+        yield InstanceBatch(part, ids, segment_ids, lengths, masked), buf.num_documents
+
+
 def process_chunk(chunk: corpus.Chunk, config: PipelineConfig,
                   tokenizer: tokenization.FullTokenizer, num_examples: int = 0) -> TaskResult:
     """Tokenizes, packs, masks, serialises and frames one chunk (runs in a worker).
@@ -183,57 +242,40 @@ def process_chunk(chunk: corpus.Chunk, config: PipelineConfig,
         tokenizer: the WordPiece tokenizer.
         num_examples: how many instances to return decoded for logging.
     """
-    vocab = tokenizer.vocab
-    cls_id, sep_id = vocab[tokenization.CLS], vocab[tokenization.SEP]
-    docs = [tokenizer.encode_batch(doc) for doc in chunk.documents]
-    buf = instances.DocumentBuffer.from_documents(docs, sep_id)
-    del docs
-    rng = task_rng(config.random_seed, chunk.index)
+    seq = config.packing.max_seq_length
+    mcfg = masking_config(config, tokenizer)
     stats = InstanceStats()
     examples: List[Dict[str, object]] = []
     frames: List[Rows] = []
-    if buf.num_documents:
-        spans = build_instances(buf, config, rng)
-        mcfg = masking_config(config, tokenizer)
-        seq = config.packing.max_seq_length
-        for lo in range(0, len(spans), _BATCH_ROWS):
-            part = spans.take(np.arange(lo, min(lo + _BATCH_ROWS, len(spans))))
-            ids, segment_ids, lengths = instances.materialize(part, buf.ids, cls_id, sep_id, seq)
-            masked = masking.mask_batch(ids, lengths, mcfg, rng, tokenizer.is_continuation)
-            features = {
-                schema.INPUT_IDS: masked.input_ids,
-                schema.INPUT_MASK: (np.arange(seq)[None, :] < lengths[:, None]).astype(np.int32),
-                schema.SEGMENT_IDS: segment_ids,
-                schema.MASKED_LM_POSITIONS: masked.positions,
-                schema.MASKED_LM_IDS: masked.label_ids,
-                schema.MASKED_LM_WEIGHTS: masked.weights,
-                schema.NEXT_SENTENCE_LABELS: part.is_random_next[:, None],
-            }
-            records = example_codec.encode_examples(
-                features, seq, config.max_predictions_per_seq, config.use_v2_feature_names)
-            frames.append(tfrecord_writer.frame_records(records))
-            _count(stats, ids, lengths, masked, part, mcfg, seq)
-            if len(examples) < num_examples:
-                examples += _examples(features, lengths, num_examples - len(examples))
+    num_documents = 0
+    for batch, num_documents in instance_batches(chunk, config, tokenizer):
+        features = batch.features(seq)
+        records = example_codec.encode_examples(
+            features, seq, config.max_predictions_per_seq, config.use_v2_feature_names)
+        frames.append(tfrecord_writer.frame_records(records))
+        stats.add(batch_stats(batch, mcfg, seq))
+        if len(examples) < num_examples:
+            examples += _examples(features, batch.lengths, num_examples - len(examples))
     data = np.concatenate([f.data for f in frames]) if frames else np.zeros(0, np.uint8)
     lens = (np.concatenate([f.lengths for f in frames]) if frames
             else np.zeros(0, np.int64))
-    return TaskResult(chunk.index, data, lens, buf.num_documents, chunk.num_bytes, stats,
+    return TaskResult(chunk.index, data, lens, num_documents, chunk.num_bytes, stats,
                       examples)
 
 
-def _count(stats: InstanceStats, ids: np.ndarray, lengths: np.ndarray,
-           masked: masking.MaskedBatch, part: instances.Spans,
-           mcfg: masking.MaskingConfig, seq: int) -> None:
-    dec = masked.decisions
-    stats.add(InstanceStats(
+def batch_stats(batch: InstanceBatch, mcfg: masking.MaskingConfig, seq: int) -> InstanceStats:
+    """The statistics of one batch of instances."""
+    dec = batch.masked.decisions
+    lengths = batch.lengths
+    return InstanceStats(
         instances=len(lengths), tokens=int(lengths.sum()),
-        maskable_tokens=int(masking.candidates(ids, lengths, mcfg).sum()),
-        short=int((lengths < seq // 2).sum()), predictions=int(masked.num_predictions.sum()),
+        maskable_tokens=int(masking.candidates(batch.input_ids, lengths, mcfg).sum()),
+        short=int((lengths < seq // 2).sum()),
+        predictions=int(batch.masked.num_predictions.sum()),
         decisions=tuple(int((dec == d).sum()) for d in (masking.DECISION_MASK,
                                                          masking.DECISION_KEEP,
                                                          masking.DECISION_RANDOM)),
-        random_next=int(part.is_random_next.sum())))
+        random_next=int(batch.spans.is_random_next.sum()))
 
 
 def _examples(features: Dict[str, np.ndarray], lengths: np.ndarray,
