@@ -100,6 +100,8 @@ class InputConfig:
                 f"--max_predictions_per_seq={self.max_predictions_per_seq} must be in "
                 f"[0, --max_seq_length={self.max_seq_length}]"
             )
+        if self.compression.lower() == "gzip":  # data_tools' --output_compression spelling
+            object.__setattr__(self, "compression", "GZIP")
         if self.compression not in _COMPRESSIONS:
             raise UserError(f"compression must be one of {_COMPRESSIONS}, got {self.compression!r}")
         if self.use_v2_feature_names not in ("auto", True, False):

@@ -158,6 +158,10 @@ def test_gzip_is_detected_from_magic_bytes(tmp_path):
     np.testing.assert_array_equal(collect(ds)[1]["masked_lm_ids"][0], examples[4]["masked_lm_ids"])
     with pytest.raises(UserError, match="data-0.tfrecord is not a TFRecord file.*gzip"):
         make_pretraining_dataset(config(tmp_path, compression=""))
+    explicit = config(tmp_path, is_training=False, cycle_length=1, compression="gzip")
+    assert explicit.compression == "GZIP"
+    assert [i for b in collect(make_pretraining_dataset(explicit)) for i in example_ids_np(b)
+            ] == list(range(8))
 
 
 def example_ids_np(batch: Dict[str, np.ndarray]) -> List[int]:
