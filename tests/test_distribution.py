@@ -1,0 +1,197 @@
+"""Tests of bert_tf.distribution and of training under distribution strategies on CPU.
+
+- MirroredStrategy over two logical CPU devices == one device with the whole batch (losses
+  and weights), with replicas holding different numbers of masked tokens and gradient
+  clipping active: proves the global-batch reduction and the all-reduce before clipping.
+- Two-process MultiWorkerMirroredStrategy on loopback == the same single-device run.
+- mixed_bfloat16 and mixed_float16 (with dynamic loss scaling) train with finite,
+  decreasing losses.
+
+Logical devices and collectives must be set up before TensorFlow initialises, so the
+strategy runs happen in subprocesses (tests/_distributed_worker.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from _pretraining_helpers import REPO_ROOT, subprocess_env, synthetic_examples, tiny_bert_config
+from bert_tf import distribution, optimization, trainer
+from bert_tf.errors import UserError
+from bert_tf.modeling.pretraining_model import BertPretrainingModel
+
+WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_distributed_worker.py")
+
+
+def worker_command(out, output_dir, strategies, num_cpu_devices=0):
+    return [sys.executable, WORKER, f"--out={out}", f"--output_dir={output_dir}",
+            f"--strategies={strategies}", f"--num_cpu_devices={num_cpu_devices}"]
+
+
+def load(path, strategy):
+    data = np.load(path)
+    weights = [data[k] for k in sorted(data.files) if k.startswith(f"{strategy}/weight_")]
+    return data[f"{strategy}/losses"], weights, int(data[f"{strategy}/replicas"])
+
+
+@pytest.fixture(scope="module")
+def mirrored_and_single(tmp_path_factory):
+    """One subprocess: the same training on Mirrored(2 CPU devices) and on one device."""
+    tmp = tmp_path_factory.mktemp("mirrored")
+    out = tmp / "result.npz"
+    proc = subprocess.run(worker_command(out, tmp, "mirrored,one_device", num_cpu_devices=2),
+                          cwd=REPO_ROOT, env=subprocess_env(), capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return out
+
+
+def test_mirrored_two_replicas_equal_one_device_with_the_whole_batch(mirrored_and_single):
+    losses_m, weights_m, replicas_m = load(mirrored_and_single, "mirrored")
+    losses_1, weights_1, replicas_1 = load(mirrored_and_single, "one_device")
+    assert (replicas_m, replicas_1) == (2, 1)
+    assert losses_m.shape == (3,) and np.all(np.isfinite(losses_m))
+    np.testing.assert_allclose(losses_m, losses_1, rtol=1e-5)
+    for a, b in zip(weights_m, weights_1):
+        np.testing.assert_allclose(a, b, atol=1e-5)
+    # The data really does put unequal masked-token counts on the two replicas (16 vs 4
+    # per block of 8), so averaging per-replica means would have given other losses.
+    weights = synthetic_examples(64, seed=3)["masked_lm_weights"]
+    assert weights[0:4].sum() == 16 and weights[4:8].sum() == 4
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_multi_worker_mirrored_on_loopback_agrees_with_one_device(tmp_path, mirrored_and_single):
+    ports = [free_port(), free_port()]
+    cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
+    procs = []
+    for index in range(2):
+        tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
+        procs.append(subprocess.Popen(
+            worker_command(tmp_path / f"worker{index}.npz", tmp_path, "multi_worker_mirrored"),
+            cwd=REPO_ROOT, env=subprocess_env({"TF_CONFIG": tf_config}),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    outputs = []
+    try:
+        for proc in procs:
+            outputs.append(proc.communicate(timeout=300))
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    for proc, (_, err) in zip(procs, outputs):
+        assert proc.returncode == 0, err[-3000:]
+    losses_1, weights_1, _ = load(mirrored_and_single, "one_device")
+    for index in range(2):
+        losses, weights, replicas = load(tmp_path / f"worker{index}.npz", "multi_worker_mirrored")
+        assert replicas == 2
+        np.testing.assert_allclose(losses, losses_1, rtol=1e-5)
+        for a, b in zip(weights, weights_1):
+            np.testing.assert_allclose(a, b, atol=1e-5)
+    # The chief kept the checkpoints; the other worker's scratch copy is gone.
+    ckpt_dir = tmp_path / "multi_worker_mirrored"
+    assert tf.train.latest_checkpoint(os.fspath(ckpt_dir)).endswith("ckpt-3")
+    assert not list((ckpt_dir / "tmp_worker_checkpoints").glob("worker-1/ckpt-*"))
+
+
+@pytest.fixture
+def restore_dtype_policy():
+    yield
+    keras.mixed_precision.set_dtype_policy("float32")
+
+
+def train_fixed_batch(tmp_path, policy, steps=8):
+    """Trains repeatedly on one batch (so the loss must fall) under a precision policy."""
+    examples = synthetic_examples(8, seed=5)
+
+    def dataset_fn(context, per_replica_batch):
+        return tf.data.Dataset.from_tensors(examples).repeat()
+
+    opt = optimization.OptimizerConfig(learning_rate=1e-2, num_train_steps=steps,
+                                       num_warmup_steps=0)
+    t = trainer.Trainer(
+        trainer.TrainerConfig(output_dir=os.fspath(tmp_path), train_batch_size=8,
+                              num_train_steps=steps, save_checkpoints_steps=steps,
+                              log_every_n_steps=steps, use_xla=True, dtype_policy=policy),
+        tf.distribute.OneDeviceStrategy("/cpu:0"),
+        model_fn=lambda: BertPretrainingModel(tiny_bert_config()),
+        optimizer_fn=lambda: optimization.create_optimizer(opt))
+    return t, t.train(dataset_fn).losses
+
+
+def test_mixed_bfloat16_trains_with_finite_decreasing_loss(tmp_path, restore_dtype_policy):
+    t, losses = train_fixed_batch(tmp_path, "mixed_bfloat16")
+    encoder_dense = [v for v in t.model.encoder.weights if "kernel" in v.path][0]
+    assert encoder_dense.dtype == "float32"  # float32 master weights
+    assert t.model.encoder.compute_dtype == "bfloat16"
+    assert np.all(np.isfinite(losses))
+    assert losses[-1] < losses[0] - 0.5, losses
+
+
+def test_mixed_float16_uses_dynamic_loss_scaling(tmp_path, restore_dtype_policy):
+    t, losses = train_fixed_batch(tmp_path, "mixed_float16")
+    assert isinstance(t.optimizer, keras.optimizers.LossScaleOptimizer)
+    assert np.all(np.isfinite(losses))
+    assert losses[-1] < losses[0] - 0.5, losses
+    # The scale was applied to the loss and removed from the gradients: the updates stayed
+    # sane (a scale left in the gradients would have blown the weights up).
+    assert float(t.optimizer.dynamic_scale.numpy()) >= 1.0
+    assert max(float(np.abs(v.numpy()).max()) for v in t.model.trainable_variables) < 10
+
+
+def test_config_validation_messages():
+    with pytest.raises(UserError, match="--distribution_strategy='gpu': expected one of"):
+        distribution.DistributionConfig(distribution_strategy="gpu")
+    with pytest.raises(UserError, match="--dtype_policy='float16': expected one of"):
+        distribution.DistributionConfig(dtype_policy="float16")
+    with pytest.raises(UserError, match="--num_gpus=-2"):
+        distribution.DistributionConfig(num_gpus=-2)
+
+
+def test_auto_strategy_choice(monkeypatch):
+    monkeypatch.delenv("TPU_NAME", raising=False)
+    monkeypatch.delenv("COLAB_TPU_ADDR", raising=False)
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    auto = distribution.DistributionConfig()
+    assert distribution.resolve_strategy_name(auto) == "one_device"  # CPU-only machine
+    assert distribution.resolve_strategy_name(
+        distribution.DistributionConfig(num_cpu_devices=2)) == "mirrored"
+    assert distribution.resolve_strategy_name(distribution.DistributionConfig(tpu="my-tpu")) == "tpu"
+    monkeypatch.setenv("TF_CONFIG", json.dumps(
+        {"cluster": {"worker": ["a:1", "b:2"]}, "task": {"type": "worker", "index": 0}}))
+    assert distribution.resolve_strategy_name(auto) == "multi_worker_mirrored"
+    monkeypatch.setenv("TF_CONFIG", "{not json")
+    with pytest.raises(UserError, match="TF_CONFIG is not valid JSON"):
+        distribution.resolve_strategy_name(auto)
+
+
+def test_multi_worker_without_tf_config_is_a_user_error(monkeypatch):
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    with pytest.raises(UserError, match="needs TF_CONFIG"):
+        distribution.create_strategy(
+            distribution.DistributionConfig(distribution_strategy="multi_worker_mirrored"))
+
+
+def test_loss_scaling_only_for_float16():
+    opt = keras.optimizers.SGD()
+    assert distribution.wrap_optimizer(opt, "float32") is opt
+    assert distribution.wrap_optimizer(opt, "mixed_bfloat16") is opt
+    wrapped = distribution.wrap_optimizer(opt, "mixed_float16")
+    assert isinstance(wrapped, keras.optimizers.LossScaleOptimizer)
+    assert wrapped.inner_optimizer is opt
