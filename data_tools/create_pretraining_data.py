@@ -69,7 +69,7 @@ flags.DEFINE_integer("num_output_shards", None,
 flags.DEFINE_float("chunk_mb", 0.5,
                    "Text per parallel task, in MB. Random next sentences are drawn from the "
                    "task's documents. The output depends on it (not on --num_workers).")
-flags.DEFINE_integer("shuffle_buffer_size", 32768,
+flags.DEFINE_integer("shuffle_buffer_size", 16384,
                      "Records shuffled together before being dealt to the shards.")
 flags.DEFINE_integer("log_examples", 3, "Number of decoded instances logged at the start.")
 flags.DEFINE_float("progress_seconds", 5.0, "Seconds between progress lines (0: none).")

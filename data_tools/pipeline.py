@@ -76,7 +76,7 @@ class PipelineConfig:
     use_v2_feature_names: bool = False
     num_workers: int = 1
     chunk_bytes: int = 512 * 1024
-    shuffle_buffer_size: int = 32768
+    shuffle_buffer_size: int = 16384
     log_examples: int = 3
     progress_seconds: float = 5.0
 
@@ -327,7 +327,7 @@ def _map_ordered(chunks: Iterable[corpus.Chunk], config: PipelineConfig,
     try:
         for chunk in chunks:
             pending.append(executor.submit(_worker_task, chunk, examples_for(chunk)))
-            while len(pending) > 2 * config.num_workers:
+            while len(pending) > config.num_workers + 1:
                 yield pending.popleft().result()
         while pending:
             yield pending.popleft().result()
@@ -365,21 +365,24 @@ class ShardDealer:
     def flush(self) -> None:
         if not self._buffered:
             return
-        data = memoryview(b"".join([f for f, _ in self._blocks]))
-        lengths = np.concatenate([l for _, l in self._blocks])
+        blocks = [memoryview(frames) for frames, _ in self._blocks]
+        # Record j of the window: block block_of[j], bytes [start[j], end[j]) of that block.
+        block_of = np.concatenate([np.full(len(l), b, dtype=np.int64)
+                                   for b, (_, l) in enumerate(self._blocks)])
+        end = np.concatenate([np.cumsum(l) for _, l in self._blocks])
+        start = end - np.concatenate([l for _, l in self._blocks])
         self._blocks, self._buffered = [], 0
-        starts = np.zeros(len(lengths) + 1, dtype=np.int64)
-        np.cumsum(lengths, out=starts[1:])
-        order = self._rng.permutation(len(lengths))
-        # Record j of the window goes to shard (next_shard + j) % num_shards, as the original
-        # deals its shuffled instances round-robin.
+        order = self._rng.permutation(len(block_of))
+        # Record j of the shuffled window goes to shard (next_shard + j) % num_shards, as the
+        # original deals its shuffled instances round-robin.
         shard_of = (self._next_shard + np.arange(len(order))) % self._num_shards
         for shard in range(self._num_shards):
             mine = order[shard_of == shard]
-            for lo in range(0, len(mine), 8192):
-                sel = mine[lo:lo + 8192].tolist()
-                s, e = starts[:-1][sel].tolist(), starts[1:][sel].tolist()
-                self._writer.write(shard, b"".join([data[a:b] for a, b in zip(s, e)]))
+            for lo in range(0, len(mine), 4096):
+                sel = mine[lo:lo + 4096]
+                self._writer.write(shard, b"".join([
+                    blocks[b][s:e] for b, s, e in zip(block_of[sel].tolist(),
+                                                       start[sel].tolist(), end[sel].tolist())]))
         self._next_shard = (self._next_shard + len(order)) % self._num_shards
         self.records += len(order)
 
