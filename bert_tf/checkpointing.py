@@ -44,7 +44,6 @@ from bert_tf import fileio
 from bert_tf.errors import UserError
 
 _CKPT_PREFIX = "ckpt"
-_VALUE_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
 
 
 @contextlib.contextmanager
@@ -206,12 +205,13 @@ def resolve_checkpoint(path: str, what: str = "init_checkpoint") -> str:
 
 @dataclasses.dataclass(frozen=True)
 class WarmStartReport:
-    """Outcome of `warm_start`.
+    """Outcome of `warm_start`; variables are named by their object path, e.g.
+    "model/encoder/token_embedding/_embeddings".
 
     Attributes:
         checkpoint: the prefix read.
-        restored: model variable keys that were loaded.
-        missing: model variable keys not in the checkpoint (they keep their initial values).
+        restored: model variables that were loaded.
+        missing: model variables not in the checkpoint (they keep their initial values).
         unused: checkpoint model variables this model has no place for.
     """
 
@@ -221,34 +221,63 @@ class WarmStartReport:
     unused: tuple
 
 
-def _escape(name: str) -> str:
-    # The object-graph naming of tf.train.Checkpoint: "." -> "..", "/" -> ".S".
-    return name.replace(".", "..").replace("/", ".S")
+def model_variable_paths(root_name: str, root) -> dict:
+    """Object paths of the variables reachable from `root`, as tf.train.Checkpoint walks them.
 
-
-def variable_keys(root_name: str, root) -> dict:
-    """Checkpoint keys of the variables reachable from `root`, as tf.train.Checkpoint names them.
-
-    Walks the object graph breadth-first, as the checkpointer does, so each variable gets
-    its shortest path (`model/encoder/.../.ATTRIBUTES/VARIABLE_VALUE`).
+    Breadth-first from `root`, each object named by its first (shortest) path, which is how
+    the checkpoint's object graph is matched on restore.
 
     Returns:
-        {key: variable}.
+        {"root_name/child/.../variable": variable}.
     """
-    keys = {}
+    paths = {}
     seen = {id(root)}
     queue = [(root_name, root)]
     while queue:
         path, obj = queue.pop(0)
         if isinstance(obj, (tf.Variable, keras.Variable)):
-            keys[path + _VALUE_SUFFIX] = obj
+            paths[path] = obj
             continue
         for name, child in tf.train.TrackableView.children(obj).items():
-            if id(child) in seen:
-                continue
-            seen.add(id(child))
-            queue.append((f"{path}/{_escape(name)}", child))
-    return keys
+            if id(child) not in seen:
+                seen.add(id(child))
+                queue.append((f"{path}/{name}", child))
+    return paths
+
+
+def checkpoint_variable_paths(path: str, root_name: str) -> dict:
+    """Variables saved under the root's child `root_name`, by object path, with their shapes.
+
+    Read from the checkpoint's object graph rather than from its tensor keys: a tensor key is
+    the variable's shortest path from the root, which for model weights is usually through
+    the optimizer ("optimizer/_trainable_variables/3"), not through the model.
+
+    Returns:
+        {"root_name/child/.../variable": shape list}; empty if there is no such child.
+    """
+    from tensorflow.core.protobuf import trackable_object_graph_pb2
+
+    reader = tf.train.load_checkpoint(path)
+    if not reader.has_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"):
+        return {}
+    graph = trackable_object_graph_pb2.TrackableObjectGraph()
+    graph.ParseFromString(reader.get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
+    shapes = reader.get_variable_to_shape_map()
+    start = [c.node_id for c in graph.nodes[0].children if c.local_name == root_name]
+    found = {}
+    seen = set(start)
+    queue = [(root_name, node_id) for node_id in start]
+    while queue:
+        obj_path, node_id = queue.pop(0)
+        node = graph.nodes[node_id]
+        for attribute in node.attributes:
+            if attribute.name == "VARIABLE_VALUE":
+                found[obj_path] = list(shapes.get(attribute.checkpoint_key, []))
+        for child in node.children:
+            if child.node_id not in seen:
+                seen.add(child.node_id)
+                queue.append((f"{obj_path}/{child.local_name}", child.node_id))
+    return found
 
 
 def warm_start(model, init_checkpoint: str, root_name: str = "model") -> WarmStartReport:
@@ -269,23 +298,20 @@ def warm_start(model, init_checkpoint: str, root_name: str = "model") -> WarmSta
         UserError: no checkpoint, no model variables in it, or shapes that differ.
     """
     path = resolve_checkpoint(init_checkpoint)
-    saved = dict(tf.train.list_variables(path))
-    saved_model_keys = {
-        k for k in saved if k.startswith(root_name + "/") and k.endswith(_VALUE_SUFFIX)
-    }
-    if not saved_model_keys:
+    saved = checkpoint_variable_paths(path, root_name)
+    if not saved:
         raise UserError(
             f"--init_checkpoint={init_checkpoint}: no '{root_name}' variables in {path} (is it a "
             "bert_tf training checkpoint? Convert Google checkpoints first)"
         )
-    ours = variable_keys(root_name, model)
-    restored = sorted(set(ours) & saved_model_keys)
-    missing = sorted(set(ours) - saved_model_keys)
-    unused = sorted(saved_model_keys - set(ours))
+    ours = model_variable_paths(root_name, model)
+    restored = sorted(set(ours) & set(saved))
+    missing = sorted(set(ours) - set(saved))
+    unused = sorted(set(saved) - set(ours))
     mismatched = [
-        f"{k} {list(saved[k])} vs {list(ours[k].shape)}"
+        f"{k} {saved[k]} vs {list(ours[k].shape)}"
         for k in restored
-        if list(saved[k]) != list(ours[k].shape)
+        if saved[k] != list(ours[k].shape)
     ]
     if mismatched:
         raise UserError(
@@ -300,8 +326,7 @@ def warm_start(model, init_checkpoint: str, root_name: str = "model") -> WarmSta
     return report
 
 
-def _short(keys: Sequence[str]) -> str:
-    names = [k[: -len(_VALUE_SUFFIX)] for k in keys]
+def _short(names: Sequence[str]) -> str:
     return ", ".join(names[:10]) + (f" ... ({len(names)} in all)" if len(names) > 10 else "")
 
 
