@@ -59,20 +59,14 @@ def read_native(
     Raises:
         UserError: no checkpoint or config, or variables whose shapes disagree with the config.
     """
-    from bert_tf import checkpointing
     from bert_tf.export.saved_model import load_pretrained
-    from bert_tf.modeling.weight_map import pretraining_weight_map
+    from bert_tf.modeling.weight_map import get_weights, pretraining_weight_map
 
     loaded = load_pretrained(path, bert_config_file, what="input")
     prefix, model = loaded.checkpoint, loaded.model
     vocab_file = vocab_file or find_beside(prefix, (VOCAB_NAME,))
-    missing = set(loaded.missing)
-    key_of = {id(v): k for k, v in checkpointing.variable_keys("model", model).items()}
-    weights = {
-        name: w.numpy()
-        for name, w in pretraining_weight_map(model).items()
-        if key_of.get(id(w.variable)) not in missing
-    }
+    weights = {name: value for name, value in get_weights(pretraining_weight_map(model)).items()
+               if name not in loaded.missing}
     check_vocab(vocab_file, weights, prefix)
     return ModelFiles(model.config, weights, vocab_file, prefix)
 

@@ -36,12 +36,14 @@ from bert_tf.modeling.config import BertConfig
 # ------------------------------------------------------------------ activation spellings
 
 # THE table of activation names. Keys are meanings; columns are the spelling each format
-# uses. If bert_tf's BertConfig changes its naming (the lead's plan: "gelu" = tanh form,
-# "gelu_exact" = erf), only the "bert_tf" column changes; tests/test_hf_checkpoint.py checks
-# this column numerically against bert_tf.modeling.activations.
+# writes. bert_tf follows the original release ("gelu" is the tanh approximation, which is
+# what google-research/bert computed; "gelu_exact" is the erf form), while Hugging Face's
+# "gelu" is the erf form. If BertConfig's naming ever changes, only the "bert_tf" column
+# changes; tests/test_hf_checkpoint.py checks that column numerically against
+# bert_tf.modeling.activations.
 #
-# Google's original code computed the tanh approximation for "gelu" and had no erf GELU, so
-# an erf-GELU model is written to Google format as "gelu" with a warning.
+# Google's original code had no erf GELU, so an erf-GELU model is written to Google format as
+# "gelu" with a warning.
 ACTIVATION_NAMES: Dict[str, Dict[str, str]] = {
     #  meaning       bert_tf config             Hugging Face           Google original
     "gelu_erf": {"bert_tf": "gelu_exact", "hf": "gelu", "google": "gelu"},
@@ -73,16 +75,16 @@ def activation_meaning(name: str, fmt: str) -> str:
     if name in _READ_ALIASES.get(fmt, {}):
         return _READ_ALIASES[fmt][name]
     if fmt == "bert_tf":
-        # Any alias BertConfig accepts: compare canonical names.
+        # Any alias BertConfig accepts: compare BertConfig's canonical names.
         from bert_tf.modeling.config import ACTIVATIONS
 
-        canonical = ACTIVATIONS.get(name, name)
         for meaning, columns in ACTIVATION_NAMES.items():
-            if ACTIVATIONS.get(columns[fmt], columns[fmt]) == canonical:
+            if name in ACTIVATIONS and ACTIVATIONS[name] == ACTIVATIONS[columns["bert_tf"]]:
                 return meaning
-    for meaning, columns in ACTIVATION_NAMES.items():
-        if columns[fmt] == name:
-            return meaning
+    else:
+        for meaning, columns in ACTIVATION_NAMES.items():
+            if columns[fmt] == name:
+                return meaning
     raise UserError(f"hidden_act {name!r} ({fmt} format) is not supported by bert_tf")
 
 
