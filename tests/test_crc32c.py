@@ -31,11 +31,12 @@ def test_known_vectors_bytewise_and_vectorised():
 
 def test_ragged_rows_match_bytewise_loop_with_any_slice_budget():
     rng = np.random.default_rng(1)
-    items = [rng.integers(0, 256, n).astype(np.uint8).tobytes()
-             for n in rng.integers(0, 300, 200)]
+    sizes = list(rng.integers(0, 300, 200)) + [4096, 4097, 9000]  # > 4096: the loop method
+    items = [rng.integers(0, 256, n).astype(np.uint8).tobytes() for n in sizes]
     expected = [crc32c_bytes(x) for x in items]
-    for budget in (1, 997, 1 << 26):  # 1: one row per slice; large: one padded matrix
-        assert crc32c_rows(_rows(items), max_matrix_bytes=budget).tolist() == expected
+    for budget in (1, 997, 1 << 26):  # 1: one row per slice; large: one slice
+        got = crc32c_rows(_rows(items), max_matrix_bytes=budget, slice_bytes=budget)
+        assert got.tolist() == expected
 
 
 def test_leading_zero_bytes_are_not_ignored():

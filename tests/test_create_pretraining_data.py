@@ -100,6 +100,25 @@ def test_gzip_and_v2_feature_names(tmp_path, small_corpus, google_vocab_path, re
     _check_records([str(out)], compression="GZIP", v2=True)
 
 
+def test_mlm_only_whole_word_ngram_flags_and_progress(tmp_path, small_corpus,
+                                                      google_vocab_path, repo_root):
+    out = tmp_path / "out.tfrecord"
+    proc = _run(_base(small_corpus, out, google_vocab_path, "--no_nsp", "--do_whole_word_mask",
+                      "--whole_word_mask_mode=original", "--max_ngram_size=3",
+                      "--max_predictions_per_seq=126", "--num_workers=2", "--chunk_mb=0.05",
+                      "--progress_seconds=0.000001"), repo_root)
+    assert proc.returncode == 0, proc.stderr
+    assert "progress: " in proc.stderr and "ETA" in proc.stderr and "IsNext" not in proc.stderr
+    tf = pytest.importorskip("tensorflow")
+    spec = schema.parsing_spec(SEQ, 126)
+    for raw in tf.data.TFRecordDataset(str(out)).take(300):
+        ex = {k: v.numpy() for k, v in tf.io.parse_single_example(raw, spec).items()}
+        n = ex["input_mask"].sum()
+        assert (ex["segment_ids"] == 0).all() and ex["next_sentence_labels"][0] == 0
+        assert ex["input_ids"][0] == 101 and ex["input_ids"][n - 1] == 102
+        assert 1 <= ex["masked_lm_weights"].sum() <= round(0.15 * n)
+
+
 def test_bad_utf8_empty_file_and_one_sentence_documents(tmp_path, google_vocab_path, repo_root):
     bad = tmp_path / "bad.txt"
     bad.write_bytes(b"The first sentence \xff\xfe is here .\nAnother one .\n\nSolo sentence .\n\n"
