@@ -274,6 +274,8 @@ def check_new_directory(path: str) -> None:
 def atomic_directory(path: str) -> Iterator[str]:
     """Yields a temporary directory beside `path`, renamed to `path` when the block completes.
 
+    Missing parent directories are created.
+
     On failure the temporary directory is deleted. Remote filesystems (gs://) cannot rename
     a directory atomically, so there the files are written in place (each one atomically by
     its writer).
@@ -287,10 +289,12 @@ def atomic_directory(path: str) -> Iterator[str]:
         yield path
         return
     parent = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(parent):
-        raise UserError(f"cannot write {path}: directory {parent} does not exist")
     tmp = fileio.temp_name(os.path.abspath(path))
-    os.makedirs(tmp)
+    try:
+        os.makedirs(parent, exist_ok=True)  # e.g. <model_base_path>/ of a version directory
+        os.makedirs(tmp)
+    except OSError as e:
+        raise UserError(f"cannot write {path}: {e.strerror or e}") from None
     try:
         yield tmp
         if os.path.isdir(path):
