@@ -27,7 +27,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from typing import Dict, List, Optional
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
@@ -118,7 +117,6 @@ def run_reference(script: pathlib.Path, corpus: pathlib.Path, vocab: pathlib.Pat
 
 def reference_stats(path: pathlib.Path, max_seq_length: int = 128) -> str:
     """The statistics line of `pipeline.InstanceStats` computed from a TFRecord file."""
-    import numpy as np
     import tensorflow as tf
 
     from bert_tf import schema

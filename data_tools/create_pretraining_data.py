@@ -25,6 +25,7 @@ from absl import app, flags, logging
 from bert_tf import fileio
 from bert_tf.errors import UserError, cli_main
 from data_tools import instances, masking, pipeline, tfrecord_writer
+from data_tools.job_config import PipelineConfig
 
 FLAGS = flags.FLAGS
 
@@ -131,7 +132,7 @@ def validate(max_seq_length: int, max_predictions_per_seq: int, masked_lm_prob: 
         raise UserError(f"--shuffle_buffer_size={shuffle_buffer_size}: must be >= 1")
 
 
-def config_from_flags() -> pipeline.PipelineConfig:
+def config_from_flags() -> PipelineConfig:
     """Validates the flags and turns them into a frozen `PipelineConfig`."""
     for name in ("input_file", "output_file", "vocab_file"):
         if not FLAGS[name].value:
@@ -151,7 +152,7 @@ def config_from_flags() -> pipeline.PipelineConfig:
     overlap = set(map(os.path.abspath, inputs)) & set(map(os.path.abspath, outputs))
     if overlap:
         raise UserError(f"--output_file would overwrite an input file: {sorted(overlap)[0]}")
-    return pipeline.PipelineConfig(
+    return PipelineConfig(
         input_files=tuple(inputs),
         output_files=tuple(outputs),
         vocab_file=FLAGS.vocab_file,

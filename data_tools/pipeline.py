@@ -1,12 +1,8 @@
 """The create-pretraining-data job: chunks -> parallel workers -> bounded shuffle -> shards.
 
 The parent streams the input into chunks of whole documents (`data_tools.corpus`); each
-chunk is one task. A worker tokenizes its chunk, packs instances for every dupe
-(`data_tools.instances`), shuffles them, masks them (`data_tools.masking`), serialises them
-(`data_tools.example_codec`) and frames them (`data_tools.tfrecord_writer`), all vectorised
-with numpy and without TensorFlow. The generator of task i is seeded from (random_seed, i)
-only, and results are consumed in task order, so the output is byte-identical whatever the
-number of workers.
+chunk is one task (`data_tools.tasks`), run by a pool of worker processes. Results are
+consumed in task order, so the output is byte-identical whatever the number of workers.
 
 The parent shuffles records within a window of consecutive tasks (at least
 `shuffle_buffer_size` records; the whole output when it is smaller) and deals them
@@ -31,99 +27,13 @@ from absl import logging
 
 from bert_tf import fileio, schema, tokenization
 from bert_tf.errors import UserError
-from data_tools import corpus, example_codec, instances, masking, tfrecord_writer
-from data_tools.bytes_ops import Rows
+from data_tools import corpus, tfrecord_writer
+from data_tools.job_config import PipelineConfig
+from data_tools.tasks import InstanceStats, TaskResult, process_chunk
 
-_BATCH_ROWS = 4096  # instances masked and serialised at once (bounds worker memory)
+__all__ = ["PipelineConfig", "RunSummary", "run"]
+
 _MAX_LOGGED_TOKENS = 512
-
-
-@dataclasses.dataclass(frozen=True)
-class PipelineConfig:
-    """Everything the job needs (built from flags by the entry point).
-
-    Attributes:
-        input_files: expanded input paths, in order.
-        output_files: one path per output shard.
-        vocab_file, do_lower_case: the tokenizer.
-        packing: how instances are packed (`instances.PackingConfig`).
-        masked_lm_prob, max_predictions_per_seq, do_whole_word_mask, whole_word_mask_mode,
-            max_ngram_size: masking (see `masking.MaskingConfig`).
-        random_seed: seeds every task's generator and the shuffle.
-        dupe_factor: passes over the data, each with different packing and masks.
-        output_compression: "" or "gzip".
-        use_v2_feature_names: input_word_ids / input_type_ids instead of v1 names.
-        num_workers: processes (1 runs in this process).
-        chunk_bytes: text per task; the output depends on it (not on num_workers).
-        shuffle_buffer_size: records shuffled together in the parent (at least).
-        log_examples: decoded instances logged at the start.
-        progress_seconds: interval of progress lines.
-    """
-
-    input_files: Tuple[str, ...]
-    output_files: Tuple[str, ...]
-    vocab_file: str
-    do_lower_case: bool = True
-    packing: instances.PackingConfig = instances.PackingConfig()
-    masked_lm_prob: float = 0.15
-    max_predictions_per_seq: int = 20
-    do_whole_word_mask: bool = False
-    whole_word_mask_mode: str = masking.MODE_FIXED
-    max_ngram_size: int = 1
-    random_seed: int = 12345
-    dupe_factor: int = 10
-    output_compression: str = ""
-    use_v2_feature_names: bool = False
-    num_workers: int = 1
-    chunk_bytes: int = 512 * 1024
-    shuffle_buffer_size: int = 16384
-    log_examples: int = 3
-    progress_seconds: float = 5.0
-
-
-@dataclasses.dataclass
-class InstanceStats:
-    """Counters over instances (summed over tasks)."""
-
-    instances: int = 0
-    tokens: int = 0  # real tokens, specials included
-    maskable_tokens: int = 0  # real tokens other than [CLS]/[SEP]
-    short: int = 0  # instances shorter than max_seq_length // 2
-    predictions: int = 0
-    decisions: Tuple[int, int, int] = (0, 0, 0)  # [MASK], kept, random
-    random_next: int = 0
-
-    def add(self, other: "InstanceStats") -> None:
-        for f in dataclasses.fields(self):
-            a, b = getattr(self, f.name), getattr(other, f.name)
-            setattr(self, f.name, tuple(x + y for x, y in zip(a, b))
-                    if isinstance(a, tuple) else a + b)
-
-    def describe(self, nsp: bool, max_seq_length: int) -> str:
-        n = max(self.instances, 1)
-        p = max(self.predictions, 1)
-        m, k, r = self.decisions
-        text = (f"mean length {self.tokens / n:.1f} tokens, {100 * self.short / n:.1f}% under "
-                f"{max_seq_length // 2}, {self.predictions / n:.1f} predictions per instance "
-                f"({self.predictions / max(self.maskable_tokens, 1):.3f} of non-special "
-                f"tokens), [MASK] {100 * m / p:.1f}% / kept {100 * k / p:.1f}% / random "
-                f"{100 * r / p:.1f}%")
-        if nsp:
-            text += f", IsNext {100 * (1 - self.random_next / n):.1f}%"
-        return text
-
-
-@dataclasses.dataclass
-class TaskResult:
-    """What a worker returns for one chunk."""
-
-    index: int
-    frames: np.ndarray  # uint8: the TFRecord frames of the task's records, back to back
-    frame_lengths: np.ndarray  # int64 [records]
-    num_documents: int
-    num_bytes: int
-    stats: InstanceStats
-    examples: List[Dict[str, object]]
 
 
 @dataclasses.dataclass
@@ -140,152 +50,8 @@ class RunSummary:
     stats: InstanceStats
 
 
-def task_rng(random_seed: int, index: int) -> np.random.Generator:
-    """The generator of task `index`: depends only on the seed and the task index."""
-    return np.random.default_rng(
-        np.random.SeedSequence(random_seed % (1 << 64), spawn_key=(0, index)))
-
-
 def shuffle_rng(random_seed: int) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence(random_seed % (1 << 64), spawn_key=(1,)))
-
-
-def masking_config(config: PipelineConfig, tokenizer: tokenization.FullTokenizer
-                   ) -> masking.MaskingConfig:
-    vocab = tokenizer.vocab
-    return masking.MaskingConfig(
-        masked_lm_prob=config.masked_lm_prob,
-        max_predictions_per_seq=config.max_predictions_per_seq,
-        vocab_size=len(vocab), mask_id=vocab[tokenization.MASK], cls_id=vocab[tokenization.CLS],
-        sep_id=vocab[tokenization.SEP], do_whole_word_mask=config.do_whole_word_mask,
-        whole_word_mask_mode=config.whole_word_mask_mode, max_ngram_size=config.max_ngram_size)
-
-
-def build_instances(buf: instances.DocumentBuffer, config: PipelineConfig,
-                    rng: np.random.Generator) -> instances.Spans:
-    """Spans of every dupe of a buffer, truncated and shuffled."""
-    stream = instances.RandomStream(rng)
-    pack = instances.nsp_spans if config.packing.nsp else instances.full_sentence_spans
-    parts = [pack(buf, config.packing, stream) for _ in range(config.dupe_factor)]
-    spans = instances.Spans(*(np.concatenate([getattr(p, f.name) for p in parts])
-                              for f in dataclasses.fields(instances.Spans)))
-    spans = instances.truncate(spans, config.packing.max_num_tokens, rng)
-    return spans.take(rng.permutation(len(spans)))
-
-
-@dataclasses.dataclass
-class InstanceBatch:
-    """Instances of a task before serialisation (for the writer, the statistics and tests).
-
-    Attributes:
-        spans: the truncated spans of these instances.
-        input_ids: int32 [n, max_seq_length] original tokens ([CLS] A [SEP] B [SEP], padded).
-        segment_ids: int32 [n, max_seq_length].
-        lengths: int64 [n] real tokens.
-        masked: the masked-LM choice (`masked.input_ids` are the ids written).
-    """
-
-    spans: instances.Spans
-    input_ids: np.ndarray
-    segment_ids: np.ndarray
-    lengths: np.ndarray
-    masked: masking.MaskedBatch
-
-    def features(self, max_seq_length: int) -> Dict[str, np.ndarray]:
-        """The schema features (v1 names) of the batch."""
-        m = self.masked
-        return {
-            schema.INPUT_IDS: m.input_ids,
-            schema.INPUT_MASK: (np.arange(max_seq_length)[None, :]
-                                < self.lengths[:, None]).astype(np.int32),
-            schema.SEGMENT_IDS: self.segment_ids,
-            schema.MASKED_LM_POSITIONS: m.positions,
-            schema.MASKED_LM_IDS: m.label_ids,
-            schema.MASKED_LM_WEIGHTS: m.weights,
-            schema.NEXT_SENTENCE_LABELS: self.spans.is_random_next[:, None],
-        }
-
-
-def instance_batches(chunk: corpus.Chunk, config: PipelineConfig,
-                     tokenizer: tokenization.FullTokenizer
-                     ) -> Iterator[Tuple[InstanceBatch, int]]:
-    """Tokenizes and packs a chunk, then yields its masked instances in batches, in order.
-
-    Yields:
-        (batch, number of documents of the chunk).
-    """
-    vocab = tokenizer.vocab
-    cls_id, sep_id = vocab[tokenization.CLS], vocab[tokenization.SEP]
-    docs = [tokenizer.encode_batch(doc) for doc in chunk.documents]
-    buf = instances.DocumentBuffer.from_documents(docs, sep_id)
-    del docs
-    if not buf.num_documents:
-        return
-    rng = task_rng(config.random_seed, chunk.index)
-    spans = build_instances(buf, config, rng)
-    mcfg = masking_config(config, tokenizer)
-    seq = config.packing.max_seq_length
-    for lo in range(0, len(spans), _BATCH_ROWS):
-        part = spans.take(np.arange(lo, min(lo + _BATCH_ROWS, len(spans))))
-        ids, segment_ids, lengths = instances.materialize(part, buf.ids, cls_id, sep_id, seq)
-        masked = masking.mask_batch(ids, lengths, mcfg, rng, tokenizer.is_continuation)
-        yield InstanceBatch(part, ids, segment_ids, lengths, masked), buf.num_documents
-
-
-def process_chunk(chunk: corpus.Chunk, config: PipelineConfig,
-                  tokenizer: tokenization.FullTokenizer, num_examples: int = 0) -> TaskResult:
-    """Tokenizes, packs, masks, serialises and frames one chunk (runs in a worker).
-
-    Args:
-        chunk: the task.
-        config: the job.
-        tokenizer: the WordPiece tokenizer.
-        num_examples: how many instances to return decoded for logging.
-    """
-    seq = config.packing.max_seq_length
-    mcfg = masking_config(config, tokenizer)
-    stats = InstanceStats()
-    examples: List[Dict[str, object]] = []
-    frames: List[Rows] = []
-    num_documents = 0
-    for batch, num_documents in instance_batches(chunk, config, tokenizer):
-        features = batch.features(seq)
-        records = example_codec.encode_examples(
-            features, seq, config.max_predictions_per_seq, config.use_v2_feature_names)
-        frames.append(tfrecord_writer.frame_records(records))
-        stats.add(batch_stats(batch, mcfg, seq))
-        if len(examples) < num_examples:
-            examples += _examples(features, batch.lengths, num_examples - len(examples))
-    data = np.concatenate([f.data for f in frames]) if frames else np.zeros(0, np.uint8)
-    lens = (np.concatenate([f.lengths for f in frames]) if frames
-            else np.zeros(0, np.int64))
-    return TaskResult(chunk.index, data, lens, num_documents, chunk.num_bytes, stats,
-                      examples)
-
-
-def batch_stats(batch: InstanceBatch, mcfg: masking.MaskingConfig, seq: int) -> InstanceStats:
-    """The statistics of one batch of instances."""
-    dec = batch.masked.decisions
-    lengths = batch.lengths
-    return InstanceStats(
-        instances=len(lengths), tokens=int(lengths.sum()),
-        maskable_tokens=int(masking.candidates(batch.input_ids, lengths, mcfg).sum()),
-        short=int((lengths < seq // 2).sum()),
-        predictions=int(batch.masked.num_predictions.sum()),
-        decisions=tuple(int((dec == d).sum()) for d in (masking.DECISION_MASK,
-                                                         masking.DECISION_KEEP,
-                                                         masking.DECISION_RANDOM)),
-        random_next=int(batch.spans.is_random_next.sum()))
-
-
-def _examples(features: Dict[str, np.ndarray], lengths: np.ndarray,
-              count: int) -> List[Dict[str, object]]:
-    out = []
-    for i in range(min(count, len(lengths))):
-        ex = {name: np.asarray(values[i]).tolist() for name, values in features.items()}
-        ex["length"] = int(lengths[i])
-        out.append(ex)
-    return out
 
 
 # ---- worker processes ------------------------------------------------------------------

@@ -1,0 +1,51 @@
+"""The frozen configuration of the create-pretraining-data job (built from flags)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Tuple
+
+from data_tools import instances, masking
+
+
+@dataclasses.dataclass(frozen=True)
+class PipelineConfig:
+    """Everything the job needs (built from flags by the entry point).
+
+    Attributes:
+        input_files: expanded input paths, in order.
+        output_files: one path per output shard.
+        vocab_file, do_lower_case: the tokenizer.
+        packing: how instances are packed (`instances.PackingConfig`).
+        masked_lm_prob, max_predictions_per_seq, do_whole_word_mask, whole_word_mask_mode,
+            max_ngram_size: masking (see `masking.MaskingConfig`).
+        random_seed: seeds every task's generator and the shuffle.
+        dupe_factor: passes over the data, each with different packing and masks.
+        output_compression: "" or "gzip".
+        use_v2_feature_names: input_word_ids / input_type_ids instead of v1 names.
+        num_workers: processes (1 runs in this process).
+        chunk_bytes: text per task; the output depends on it (not on num_workers).
+        shuffle_buffer_size: records shuffled together in the parent (at least).
+        log_examples: decoded instances logged at the start.
+        progress_seconds: interval of progress lines.
+    """
+
+    input_files: Tuple[str, ...]
+    output_files: Tuple[str, ...]
+    vocab_file: str
+    do_lower_case: bool = True
+    packing: instances.PackingConfig = instances.PackingConfig()
+    masked_lm_prob: float = 0.15
+    max_predictions_per_seq: int = 20
+    do_whole_word_mask: bool = False
+    whole_word_mask_mode: str = masking.MODE_FIXED
+    max_ngram_size: int = 1
+    random_seed: int = 12345
+    dupe_factor: int = 10
+    output_compression: str = ""
+    use_v2_feature_names: bool = False
+    num_workers: int = 1
+    chunk_bytes: int = 512 * 1024
+    shuffle_buffer_size: int = 16384
+    log_examples: int = 3
+    progress_seconds: float = 5.0
