@@ -51,6 +51,7 @@ class RunSummary:
 
 
 def shuffle_rng(random_seed: int) -> np.random.Generator:
+    """The generator of the parent's shuffle windows (independent of every task's)."""
     return np.random.default_rng(np.random.SeedSequence(random_seed % (1 << 64), spawn_key=(1,)))
 
 
@@ -236,7 +237,8 @@ def run(config: PipelineConfig) -> RunSummary:
     summary = RunSummary(dealer.records, documents, corpus_stats.lines,
                          len(config.output_files), bytes_written, seconds,
                          corpus_stats.warnings, stats)
-    logging.info("wrote %d instances to %d shard(s), %.1f MB, in %.1f s (%.0f instances/s); "
+    logging.info("wrote %d instances to %d shard(s), %.1f MB of records, in %.1f s (%.0f "
+                 "instances/s); "
                  "%d documents, %d lines; %d warning(s)", summary.instances, summary.shards,
                  bytes_written / 1e6, seconds, summary.instances / max(seconds, 1e-9),
                  documents, corpus_stats.lines, len(corpus_stats.warnings))

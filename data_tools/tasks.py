@@ -75,6 +75,7 @@ def task_rng(random_seed: int, index: int) -> np.random.Generator:
 
 def masking_config(config: PipelineConfig, tokenizer: tokenization.FullTokenizer
                    ) -> masking.MaskingConfig:
+    """The masking settings of the job, with the special ids of the tokenizer's vocab."""
     vocab = tokenizer.vocab
     return masking.MaskingConfig(
         masked_lm_prob=config.masked_lm_prob,

@@ -117,7 +117,10 @@ class ShardedWriter:
         if compressor is not None:
             data = compressor.compress(data)
         if len(data):
-            self._files[shard].write(data)
+            try:
+                self._files[shard].write(data)
+            except OSError as e:  # e.g. a full disk: one line for the user, temps removed
+                raise UserError(f"cannot write {self.paths[shard]}: {_reason(e)}") from None
 
     def __exit__(self, exc_type, exc, tb) -> None:
         if exc_type is not None:
@@ -134,7 +137,8 @@ class ShardedWriter:
         except BaseException as e:
             self._abort()
             if isinstance(e, OSError):
-                raise UserError(f"cannot write {self.paths[0]}...: {_reason(e)}") from None
+                raise UserError(f"cannot finish the output files ({self.paths[0]}, ...): "
+                                f"{_reason(e)}") from None
             raise
 
     def _abort(self) -> None:

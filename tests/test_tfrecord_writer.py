@@ -82,3 +82,28 @@ def test_bad_compression_and_duplicate_paths(tmp_path):
         ShardedWriter([str(tmp_path / "a")], "zstd")
     with pytest.raises(UserError, match="distinct"):
         ShardedWriter([str(tmp_path / "a"), str(tmp_path / "a")])
+
+
+def test_write_error_is_a_user_error_and_removes_temps(tmp_path, monkeypatch):
+    import errno
+
+    from bert_tf import fileio
+
+    real_open = fileio.open_file
+
+    class FullDisk:
+        def __init__(self, path):
+            self.f = real_open(path, "wb")
+
+        def write(self, data):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        def close(self):
+            self.f.close()
+
+    monkeypatch.setattr(fileio, "open_file", lambda path, mode="r": FullDisk(path))
+    out = str(tmp_path / "x.tfrecord")
+    with pytest.raises(UserError, match=r"cannot write .*x.tfrecord: No space left on device"):
+        with ShardedWriter([out]) as writer:
+            writer.write(0, b"data")
+    assert os.listdir(tmp_path) == []
