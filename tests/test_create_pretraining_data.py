@@ -91,6 +91,25 @@ def _check_records(paths, compression=None, v2=False):
     return total
 
 
+def test_local_run_never_imports_tensorflow(tmp_path, small_corpus, google_vocab_path,
+                                            repo_root):
+    # TensorFlow costs ~2.6 s and ~600 MB per process: local files must not need it.
+    code = ("import runpy, sys\n"
+            "sys.argv = ['cpd'] + sys.argv[1:]\n"
+            "try:\n"
+            "    runpy.run_module('data_tools.create_pretraining_data', run_name='__main__')\n"
+            "except SystemExit as e:\n"
+            "    assert not e.code, e.code\n"
+            "print('tensorflow' in sys.modules)\n")
+    env = dict(os.environ, PYTHONPATH=str(repo_root))
+    proc = subprocess.run([sys.executable, "-c", code] + _base(
+        small_corpus, tmp_path / "o.tfrecord", google_vocab_path, "--num_workers=2",
+        "--output_compression=gzip"), cwd=repo_root, env=env, capture_output=True, text=True,
+        timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "False"
+
+
 def test_gzip_and_v2_feature_names(tmp_path, small_corpus, google_vocab_path, repo_root):
     out = tmp_path / "out.tfrecord.gz"
     proc = _run(_base(small_corpus, out, google_vocab_path, "--output_compression=gzip",
