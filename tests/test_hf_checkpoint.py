@@ -152,6 +152,22 @@ def test_write_then_read_is_identity_and_uses_hf_names(tmp_path):
         np.testing.assert_array_equal(again.weights[k], files.weights[k])
 
 
+def test_reads_sharded_safetensors(tmp_path):
+    t = _hf_tensors(np.random.default_rng(5))
+    _write_hf_dir(str(tmp_path), t)
+    os.remove(tmp_path / "model.safetensors")
+    names = sorted(t)
+    shards = {"model-00001-of-00002.safetensors": names[:20],
+              "model-00002-of-00002.safetensors": names[20:]}
+    for shard, keys in shards.items():
+        safetensors_io.save_file({k: t[k] for k in keys}, str(tmp_path / shard))
+    index = {"metadata": {}, "weight_map": {k: s for s, keys in shards.items() for k in keys}}
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps(index))
+    files = hf_checkpoint.read(str(tmp_path))
+    assert len(files.weights) == len(convert.expected_shapes(files.config))
+    np.testing.assert_array_equal(files.weights["nsp/bias"], t["cls.seq_relationship.bias"])
+
+
 def test_model_without_heads_is_written_as_bert_model(tmp_path, capsys):
     t = _hf_tensors(np.random.default_rng(2), prefix="", heads=False)
     _write_hf_dir(str(tmp_path / "in"), t)

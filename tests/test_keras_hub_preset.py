@@ -2,6 +2,8 @@
 
 import os
 import re
+import subprocess
+import sys
 
 import keras
 import keras_hub
@@ -11,8 +13,10 @@ import pytest
 from bert_tf import convert
 from bert_tf.errors import UserError
 from bert_tf.export import keras_hub_preset
+from bert_tf.convert_checkpoint import write_native
 from bert_tf.modeling.config import BertConfig
 from bert_tf.modeling.encoder import BertEncoder
+from bert_tf.modeling.weight_map import encoder_weight_map, get_weights
 from bert_tf.tokenization import FullTokenizer
 
 
@@ -117,3 +121,26 @@ def test_bad_input(tmp_path, google_vocab_path, preset):
     with pytest.raises(UserError, match="already exists"):
         keras_hub_preset.export_keras_hub_preset(encoder, google_vocab_path, True, path)
     assert not (tmp_path / "a").exists()
+
+
+def test_command_line_writes_a_loadable_preset(tmp_path, google_vocab_path):
+    """`python -m bert_tf.export --format=keras_hub` on a run directory, end to end."""
+    encoder = _encoder("gelu_tanh", seed=5)
+    weights = get_weights(encoder_weight_map(encoder))  # an encoder-only run: no heads
+    write_native(convert.ModelFiles(encoder.config, weights, None, "test"), str(tmp_path / "run"))
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    result = subprocess.run(
+        [sys.executable, "-m", "bert_tf.export", f"--output_dir={tmp_path / 'run'}",
+         f"--vocab_file={google_vocab_path}", "--do_lower_case=true", "--format=keras_hub",
+         f"--export_dir={tmp_path / 'preset'}"],
+        cwd=repo, capture_output=True, text=True, timeout=600,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": repo})
+    assert result.returncode == 0, result.stderr
+    backbone = keras_hub.models.BertBackbone.from_preset(str(tmp_path / "preset"))
+    ids, mask, segments = _inputs(seed=2)
+    ours = encoder({"input_ids": ids, "input_mask": mask, "segment_ids": segments})
+    theirs = backbone({"token_ids": ids, "padding_mask": mask, "segment_ids": segments})
+    np.testing.assert_allclose(theirs["pooled_output"], ours["pooled_output"], atol=1e-5)
+    preprocessor = keras_hub.models.BertTextClassifierPreprocessor.from_preset(
+        str(tmp_path / "preset"))
+    assert preprocessor.sequence_length == 64  # min(128, max_position_embeddings)
