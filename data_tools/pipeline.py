@@ -85,8 +85,9 @@ def _map_ordered(chunks: Iterable[corpus.Chunk], config: PipelineConfig,
             yield process_chunk(chunk, config, tokenizer, examples_for(chunk))
         return
     # fork shares the loaded tokenizer for free; after TensorFlow was imported (remote paths)
-    # forking is unsafe, so spawn (the tokenizer is then pickled to each worker).
-    method = "spawn" if "tensorflow" in sys.modules else "fork"
+    # forking is unsafe, as it is on macOS, so spawn (the tokenizer is pickled to each worker).
+    method = ("fork" if sys.platform.startswith("linux") and "tensorflow" not in sys.modules
+              else "spawn")
     executor = concurrent.futures.ProcessPoolExecutor(
         config.num_workers, mp_context=multiprocessing.get_context(method),
         initializer=_init_worker, initargs=(config, tokenizer))
