@@ -160,9 +160,14 @@ def test_fill_mask_beyond_max_seq_length_is_truncated(setup):
     np.testing.assert_array_equal(out["mask_positions"].numpy(), [[-1], [2]])
 
 
-def test_signatures_listed(setup):
+def test_signatures_listed_and_saveable_without_mlm_head(setup, tmp_path):
     model, module, _ = setup
     assert sorted(module.signatures()) == ["fill_mask", "serve_ids", "serve_text_pair",
                                            "serving_default"]
     without = BertServingModule(model.encoder, module.tokenizer, 16)
-    assert "fill_mask" not in without.signatures()
+    assert not hasattr(without, "fill_mask")
+    tf.saved_model.save(without, str(tmp_path / "sm"), signatures=without.signatures())
+    loaded = tf.saved_model.load(str(tmp_path / "sm"))
+    assert sorted(loaded.signatures) == ["serve_ids", "serve_text_pair", "serving_default"]
+    out = loaded.signatures["serving_default"](text_a=tf.constant(["hello there"]))
+    np.testing.assert_array_equal(out["input_ids"], [[CLS, 7592, 2045, SEP]])

@@ -67,6 +67,9 @@ class BertServingModule(tf.Module):
         self.mlm_head = mlm_head
         self.max_seq_length = int(max_seq_length)
         self.top_k = int(min(top_k, tokenizer.vocab_size))
+        if mlm_head is not None:
+            # Only then: tf.saved_model.save traces every tf.function attribute.
+            self.fill_mask = tf.function(self._fill_mask, input_signature=[_TEXT])
 
     # ------------------------------------------------------------------ helpers
 
@@ -133,9 +136,8 @@ class BertServingModule(tf.Module):
         merged = tf.concat([piece_ids, masks], axis=1)
         return tf.RaggedTensor.from_row_lengths(merged, pieces.row_lengths()).merge_dims(1, 2)
 
-    @tf.function(input_signature=[_TEXT])
-    def fill_mask(self, text: tf.Tensor) -> Dict[str, tf.Tensor]:
-        """Top-k tokens and probabilities at every "[MASK]" of each text."""
+    def _fill_mask(self, text: tf.Tensor) -> Dict[str, tf.Tensor]:
+        """Top-k tokens and probabilities at every "[MASK]" of each text (`fill_mask`)."""
         inputs = self._pack([self.tokenize_with_masks(text)])
         sequence_output = self.encoder(inputs, training=False)["sequence_output"]
         where = tf.where(tf.equal(inputs["input_ids"], self.tokenizer.mask_id))  # [n, 2]
