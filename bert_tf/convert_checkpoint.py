@@ -24,6 +24,7 @@ This module also holds the bert_tf-format reader/writer (`read_native`, `write_n
 from __future__ import annotations
 
 import os
+import sys
 from typing import Optional
 
 from bert_tf import fileio
@@ -82,7 +83,8 @@ def write_native(files: ModelFiles, output_dir: str, seed: int = 0) -> str:
     Args:
         files: the model.
         output_dir: a new directory.
-        seed: seeds the initialisation of weights the source lacks.
+        seed: seeds the initialisation of weights the source lacks (through
+            `keras.utils.set_random_seed`, which also seeds the process's global RNGs).
 
     Returns:
         The checkpoint prefix, `output_dir/ckpt-0`.
@@ -174,7 +176,7 @@ def convert(
         check_vocab(vocab_file, files.weights, files.source)
     if files.vocab_file is None:
         print(f"note: no vocab.txt found for {input_path}; pass --vocab_file to include one",
-              flush=True)
+              file=sys.stderr, flush=True)
     report_missing(files, "freshly initialised" if to_format == "bert_tf" else "not written")
     written = write_model(to_format, files, output, seed)
     print(f"wrote {to_format} model ({len(files.weights)} weights) to {written}", flush=True)
