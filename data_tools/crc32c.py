@@ -20,24 +20,13 @@ from typing import List
 
 import numpy as np
 
+from bert_tf import tfrecord_format
 from data_tools.bytes_ops import Rows
 
-_POLY_REFLECTED = 0x82F63B78  # Castagnoli polynomial, bit-reflected
-_MASK_DELTA = 0xA282EAD8
-
-
-def _make_table() -> np.ndarray:
-    table = np.zeros(256, dtype=np.uint32)
-    for i in range(256):
-        c = i
-        for _ in range(8):
-            c = (c >> 1) ^ _POLY_REFLECTED if c & 1 else c >> 1
-        table[i] = c
-    return table
-
-
-_TABLE = _make_table()
-_TABLE_LIST = [int(x) for x in _TABLE]
+# The byte table and the mask are defined once, in bert_tf.tfrecord_format.
+_TABLE_LIST = tfrecord_format.CRC32C_TABLE
+_TABLE = np.asarray(_TABLE_LIST, dtype=np.uint32)
+_MASK_DELTA = tfrecord_format.MASK_DELTA
 # The top byte of _TABLE[i] is a bijection of i (a property of CRC tables), which makes one
 # step over a zero byte invertible: see `_unshift_zero`.
 _TOP_BYTE_TO_INDEX = {t >> 24: i for i, t in enumerate(_TABLE_LIST)}
@@ -58,13 +47,8 @@ def _init_for_pad(max_pad: int) -> np.ndarray:
     return np.asarray(_INIT_FOR_PAD[: max_pad + 1], dtype=np.uint32)
 
 
-def crc32c_bytes(data: bytes) -> int:
-    """CRC-32C of one byte string (plain Python; for tests and short inputs)."""
-    crc = 0xFFFFFFFF
-    table = _TABLE_LIST
-    for b in data:
-        crc = table[(crc ^ b) & 0xFF] ^ (crc >> 8)
-    return crc ^ 0xFFFFFFFF
+# CRC-32C of one byte string (plain Python; for tests and short inputs).
+crc32c_bytes = tfrecord_format.crc32c
 
 
 _TABLE_MAX_DISTANCE = 4096  # position tables cover rows up to this length (4 MB)

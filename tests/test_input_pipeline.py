@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import input_pipeline, schema
+from bert_tf import input_pipeline, input_validation, schema
 from bert_tf.errors import UserError
 from bert_tf.input_pipeline import InputConfig, make_pretraining_dataset
 
@@ -151,7 +151,7 @@ def test_v2_feature_names_are_detected_and_mapped_to_v1(tmp_path):
 def test_gzip_is_detected_from_magic_bytes(tmp_path):
     examples = write_files(tmp_path, num_files=2, per_file=4, gzip=True)
     assert open(tmp_path / "data-0.tfrecord", "rb").read(2) == b"\x1f\x8b"
-    assert input_pipeline.detect_compression(os.fspath(tmp_path / "data-0.tfrecord")) == "GZIP"
+    assert input_validation.detect_compression(os.fspath(tmp_path / "data-0.tfrecord")) == "GZIP"
     ds = make_pretraining_dataset(config(tmp_path, is_training=False, cycle_length=1))
     got = [i for b in collect(ds) for i in example_ids_np(b)]
     assert got == list(range(8))  # cycle_length=1 reads the files in order
@@ -334,10 +334,10 @@ def test_out_of_range_id_in_a_later_record_fails_in_graph_with_a_clear_message(t
     ds = make_pretraining_dataset(config(tmp_path, is_training=False, batch_size=2))
     with pytest.raises(tf.errors.InvalidArgumentError) as e:
         collect(ds)
-    error = input_pipeline.user_error_from(e.value)
+    error = input_validation.user_error_from(e.value)
     assert isinstance(error, UserError)
     assert str(error).startswith(f"masked_lm_ids has a token id >= --vocab_size={VOCAB}")
-    assert input_pipeline.user_error_from(ValueError("x")) is None
+    assert input_validation.user_error_from(ValueError("x")) is None
 
 
 def test_truncated_file_later_records_is_data_loss(tmp_path):
@@ -348,7 +348,7 @@ def test_truncated_file_later_records_is_data_loss(tmp_path):
     ds = make_pretraining_dataset(config(tmp_path, is_training=False, batch_size=2))
     with pytest.raises(tf.errors.DataLossError) as e:
         collect(ds)
-    assert str(input_pipeline.user_error_from(e.value)).startswith("corrupted input TFRecord")
+    assert str(input_validation.user_error_from(e.value)).startswith("corrupted input TFRecord")
 
 
 @pytest.mark.parametrize("kwargs,message", [
@@ -389,7 +389,7 @@ def test_reads_data_tools_records_and_dynamic_counts_match_the_writer(
     cfg = InputConfig(input_patterns=os.fspath(tmp_path / "data-*.tfrecord"), batch_size=32,
                       max_seq_length=64, max_predictions_per_seq=10, vocab_size=30522,
                       is_training=False, drop_remainder=False, dynamic_masking=True)
-    inputs = input_pipeline.validate_input_files(cfg)
+    inputs = input_validation.validate_input_files(cfg)
     assert inputs.compressions == ("GZIP", "GZIP") and inputs.use_v2_feature_names
     masking = cfg.masking_config()
     total = 0
@@ -407,11 +407,11 @@ def test_reads_data_tools_records_and_dynamic_counts_match_the_writer(
 def test_unvalidated_input_fails_at_parse_time_with_a_clear_message(tmp_path):
     write_files(tmp_path, num_files=2, per_file=4, v2=True)
     cfg = config(tmp_path, is_training=False, validate_files=False, max_seq_length=2 * SEQ)
-    inputs = input_pipeline.validate_input_files(cfg)  # reads one record: the naming only
+    inputs = input_validation.validate_input_files(cfg)  # reads one record: the naming only
     assert inputs.use_v2_feature_names and len(inputs.files) == 2
     with pytest.raises(tf.errors.InvalidArgumentError) as e:
         collect(make_pretraining_dataset(cfg))
-    error = input_pipeline.user_error_from(e.value)
+    error = input_validation.user_error_from(e.value)
     assert str(error).startswith("an input record does not match the schema")
     # parse_example reports whichever seq-length feature it meets first.
     assert re.search(r"feature (input_word_ids|input_mask|input_type_ids): .*Values size: 16 "
@@ -421,12 +421,12 @@ def test_unvalidated_input_fails_at_parse_time_with_a_clear_message(tmp_path):
 def test_masked_crc32c_known_values(tmp_path):
     # CRC-32C check value of "123456789" is 0xE3069283; then TFRecord's masking.
     crc = 0xE3069283
-    assert input_pipeline.masked_crc32c(b"123456789") == (
+    assert input_validation.masked_crc32c(b"123456789") == (
         ((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
     # And the framing TensorFlow writes reads back (CRCs included), plain and gzip.
     for gzip, name in ((False, "a.tfrecord"), (True, "b.tfrecord")):
         path = write_records(os.fspath(tmp_path / name), [b"first", b"second"], gzip=gzip)
-        assert input_pipeline.read_first_record(path, "GZIP" if gzip else "") == b"first"
+        assert input_validation.read_first_record(path, "GZIP" if gzip else "") == b"first"
 
 
 def test_corrupted_first_record_is_reported(tmp_path):
@@ -435,8 +435,8 @@ def test_corrupted_first_record_is_reported(tmp_path):
     data[20] ^= 0xFF  # flip a payload byte: the data checksum no longer matches
     open(path, "wb").write(bytes(data))
     with pytest.raises(UserError, match="data-0.tfrecord is not a TFRecord file or is corrupted: "
-                                        "first record truncated or corrupted"):
-        input_pipeline.validate_input_files(config(tmp_path))
+                                        "first record: bad data checksum"):
+        input_validation.validate_input_files(config(tmp_path))
 
 
 def test_validation_does_not_start_the_tensorflow_runtime(tmp_path):
@@ -447,10 +447,10 @@ def test_validation_does_not_start_the_tensorflow_runtime(tmp_path):
     write_files(tmp_path, num_files=2, per_file=3, gzip=True)
     script = (
         "import sys, tensorflow as tf\n"
-        "from bert_tf import input_pipeline\n"
+        "from bert_tf import input_pipeline, input_validation\n"
         f"cfg = input_pipeline.InputConfig(input_patterns=sys.argv[1], batch_size=2, "
         f"max_seq_length={SEQ}, max_predictions_per_seq={PRED}, vocab_size={VOCAB})\n"
-        "print(len(input_pipeline.validate_input_files(cfg).files))\n"
+        "print(len(input_validation.validate_input_files(cfg).files))\n"
         "cpu = tf.config.list_physical_devices('CPU')[0]\n"
         "tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)\n"
         "print(len(tf.config.list_logical_devices('CPU')))\n"
