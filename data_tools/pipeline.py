@@ -255,5 +255,13 @@ def peak_rss_mb() -> Tuple[float, float]:
     import resource
 
     scale = 1024 if sys.platform != "darwin" else 1  # ru_maxrss: KB on Linux, bytes on macOS
-    return (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale / 1e6,
-            resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * scale / 1e6)
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale / 1e6
+    # Linux keeps ru_maxrss across exec, so a process started by a large parent (pytest with
+    # TensorFlow loaded) would report the parent's peak; VmHWM belongs to this image only.
+    try:
+        with open("/proc/self/status") as f:
+            own = next(int(line.split()[1]) * 1024 / 1e6 for line in f
+                       if line.startswith("VmHWM:"))
+    except (OSError, StopIteration):
+        pass
+    return own, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * scale / 1e6
