@@ -225,17 +225,21 @@ def is_tpu_strategy(strategy: tf.distribute.Strategy) -> bool:
 
 
 def resolve_use_xla(config: DistributionConfig, strategy: tf.distribute.Strategy) -> bool:
-    """Whether to XLA-compile the train step.
+    """Whether to XLA-compile the per-replica forward/backward pass.
 
-    An explicit `use_xla` wins. Otherwise XLA is on everywhere: TPUs always compile, on GPUs
-    it fuses the many small element-wise ops of layer norm, GELU and the optimizer, and on CPU
-    `benchmarks/bench_pretraining.py` measured it faster than graph mode for BERT-Small
-    (see that script for the figures).
+    An explicit `use_xla` wins. Otherwise: on for TPUs (which compile everything anyway) and
+    GPUs (XLA fuses the many small element-wise ops of layer norm, GELU, dropout and
+    softmax), off on CPUs: XLA's CPU matmuls do not use oneDNN, and
+    benchmarks/bench_pretraining.py measured BERT-Small 4-5% slower in float32 and about 2x
+    slower in mixed_bfloat16 with XLA than in graph mode. (The optimizer update is
+    XLA-compiled on every device, see train_loop.StepFunctions.)
     """
     if config.use_xla is not None:
         return bool(config.use_xla)
-    del strategy  # Same answer on every device today; kept for the day it differs.
-    return True
+    if is_tpu_strategy(strategy):
+        return True
+    devices = strategy.extended.worker_devices
+    return any("GPU" in device.upper() for device in devices)
 
 
 def worker_info(strategy: tf.distribute.Strategy) -> tuple[int, int]:

@@ -127,16 +127,18 @@ def config_from_flags() -> RunConfig:
     Raises:
         UserError: a missing or inconsistent flag, an unreadable file, a bad config.
     """
-    from bert_tf import distribution, input_pipeline, optimization, trainer
-    from bert_tf.modeling.config import BertConfig
+    from bert_tf.modeling.config import BertConfig  # no TensorFlow import
 
+    # Checks that need no TensorFlow first, so that they answer at once.
     if not (FLAGS.do_train or FLAGS.do_eval):
         raise UserError("at least one of --do_train or --do_eval must be true")
     output_dir = _required("output_dir")
     bert_config = BertConfig.from_json_file(_required("bert_config_file"))
     bert_config.check_seq_length(FLAGS.max_seq_length)
-    if FLAGS.learning_rate <= 0 or FLAGS.learning_rate != FLAGS.learning_rate:
+    if not FLAGS.learning_rate > 0:
         raise UserError(f"--learning_rate must be positive, got {FLAGS.learning_rate}")
+
+    from bert_tf import distribution, input_pipeline, optimization, trainer
 
     def input_config(patterns: str, is_training: bool, what: str):
         config = input_pipeline.InputConfig(

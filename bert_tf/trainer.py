@@ -175,7 +175,8 @@ class Trainer:
 
     # ------------------------------------------------------------------ helpers
 
-    def _distribute(self, dataset_fn: DatasetFn, per_replica_batch: int, skip_steps: int = 0):
+    def distribute_dataset(self, dataset_fn: DatasetFn, per_replica_batch: int,
+                           skip_steps: int = 0):
         """The distributed dataset; `skip_steps` steps' worth of batches are skipped.
 
         Each step takes one batch per replica, and an input pipeline (one per worker/host)
@@ -231,8 +232,8 @@ class Trainer:
         elif cfg.init_checkpoint:
             checkpointing.warm_start(self.model, cfg.init_checkpoint)
         start = int(self.step.numpy())
-        # The input position is a function of the step (see _distribute).
-        iterator = iter(self._distribute(
+        # The input position is a function of the step (see distribute_dataset).
+        iterator = iter(self.distribute_dataset(
             dataset_fn, self.micro_batch_size * cfg.gradient_accumulation_steps, start))
         stop = cfg.num_train_steps
         if cfg.max_steps_per_run:
@@ -301,7 +302,7 @@ class Trainer:
         """
         if not self._trained:
             self.restore_for_eval()
-        iterator = iter(self._distribute(dataset_fn, self.eval_batch_per_replica))
+        iterator = iter(self.distribute_dataset(dataset_fn, self.eval_batch_per_replica))
         max_steps = self.config.max_eval_steps if max_steps is None else max_steps
         batches, sums = self._call(self.steps.eval_loop, iterator, tf.constant(max_steps))
         sums = train_loop.to_numpy(sums)

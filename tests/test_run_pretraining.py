@@ -1,0 +1,255 @@
+"""End-to-end tests of `python -m bert_tf.run_pretraining` on tiny TFRecords (subprocesses).
+
+- train + eval: checkpoints, eval_results.txt with the six keys and sane values, summaries;
+- a run stopped half-way (--max_steps_per_run) and resumed in a new process follows the
+  uninterrupted run's per-step losses and ends with the same weights and optimizer state
+  (dropout on, so the RNG state and input position must be restored too);
+- Ctrl-C stops with exit 130 and leaves only complete checkpoints;
+- a non-finite loss stops with one `error:` line naming the step and saves nothing after it;
+- init_checkpoint warm-starts a longer-sequence "phase 2" and reports unused variables;
+- bad flags and inputs give one `error:` line, exit 2, no traceback;
+- the flagfiles in configs/ parse.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import selectors
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from _pretraining_helpers import (REPO_ROOT, error_lines, progress_losses, progress_steps,
+                                  run_module, subprocess_env, synthetic_examples,
+                                  write_bert_config, write_tfrecords)
+
+MODULE = "bert_tf.run_pretraining"
+STEPS = 6
+EVAL_KEYS = ["global_step", "loss", "masked_lm_accuracy", "masked_lm_loss",
+             "next_sentence_accuracy", "next_sentence_loss"]
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("data")
+    examples = synthetic_examples(96, seed=11, uneven_weights=False)
+    half = {k: v[:48] for k, v in examples.items()}
+    rest = {k: v[48:] for k, v in examples.items()}
+    write_tfrecords(root / "train-0.tfrecord", half)
+    write_tfrecords(root / "train-1.tfrecord", rest)
+    write_tfrecords(root / "eval.tfrecord", synthetic_examples(24, seed=12))
+    # "Phase 2": longer sequences and more predictions.
+    write_tfrecords(root / "long.tfrecord", synthetic_examples(32, seed=13, seq=32, preds=8))
+    write_bert_config(root / "bert_config.json", hidden_dropout_prob=0.1,
+                      attention_probs_dropout_prob=0.1)
+    return root
+
+
+def common_flags(data, output_dir=None, **overrides):
+    flags = {
+        "bert_config_file": data / "bert_config.json",
+        "input_file": data / "train-*.tfrecord",
+        "eval_input_file": data / "eval.tfrecord",
+        "output_dir": output_dir,
+        "max_seq_length": 16,
+        "max_predictions_per_seq": 4,
+        "train_batch_size": 8,
+        "eval_batch_size": 8,
+        "learning_rate": 1e-3,
+        "num_train_steps": STEPS,
+        "num_warmup_steps": 2,
+        "save_checkpoints_steps": 3,
+        "log_every_n_steps": 1,
+        "do_train": "true",
+        "do_eval": "false",
+    }
+    flags.update(overrides)
+    return [f"--{k}={v}" for k, v in flags.items() if v is not None]
+
+
+def checkpoint_tensors(prefix):
+    reader = tf.train.load_checkpoint(os.fspath(prefix))
+    return {k: reader.get_tensor(k) for k in reader.get_variable_to_shape_map()
+            if k != "_CHECKPOINTABLE_OBJECT_GRAPH"}
+
+
+@pytest.fixture(scope="module")
+def straight(data, tmp_path_factory):
+    """An uninterrupted run of STEPS steps, then eval."""
+    out = tmp_path_factory.mktemp("straight")
+    proc = run_module(MODULE, common_flags(data, out, do_eval="true"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return out, proc
+
+
+def test_train_and_eval_write_checkpoints_results_and_summaries(straight):
+    out, proc = straight
+    assert progress_steps(proc.stderr) == list(range(1, STEPS + 1))
+    assert tf.train.latest_checkpoint(os.fspath(out)).endswith(f"ckpt-{STEPS}")
+    assert (out / "ckpt-3.index").exists()
+    assert (out / "bert_config.json").exists()
+    assert list((out / "train").glob("events.out.tfevents.*"))
+    text = (out / "eval_results.txt").read_text()
+    results = dict(line.split(" = ") for line in text.splitlines())
+    assert sorted(results) == EVAL_KEYS
+    values = {k: float(v) for k, v in results.items()}
+    assert values["global_step"] == STEPS
+    # A barely trained tiny model: MLM loss near ln(128) = 4.85, NSP loss near ln(2) = 0.69.
+    assert 3.5 < values["masked_lm_loss"] < 6.0
+    assert 0.4 < values["next_sentence_loss"] < 1.0
+    assert 0.0 <= values["masked_lm_accuracy"] <= 1.0
+    assert 0.0 <= values["next_sentence_accuracy"] <= 1.0
+    assert values["loss"] == pytest.approx(
+        values["masked_lm_loss"] + values["next_sentence_loss"], rel=1e-5)
+    assert "***** Eval results *****" in proc.stdout
+
+
+def test_a_resumed_run_follows_the_uninterrupted_trajectory(straight, data, tmp_path):
+    reference_dir, reference = straight
+    first = run_module(MODULE, common_flags(data, tmp_path, max_steps_per_run=4))
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert progress_steps(first.stderr) == [1, 2, 3, 4]
+    second = run_module(MODULE, common_flags(data, tmp_path))
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert re.search(r"resuming from .*ckpt-4 at step 4", second.stderr)
+    assert progress_steps(second.stderr) == [5, 6]
+    np.testing.assert_allclose(
+        progress_losses(first.stderr) + progress_losses(second.stderr),
+        progress_losses(reference.stderr), rtol=2e-6)
+    ours = checkpoint_tensors(tmp_path / f"ckpt-{STEPS}")
+    ref = checkpoint_tensors(reference_dir / f"ckpt-{STEPS}")
+    # Model weights, Adam moments, iterations, step and the dropout RNG state all agree.
+    assert sorted(ours) == sorted(ref)
+    assert any(k.startswith("rng/") for k in ours)
+    for key in ref:
+        if key.startswith("save_counter/"):
+            continue  # how many saves each run made (3 vs 2): not training state
+        np.testing.assert_allclose(ours[key], ref[key], rtol=1e-5, atol=1e-6, err_msg=key)
+
+
+def read_until(proc, pattern, timeout):
+    """Reads proc's stderr lines until one matches `pattern`; returns everything read."""
+    selector = selectors.DefaultSelector()
+    selector.register(proc.stderr, selectors.EVENT_READ)
+    text, deadline = "", time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if selector.select(timeout=1):
+            line = proc.stderr.readline()
+            if not line:
+                break
+            text += line
+            if re.search(pattern, line):
+                return text
+    raise AssertionError(f"{pattern!r} not seen in time; stderr:\n{text[-3000:]}")
+
+
+def test_ctrl_c_stops_cleanly_and_leaves_complete_checkpoints(data, tmp_path):
+    args = common_flags(data, tmp_path, num_train_steps=100000, save_checkpoints_steps=2,
+                        keep_checkpoint_max=100)
+    proc = subprocess.Popen([sys.executable, "-m", MODULE, *args], cwd=REPO_ROOT,
+                            env=subprocess_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        read_until(proc, r"saved checkpoint .*ckpt-4", timeout=240)
+        proc.send_signal(signal.SIGINT)
+        _, rest = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130
+    assert error_lines(rest) == ["error: interrupted"]
+    assert "Traceback" not in rest
+    # Nothing half-written: no temporaries, and every checkpoint listed is readable.
+    names = os.listdir(tmp_path)
+    assert not [n for n in names if "_temp" in n or ".tmp" in n], names
+    state = tf.train.get_checkpoint_state(os.fspath(tmp_path))
+    assert len(state.all_model_checkpoint_paths) >= 2
+    for prefix in state.all_model_checkpoint_paths:
+        step = checkpoint_tensors(prefix)["step/.ATTRIBUTES/VARIABLE_VALUE"]
+        assert step == int(prefix.rsplit("-", 1)[1])
+
+
+def test_non_finite_loss_stops_with_one_line_naming_the_step(data, tmp_path):
+    proc = run_module(MODULE, common_flags(data, tmp_path, learning_rate=1e10,
+                                           num_warmup_steps=0, save_checkpoints_steps=1))
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    lines = error_lines(proc.stderr)
+    assert len(lines) == 1
+    match = re.fullmatch(r"error: non-finite loss \((nan|inf|-inf)\) at step (\d+); stopped "
+                         r"without saving it \(last checkpoint: (.*)\)", lines[0])
+    assert match, lines[0]
+    bad_step = int(match.group(2))
+    assert bad_step >= 2  # step 1 starts from the finite initial weights
+    saved = sorted(int(p.name[5:-6]) for p in tmp_path.glob("ckpt-*.index"))
+    assert saved == list(range(1, bad_step))  # every good step, nothing from the bad one
+    assert match.group(3).endswith(f"ckpt-{bad_step - 1}")
+    assert "Traceback" not in proc.stderr
+
+
+def test_init_checkpoint_warm_starts_a_longer_sequence_phase(straight, data, tmp_path):
+    reference_dir, _ = straight
+    proc = run_module(MODULE, common_flags(
+        data, tmp_path, input_file=data / "long.tfrecord", eval_input_file=None,
+        max_seq_length=32, max_predictions_per_seq=8, num_train_steps=2,
+        init_checkpoint=reference_dir, no_nsp="true", do_eval="true", max_eval_steps=2))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert re.search(rf"init_checkpoint .*ckpt-{STEPS}: restored \d+ variables", proc.stderr)
+    assert re.search(r"2 checkpoint variables UNUSED by this model: model/nsp_head", proc.stderr)
+    assert "NOT in the checkpoint" not in proc.stderr
+    assert progress_steps(proc.stderr) == [1, 2]  # a fresh step counter
+    keys = [line.split(" = ")[0] for line in (tmp_path / "eval_results.txt").read_text().splitlines()]
+    assert keys == ["global_step", "loss", "masked_lm_accuracy", "masked_lm_loss"]
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"unknown_flag": "1"}, r"error: Unknown command line flag 'unknown_flag'"),
+    ({"do_train": "false"}, r"error: at least one of --do_train or --do_eval must be true"),
+    ({"max_seq_length": 128},
+     r"error: --max_seq_length=128 exceeds max_position_embeddings=64 of the bert_config"),
+    ({"output_dir": None}, r"error: --output_dir is required"),
+    ({"max_seq_length": 12}, r"error: input_ids has length 16 in .*train-0.tfrecord but "
+                             r"--max_seq_length=12"),
+    ({"input_file": "/no/such/file-*"}, r"error: --input_file: no file matches '/no/such/file-\*'"),
+    ({"train_batch_size": 7, "distribution_strategy": "mirrored", "num_cpu_devices": 2},
+     r"error: --train_batch_size=7 is not divisible by 2 replicas \(= 2\)"),
+])
+def test_bad_flags_give_one_line_errors(data, tmp_path, overrides, message):
+    overrides = {"output_dir": tmp_path / "out", **overrides}
+    proc = run_module(MODULE, common_flags(data, **overrides))
+    assert proc.returncode == 2
+    assert len(error_lines(proc.stderr)) == 1, proc.stderr[-2000:]
+    assert re.fullmatch(message, error_lines(proc.stderr)[0]), error_lines(proc.stderr)
+    assert "Traceback" not in proc.stderr
+
+
+def test_input_ids_beyond_the_config_vocab_are_a_one_line_error(data, tmp_path):
+    small_vocab = write_bert_config(tmp_path / "small_vocab.json", vocab_size=64)
+    proc = run_module(MODULE, common_flags(data, tmp_path / "out", bert_config_file=small_vocab))
+    assert proc.returncode == 2
+    assert re.fullmatch(r"error: input_ids in .*train-0.tfrecord has token id \d+, outside "
+                        r"vocab_size of --bert_config_file=64 .*", error_lines(proc.stderr)[0])
+
+
+def test_unwritable_output_dir_is_a_one_line_error(data, tmp_path):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a directory")
+    proc = run_module(MODULE, common_flags(data, blocker / "out"))
+    assert proc.returncode == 2
+    assert re.fullmatch(r"error: --output_dir=.*a_file/out: cannot create it \(.*\)",
+                        error_lines(proc.stderr)[0])
+
+
+@pytest.mark.parametrize("flagfile", ["base.flags", "base_phase2.flags", "demo.flags"])
+def test_config_flagfiles_parse(flagfile):
+    # Every flag in the file is known (else absl fails first); the run stops at the first
+    # check instead of starting a job.
+    proc = run_module(MODULE, [f"--flagfile=configs/{flagfile}", "--do_train=false",
+                               "--do_eval=false"])
+    assert error_lines(proc.stderr) == ["error: at least one of --do_train or --do_eval must be true"]
