@@ -236,7 +236,11 @@ def run(config: RunConfig) -> Optional[dict]:
     if config.do_train:
         runner.train(trainer.pretraining_dataset_fn(config.train_input))
     if config.do_eval:
-        return runner.evaluate(trainer.pretraining_dataset_fn(config.eval_input))
+        eval_input = config.eval_input
+        if distribution.is_tpu_strategy(strategy):
+            # TPUs need static shapes: the last partial eval batch is dropped.
+            eval_input = dataclasses.replace(eval_input, drop_remainder=True)
+        return runner.evaluate(trainer.pretraining_dataset_fn(eval_input))
     return None
 
 

@@ -195,3 +195,9 @@ def test_loss_scaling_only_for_float16():
     wrapped = distribution.wrap_optimizer(opt, "mixed_float16")
     assert isinstance(wrapped, keras.optimizers.LossScaleOptimizer)
     assert wrapped.inner_optimizer is opt
+
+
+def test_xla_default_is_off_on_cpu_and_explicit_choice_wins():
+    cpu = tf.distribute.OneDeviceStrategy("/cpu:0")
+    assert distribution.resolve_use_xla(distribution.DistributionConfig(), cpu) is False
+    assert distribution.resolve_use_xla(distribution.DistributionConfig(use_xla=True), cpu) is True
