@@ -92,10 +92,6 @@ class ProgressLogger:
         self._sums = train_loop.add_sums(self._sums, sums)
         self._seconds += seconds
 
-    @property
-    def pending_steps(self) -> int:
-        return len(self._losses)
-
     def report(self, step: int, learning_rate: float) -> Optional[Dict[str, float]]:
         """Logs and summarizes the steps added since the last report.
 

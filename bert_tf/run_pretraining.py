@@ -14,12 +14,19 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
-from typing import List, Optional
+from typing import TYPE_CHECKING, List, Optional
 
 from absl import app, flags, logging
 
 from bert_tf import fileio
 from bert_tf.errors import EXIT_USER_ERROR, UserError, cli_main
+
+if TYPE_CHECKING:  # these modules import TensorFlow; flag errors should not wait for it
+    from bert_tf.distribution import DistributionConfig
+    from bert_tf.input_pipeline import InputConfig
+    from bert_tf.modeling.config import BertConfig
+    from bert_tf.optimization import OptimizerConfig
+    from bert_tf.trainer import TrainerConfig
 
 FLAGS = flags.FLAGS
 
@@ -85,12 +92,12 @@ class RunConfig:
         do_train, do_eval: what to run.
     """
 
-    bert_config: object
-    trainer: object
-    optimizer: object
-    distribution: object
-    train_input: Optional[object]
-    eval_input: Optional[object]
+    bert_config: "BertConfig"
+    trainer: "TrainerConfig"
+    optimizer: "OptimizerConfig"
+    distribution: "DistributionConfig"
+    train_input: Optional["InputConfig"]
+    eval_input: Optional["InputConfig"]
     do_train: bool
     do_eval: bool
 
