@@ -39,6 +39,7 @@ from bert_tf.convert import (
     find_beside,
     report_missing,
 )
+from bert_tf import errors
 from bert_tf.errors import UserError, cli_main
 
 FORMATS = ("google", "hf", "bert_tf")
@@ -214,4 +215,4 @@ if __name__ == "__main__":
     from absl import app
 
     _define_flags()
-    app.run(main)
+    app.run(main, flags_parser=errors.parse_flags)

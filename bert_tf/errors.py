@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import sys
-from typing import Any, Callable
+from typing import Any, Callable, List
 
 # Exit codes of the entry points.
 EXIT_USER_ERROR = 2
@@ -44,3 +44,18 @@ def cli_main(main: Callable[..., Any]) -> Callable[..., Any]:
             sys.exit(EXIT_INTERRUPTED)
 
     return wrapped
+
+
+def parse_flags(argv: List[str]) -> List[str]:
+    """`flags_parser` for `absl.app.run`: a bad flag is reported as one `error:` line (exit 2).
+
+    absl's own parser prints "FATAL Flags parsing error" plus a hint and exits 1; every entry
+    point uses this one instead, so all user errors look and exit alike.
+    """
+    from absl import flags
+
+    try:
+        return flags.FLAGS(argv)
+    except flags.Error as e:
+        print(f"error: {e}", file=sys.stderr, flush=True)
+        sys.exit(EXIT_USER_ERROR)

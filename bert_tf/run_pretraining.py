@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import sys
-from typing import TYPE_CHECKING, List, Optional
+from typing import TYPE_CHECKING, Optional
 
 from absl import app, flags, logging
 
-from bert_tf import fileio
-from bert_tf.errors import EXIT_USER_ERROR, UserError, cli_main
+from bert_tf import errors, fileio
+from bert_tf.errors import UserError, cli_main
 
 if TYPE_CHECKING:  # these modules import TensorFlow; flag errors should not wait for it
     from bert_tf.distribution import DistributionConfig
@@ -257,14 +256,6 @@ def _is_chief(strategy) -> bool:
     return distribution.is_chief(strategy)
 
 
-def parse_flags(argv: List[str]) -> List[str]:
-    """absl's flag parsing, with a bad flag reported as one `error:` line (exit 2)."""
-    try:
-        return FLAGS(argv)
-    except flags.Error as e:
-        print(f"error: {e}", file=sys.stderr, flush=True)
-        sys.exit(EXIT_USER_ERROR)
-
 
 @cli_main
 def main(argv) -> None:
@@ -275,4 +266,4 @@ def main(argv) -> None:
 
 
 if __name__ == "__main__":
-    app.run(main, flags_parser=parse_flags)
+    app.run(main, flags_parser=errors.parse_flags)

@@ -23,6 +23,7 @@ from typing import Iterator, List
 from absl import app, flags
 
 from bert_tf import fileio
+from bert_tf import errors
 from bert_tf.errors import UserError, cli_main
 from data_tools import vocab_learner
 
@@ -101,4 +102,4 @@ def main(argv: List[str]) -> None:
 
 
 if __name__ == "__main__":
-    app.run(cli_main(main))
+    app.run(cli_main(main), flags_parser=errors.parse_flags)

@@ -23,6 +23,7 @@ from typing import List, Sequence
 from absl import app, flags, logging
 
 from bert_tf import fileio
+from bert_tf import errors
 from bert_tf.errors import UserError, cli_main
 from data_tools import instances, masking, pipeline, tfrecord_writer
 from data_tools.job_config import PipelineConfig
@@ -192,4 +193,4 @@ def main(argv: Sequence[str]) -> None:
 
 
 if __name__ == "__main__":
-    app.run(main)
+    app.run(main, flags_parser=errors.parse_flags)

@@ -20,7 +20,8 @@ import sys
 
 from absl import app, flags, logging
 
-from bert_tf.errors import EXIT_USER_ERROR, UserError, cli_main
+from bert_tf import errors
+from bert_tf.errors import UserError, cli_main
 
 FLAGS = flags.FLAGS
 DEFAULT_MAX_SEQ_LENGTH = 128
@@ -103,14 +104,6 @@ def config_from_flags() -> ExportConfig:
         top_k=FLAGS.top_k, export_format=FLAGS.format)
 
 
-def parse_flags(argv):
-    """absl's flag parsing, with a bad flag reported as one `error:` line (exit 2)."""
-    try:
-        return FLAGS(argv)
-    except flags.Error as e:
-        print(f"error: {e}", file=sys.stderr, flush=True)
-        sys.exit(EXIT_USER_ERROR)
-
 
 @cli_main
 def main(argv) -> None:
@@ -121,4 +114,4 @@ def main(argv) -> None:
 
 
 if __name__ == "__main__":
-    app.run(main, flags_parser=parse_flags)
+    app.run(main, flags_parser=errors.parse_flags)

@@ -1,0 +1,60 @@
+"""Tests of bert_tf.errors: every entry point reports bad flags and user errors in one line."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from bert_tf import errors
+
+ENTRY_POINTS = ["data_tools.build_vocab", "data_tools.create_pretraining_data",
+                "bert_tf.run_pretraining", "bert_tf.export", "bert_tf.convert_checkpoint"]
+
+
+def _stderr_lines(proc: subprocess.CompletedProcess) -> list:
+    # TensorFlow's C++ start-up chatter is not ours; everything else counts.
+    return [l for l in proc.stderr.splitlines()
+            if l.strip() and not l.startswith(("WARNING: All log", "I0000", "E0000", "W0000"))]
+
+
+@pytest.mark.parametrize("module", ENTRY_POINTS)
+def test_unknown_flag_is_one_line_and_exit_2(module, repo_root):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    proc = subprocess.run([sys.executable, "-m", module, "--no_such_flag=1"], cwd=repo_root,
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == errors.EXIT_USER_ERROR
+    assert _stderr_lines(proc) == ["error: Unknown command line flag 'no_such_flag'"]
+
+
+def test_cli_main_turns_user_error_into_exit_2(capsys):
+    @errors.cli_main
+    def main(argv):
+        raise errors.UserError("the vocab has no [MASK]")
+
+    with pytest.raises(SystemExit) as e:
+        main(["prog"])
+    assert e.value.code == errors.EXIT_USER_ERROR
+    assert capsys.readouterr().err == "error: the vocab has no [MASK]\n"
+
+
+def test_cli_main_keeps_tracebacks_for_bugs():
+    @errors.cli_main
+    def main(argv):
+        raise ZeroDivisionError("bug")
+
+    with pytest.raises(ZeroDivisionError):
+        main(["prog"])
+
+
+def test_cli_main_interrupt_exits_130(capsys):
+    @errors.cli_main
+    def main(argv):
+        raise KeyboardInterrupt
+
+    with pytest.raises(SystemExit) as e:
+        main(["prog"])
+    assert e.value.code == errors.EXIT_INTERRUPTED
+    assert capsys.readouterr().err == "error: interrupted\n"
