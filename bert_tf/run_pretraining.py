@@ -67,6 +67,9 @@ flags.DEFINE_enum("optimizer", "adamw", ["adamw", "lamb"], "Optimizer.")
 flags.DEFINE_float("end_lr", 0.0, "Learning rate at the end of the polynomial decay.")
 flags.DEFINE_float("weight_decay_rate", 0.01, "Decoupled weight decay.")
 flags.DEFINE_float("clip_norm", 1.0, "Global-norm gradient clipping (0 = off).")
+flags.DEFINE_bool("adam_bias_correction", True,
+                  "AdamW with bias-corrected moments; false = the original BERT update exactly "
+                  "(stable only with long warmups such as the original 10k steps).")
 flags.DEFINE_bool("no_nsp", False, "Train the masked LM only (no next-sentence head).")
 flags.DEFINE_bool("dynamic_masking", False, "Draw fresh masks every epoch instead of the stored ones.")
 flags.DEFINE_integer("seed", 12345, "Seeds initialization, dropout, shuffling and dynamic masks.")
@@ -190,6 +193,7 @@ def config_from_flags() -> RunConfig:
         end_lr=FLAGS.end_lr,
         weight_decay_rate=FLAGS.weight_decay_rate,
         clip_norm=FLAGS.clip_norm or None,
+        adam_bias_correction=FLAGS.adam_bias_correction,
     )
     train = trainer.TrainerConfig(
         output_dir=output_dir,
