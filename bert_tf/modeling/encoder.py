@@ -238,10 +238,19 @@ class BertEncoder(keras.Model):
 
     @classmethod
     def from_config(cls, config: Dict[str, Any]) -> "BertEncoder":
-        config = dict(config)
-        if isinstance(config.get("dtype"), dict):
-            config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
-        return cls(**config)
+        return cls(**constructor_args(config))
+
+
+def constructor_args(config: Dict[str, Any]) -> Dict[str, Any]:
+    """A model's `get_config()` back to constructor arguments (the dtype policy revived).
+
+    Shared by the models of this package, whose configs hold a BertConfig dict and a
+    serialized dtype policy.
+    """
+    config = dict(config)
+    if isinstance(config.get("dtype"), dict):
+        config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
+    return config
 
 
 def dummy_inputs(batch_size: int = 2, seq_len: int = 8) -> Dict[str, Any]:

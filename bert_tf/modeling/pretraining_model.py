@@ -12,7 +12,7 @@ import keras
 import numpy as np
 
 from bert_tf.modeling.config import BertConfig
-from bert_tf.modeling.encoder import INPUT_NAMES, BertEncoder
+from bert_tf.modeling.encoder import INPUT_NAMES, BertEncoder, constructor_args
 from bert_tf.modeling.heads import build_masked_lm_head, build_next_sentence_head
 
 MODEL_INPUT_NAMES = INPUT_NAMES + ("masked_lm_positions",)
@@ -100,10 +100,7 @@ class BertPretrainingModel(keras.Model):
 
     @classmethod
     def from_config(cls, config: Dict[str, Any]) -> "BertPretrainingModel":
-        config = dict(config)
-        if isinstance(config.get("dtype"), dict):
-            config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
-        return cls(**config)
+        return cls(**constructor_args(config))
 
 
 def dummy_pretraining_inputs(
