@@ -21,7 +21,7 @@ from __future__ import annotations
 import collections
 import re
 import unicodedata
-from typing import Dict, Iterable, List, Sequence, Union
+from typing import Callable, Dict, Iterable, List, Sequence, Union
 
 import numpy as np
 
@@ -320,17 +320,9 @@ class FullTokenizer:
 
     def encode(self, text: Text) -> List[int]:
         """Same ids as `convert_tokens_to_ids(tokenize(text))`, much faster on real text."""
-        cache = self._chunk_cache
-        if len(cache) > self.max_cache_entries:
-            cache.clear()
-            self._word_cache.clear()
-        ids: List[int] = []
-        for chunk in _WHITESPACE_SPLIT.split(convert_to_unicode(text)):
-            hit = cache.get(chunk)
-            if hit is None:
-                hit = cache[chunk] = self._encode_chunk(chunk)
-            ids.extend(hit)
-        return ids
+        if len(self._chunk_cache) > self.max_cache_entries:
+            self._word_cache.clear()  # _map_chunks clears the chunk cache itself
+        return _map_chunks(text, self._chunk_cache, self.max_cache_entries, self._encode_chunk)
 
     def encode_batch(self, texts: Iterable[Text]) -> List[List[int]]:
         """`encode` for each text. Returns one id list per text."""
@@ -347,6 +339,24 @@ class FullTokenizer:
                     self.vocab[p] for p in self.wordpiece_tokenizer._word(word)]
             ids.extend(hit)
         return ids
+
+
+def _map_chunks(text: Text, cache: Dict[str, list], max_entries: int,
+                compute: Callable[[str], list]) -> list:
+    """Concatenates `compute(chunk)` over the reference-whitespace chunks of `text`, memoized.
+
+    The tokenizer's output is independent per chunk (see the module docstring), so a chunk's
+    result is cached; the cache is emptied when it grows past `max_entries`.
+    """
+    if len(cache) > max_entries:
+        cache.clear()
+    out: list = []
+    for chunk in _WHITESPACE_SPLIT.split(convert_to_unicode(text)):
+        hit = cache.get(chunk)
+        if hit is None:
+            hit = cache[chunk] = compute(chunk)
+        out.extend(hit)
+    return out
 
 
 class CachedBasicTokenizer:
@@ -366,16 +376,7 @@ class CachedBasicTokenizer:
 
     def tokenize(self, text: Text) -> List[str]:
         """Words and punctuation marks of `text`, exactly as `BasicTokenizer.tokenize`."""
-        cache = self._cache
-        if len(cache) > self.max_cache_entries:
-            cache.clear()
-        words: List[str] = []
-        for chunk in _WHITESPACE_SPLIT.split(convert_to_unicode(text)):
-            hit = cache.get(chunk)
-            if hit is None:
-                hit = cache[chunk] = self.chunk_words(chunk)
-            words.extend(hit)
-        return words
+        return _map_chunks(text, self._cache, self.max_cache_entries, self.chunk_words)
 
     def chunk_words(self, chunk: str) -> List[str]:
         """Words of a chunk that holds no reference whitespace (not memoized)."""
