@@ -172,9 +172,8 @@ def convert(
         if fmt not in FORMATS:
             raise UserError(f"--{flag}={fmt!r}: choose from {', '.join(FORMATS)}")
     check_new_directory(output)  # Before the (slow) read.
+    # Every reader checks the vocabulary (given or found) against the word embeddings.
     files = read_model(from_format, input_path, bert_config_file, vocab_file)
-    if vocab_file:
-        check_vocab(vocab_file, files.weights, files.source)
     if files.vocab_file is None:
         print(f"note: no vocab.txt found for {input_path}; pass --vocab_file to include one",
               file=sys.stderr, flush=True)

@@ -229,6 +229,14 @@ def vocab_size_of(vocab_file: str) -> int:
     return len(load_vocab(vocab_file, required_tokens=()))
 
 
+def check_vocab_size(vocab_file: str, vocab_size: int) -> None:
+    """Raises if the vocabulary does not have the model's vocab_size tokens (for exports)."""
+    n = vocab_size_of(vocab_file)
+    if n != vocab_size:
+        raise UserError(f"vocab file {vocab_file} has {n} tokens but the model's vocab_size is "
+                        f"{vocab_size}")
+
+
 def check_vocab(vocab_file: Optional[str], weights: Mapping[str, np.ndarray], source: str) -> None:
     """Raises if the vocabulary's size differs from the rows of the word embeddings.
 

@@ -176,7 +176,8 @@ def read(
             f"{prefix} is an object-based TF2 checkpoint, not a Google TF1 one; use "
             "--from_format=bert_tf for bert_tf training checkpoints"
         )
-    by_google = {v: k for k, v in name_table(config.num_hidden_layers).items()}
+    table = name_table(config.num_hidden_layers)
+    by_google = {v: k for k, v in table.items()}
     weights: Dict[str, np.ndarray] = {}
     unused: List[str] = []
     for google in sorted(shapes):
@@ -187,10 +188,9 @@ def read(
             unused.append(google)
             continue
         value = np.asarray(reader.get_tensor(google), dtype=np.float32)
-        weights[name] = np.ascontiguousarray(np.transpose(value)) if name in _TRANSPOSED else value
+        weights[name] = to_google_layout(name, value)  # a transpose: its own inverse
     if not weights:
         raise UserError(f"{prefix}: no BERT variables (bert/..., cls/...) in the checkpoint")
-    table = name_table(config.num_hidden_layers)
     check_shapes(weights, config, prefix, source_name=table.__getitem__,
                  source_shape=_shape_in_file)
     # A layer_N beyond num_hidden_layers lands in `unused`; say so in the config's terms.

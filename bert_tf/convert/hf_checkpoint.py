@@ -38,6 +38,7 @@ from bert_tf.convert import (
     check_shapes,
     check_vocab,
     copy_file,
+    find_beside,
     report_unused,
 )
 from bert_tf.convert import safetensors_io
@@ -238,8 +239,7 @@ def read(path: str, vocab_file: Optional[str] = None) -> ModelFiles:
             config = config_from_hf(json.load(f), config_file)
         except json.JSONDecodeError as e:
             raise UserError(f"{config_file}: not valid JSON ({e.msg})") from None
-    local_vocab = os.path.join(directory, VOCAB_NAME)
-    vocab_file = vocab_file or (local_vocab if fileio.exists(local_vocab) else None)
+    vocab_file = vocab_file or find_beside(directory, (VOCAB_NAME,))
 
     table = name_table(config.num_hidden_layers)
     by_hf = {v: k for k, v in table.items()}

@@ -120,8 +120,7 @@ def export_keras_hub_preset(
     """
     import keras_hub
 
-    from bert_tf.convert import activation_meaning, atomic_directory
-    from bert_tf.export.saved_model import check_vocab_size
+    from bert_tf.convert import activation_meaning, atomic_directory, check_vocab_size
     from bert_tf.tokenization import load_vocab, vocab_list
 
     config = encoder.config

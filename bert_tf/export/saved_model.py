@@ -48,18 +48,22 @@ class LoadedModel:
 
     @property
     def has_mlm_head(self) -> bool:
-        return not any(n.startswith("mlm/") for n in self.missing)
+        from bert_tf.convert import MLM_PREFIX
+
+        return not any(n.startswith(MLM_PREFIX) for n in self.missing)
 
 
 def find_config(checkpoint: str, bert_config_file: Optional[str]) -> str:
     """The given config file, or bert_config.json beside the checkpoint / in the directory."""
+    from bert_tf.convert import find_beside
+
     if bert_config_file:
         return bert_config_file
-    directory = checkpoint if fileio.isdir(checkpoint) else os.path.dirname(checkpoint)
-    candidate = os.path.join(directory, CONFIG_NAME)
-    if not fileio.exists(candidate):
+    found = find_beside(checkpoint, (CONFIG_NAME,))
+    if found is None:
+        directory = checkpoint if fileio.isdir(checkpoint) else os.path.dirname(checkpoint)
         raise UserError(f"no {CONFIG_NAME} in {directory or '.'}; pass --bert_config_file")
-    return candidate
+    return found
 
 
 def checkpoint_keys(obj, prefix: str, root_name: str = "model") -> Dict[int, str]:
@@ -175,16 +179,6 @@ def load_pretrained(
     return LoadedModel(model, prefix, config_file, missing)
 
 
-def check_vocab_size(vocab_file: str, vocab_size: int) -> None:
-    """Raises if the vocabulary does not have the model's vocab_size tokens."""
-    from bert_tf.convert import vocab_size_of
-
-    n = vocab_size_of(vocab_file)
-    if n != vocab_size:
-        raise UserError(f"vocab file {vocab_file} has {n} tokens but the model's vocab_size is "
-                        f"{vocab_size}")
-
-
 def export_saved_model(
     model,
     vocab_file: str,
@@ -214,7 +208,7 @@ def export_saved_model(
     """
     import tensorflow as tf
 
-    from bert_tf.convert import atomic_directory
+    from bert_tf.convert import atomic_directory, check_vocab_size
     from bert_tf.export.serving import BertServingModule
     from bert_tf.tf_tokenization import TFBertTokenizer
 
