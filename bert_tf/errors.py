@@ -21,6 +21,14 @@ class UserError(Exception):
     """Bad input or configuration: a one-line message for the user, no traceback."""
 
 
+def reason(e: BaseException) -> str:
+    """One line saying why an OS or I/O operation failed, for a UserError message."""
+    if isinstance(e, OSError) and e.strerror:
+        return e.strerror
+    text = str(e)
+    return text.splitlines()[0] if text else type(e).__name__
+
+
 def cli_main(main: Callable[..., Any]) -> Callable[..., Any]:
     """Wraps an absl `main(argv)` so that user errors print one line and exit non-zero.
 

@@ -16,7 +16,7 @@ import os
 import uuid
 from typing import IO, Iterator, List
 
-from bert_tf.errors import UserError
+from bert_tf.errors import UserError, reason
 
 
 def is_remote(path: str) -> bool:
@@ -93,7 +93,7 @@ def expand_patterns(patterns: str, what: str = "input_file") -> List[str]:
     """
     files: List[str] = []
     seen = set()
-    parts = [p.strip() for p in patterns.split(",") if p.strip()] if patterns else []
+    parts = split_list(patterns)
     if not parts:
         raise UserError(f"--{what} is empty: give a file, a glob or a comma-separated list")
     for pattern in parts:
@@ -133,10 +133,8 @@ def atomic_output(path: str, mode: str = "wb") -> Iterator[IO]:
     tmp = temp_name(path)
     try:
         f = open_file(tmp, mode)
-    except (OSError, Exception) as e:  # tf.errors.* for remote paths
-        if isinstance(e, UserError):
-            raise
-        raise UserError(f"cannot write {path}: {_reason(e)}") from None
+    except Exception as e:  # OSError locally, tf.errors.* for remote paths
+        raise UserError(f"cannot write {path}: {reason(e)}") from None
     try:
         with f:
             yield f
@@ -145,9 +143,3 @@ def atomic_output(path: str, mode: str = "wb") -> Iterator[IO]:
         with contextlib.suppress(Exception):
             remove(tmp)
         raise
-
-
-def _reason(e: Exception) -> str:
-    if isinstance(e, OSError) and e.strerror:
-        return e.strerror
-    return str(e).splitlines()[0] if str(e) else type(e).__name__

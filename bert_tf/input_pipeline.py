@@ -30,14 +30,8 @@ import tensorflow as tf
 
 from bert_tf import dynamic_masking, schema
 from bert_tf.errors import UserError
-from bert_tf.input_validation import (  # noqa: F401  (user_error_from: for the trainer)
-    INPUT_ERROR_PREFIX,
-    TOKEN_FEATURES,
-    user_error_from,
-    validate_input_files,
-)
+from bert_tf.input_validation import INPUT_ERROR_PREFIX, TOKEN_FEATURES, validate_input_files
 
-# In-graph checks start their message with this, so the trainer can recognise them.
 _COMPRESSIONS = ("auto", "", "GZIP")
 
 

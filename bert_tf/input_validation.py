@@ -34,11 +34,6 @@ _GZIP_MAGIC = b"\x1f\x8b\x08"  # gzip header + deflate method byte
 TOKEN_FEATURES = (schema.INPUT_IDS, schema.MASKED_LM_IDS)
 
 
-def masked_crc32c(data: bytes) -> int:
-    """The TFRecord checksum of `data` (see bert_tf.tfrecord_format)."""
-    return tfrecord_format.masked_crc32c(data)
-
-
 @dataclasses.dataclass(frozen=True)
 class InputFiles:
     """The resolved input: files, the compression of each, and the feature naming."""

@@ -236,7 +236,7 @@ def run(config: RunConfig) -> Optional[dict]:
                  type(strategy).__name__, strategy.num_replicas_in_sync,
                  config.distribution.dtype_policy, "on" if use_xla else "off")
     trainer_config = dataclasses.replace(config.trainer, use_xla=use_xla)
-    if config.do_train and trainer_config.output_dir and _is_chief(strategy):
+    if config.do_train and distribution.is_chief(strategy):
         config.bert_config.to_json_file(os.path.join(trainer_config.output_dir, "bert_config.json"))
     runner = trainer.Trainer(
         trainer_config, strategy,
@@ -252,13 +252,6 @@ def run(config: RunConfig) -> Optional[dict]:
             eval_input = dataclasses.replace(eval_input, drop_remainder=True)
         return runner.evaluate(trainer.pretraining_dataset_fn(eval_input))
     return None
-
-
-def _is_chief(strategy) -> bool:
-    from bert_tf import distribution
-
-    return distribution.is_chief(strategy)
-
 
 
 @cli_main

@@ -27,7 +27,14 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import checkpointing, distribution, fileio, input_pipeline, train_loop
+from bert_tf import (
+    checkpointing,
+    distribution,
+    fileio,
+    input_pipeline,
+    input_validation,
+    train_loop,
+)
 from bert_tf.errors import UserError
 from bert_tf.progress import ProgressLogger
 
@@ -203,7 +210,7 @@ class Trainer:
         try:
             return fn(*args)
         except tf.errors.OpError as e:
-            error = input_pipeline.user_error_from(e)
+            error = input_validation.user_error_from(e)
             if error is not None:
                 raise error from None
             raise

@@ -22,7 +22,7 @@ from typing import Iterator, List, Optional, Sequence
 from absl import logging
 
 from bert_tf import fileio
-from bert_tf.errors import UserError
+from bert_tf.errors import UserError, reason
 
 _READ_BLOCK = 1 << 20
 _REPLACEMENT = "\ufffd"
@@ -84,14 +84,14 @@ def iter_lines(path: str, stats: CorpusStats, block_size: int = _READ_BLOCK) -> 
     try:
         f = fileio.open_file(path, "rb")
     except Exception as e:  # OSError locally, tf.errors.* remotely
-        raise UserError(f"cannot read input file {path}: {_reason(e)}") from None
+        raise UserError(f"cannot read input file {path}: {reason(e)}") from None
     with f:
         pending: List[bytes] = []  # pieces of an unfinished line
         while True:
             try:
                 block = f.read(block_size)
             except Exception as e:
-                raise UserError(f"cannot read input file {path}: {_reason(e)}") from None
+                raise UserError(f"cannot read input file {path}: {reason(e)}") from None
             if not block:
                 break
             stats.bytes_read += len(block)
@@ -199,10 +199,3 @@ def iter_chunks(
 def _warn(stats: CorpusStats, message: str) -> None:
     stats.warnings.append(message)
     logging.warning("%s", message)
-
-
-def _reason(e: BaseException) -> str:
-    if isinstance(e, OSError) and e.strerror:
-        return e.strerror
-    text = str(e)
-    return text.splitlines()[0] if text else type(e).__name__

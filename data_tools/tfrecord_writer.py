@@ -25,7 +25,7 @@ from typing import IO, List, Optional, Sequence
 import numpy as np
 
 from bert_tf import fileio
-from bert_tf.errors import UserError
+from bert_tf.errors import UserError, reason
 from data_tools.bytes_ops import Rows, concat_rows, fixed_width
 from data_tools.crc32c import crc32c_rows, mask_crc
 
@@ -94,12 +94,12 @@ class ShardedWriter:
                         fileio.makedirs(parent)
                     except Exception as e:  # OSError locally, tf.errors for remote paths
                         raise UserError(f"cannot create output directory {parent}: "
-                                        f"{_reason(e)}") from None
+                                        f"{reason(e)}") from None
                 tmp = fileio.temp_name(path)
                 try:
                     f = fileio.open_file(tmp, "wb")
                 except Exception as e:
-                    raise UserError(f"cannot write {path}: {_reason(e)}") from None
+                    raise UserError(f"cannot write {path}: {reason(e)}") from None
                 self._temps.append(tmp)
                 self._files.append(f)
                 self._compressors.append(
@@ -120,7 +120,7 @@ class ShardedWriter:
             try:
                 self._files[shard].write(data)
             except OSError as e:  # e.g. a full disk: one line for the user, temps removed
-                raise UserError(f"cannot write {self.paths[shard]}: {_reason(e)}") from None
+                raise UserError(f"cannot write {self.paths[shard]}: {reason(e)}") from None
 
     def __exit__(self, exc_type, exc, tb) -> None:
         if exc_type is not None:
@@ -138,7 +138,7 @@ class ShardedWriter:
             self._abort()
             if isinstance(e, OSError):
                 raise UserError(f"cannot finish the output files ({self.paths[0]}, ...): "
-                                f"{_reason(e)}") from None
+                                f"{reason(e)}") from None
             raise
 
     def _abort(self) -> None:
@@ -150,10 +150,3 @@ class ShardedWriter:
                 if fileio.exists(tmp):
                     fileio.remove(tmp)
         self._files, self._temps = [], []
-
-
-def _reason(e: BaseException) -> str:
-    if isinstance(e, OSError) and e.strerror:
-        return e.strerror
-    text = str(e)
-    return text.splitlines()[0] if text else type(e).__name__

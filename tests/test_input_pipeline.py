@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import input_pipeline, input_validation, schema
+from bert_tf import input_pipeline, input_validation, schema, tfrecord_format
 from bert_tf.errors import UserError
 from bert_tf.input_pipeline import InputConfig, make_pretraining_dataset
 
@@ -421,7 +421,7 @@ def test_unvalidated_input_fails_at_parse_time_with_a_clear_message(tmp_path):
 def test_masked_crc32c_known_values(tmp_path):
     # CRC-32C check value of "123456789" is 0xE3069283; then TFRecord's masking.
     crc = 0xE3069283
-    assert input_validation.masked_crc32c(b"123456789") == (
+    assert tfrecord_format.masked_crc32c(b"123456789") == (
         ((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
     # And the framing TensorFlow writes reads back (CRCs included), plain and gzip.
     for gzip, name in ((False, "a.tfrecord"), (True, "b.tfrecord")):
