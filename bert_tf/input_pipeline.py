@@ -30,7 +30,12 @@ import tensorflow as tf
 
 from bert_tf import dynamic_masking, schema
 from bert_tf.errors import UserError
-from bert_tf.input_validation import INPUT_ERROR_PREFIX, TOKEN_FEATURES, validate_input_files
+from bert_tf.input_validation import (
+    INPUT_ERROR_PREFIX,
+    TOKEN_FEATURES,
+    InputFiles,
+    validate_input_files,
+)
 
 _COMPRESSIONS = ("auto", "", "GZIP")
 
@@ -58,6 +63,9 @@ class InputConfig:
         drop_remainder: drop the last partial batch, giving fully static shapes (use True for
             training; for eval False keeps every example).
         validate_files: read the first record of each file before building the pipeline.
+        resolved_files: the result of `validate_input_files(config)` when the caller already
+            has it, so that building the pipeline (once per input pipeline, for train and
+            eval) does not expand the globs and read every file's first record again.
     """
 
     input_patterns: str
@@ -79,6 +87,7 @@ class InputConfig:
     pad_token_id: int = 0
     drop_remainder: bool = True
     validate_files: bool = True
+    resolved_files: Optional[InputFiles] = None
 
     def __post_init__(self) -> None:
         for name in ("batch_size", "max_seq_length", "vocab_size", "shuffle_buffer_size",
@@ -189,7 +198,7 @@ def make_pretraining_dataset(
     Raises:
         UserError: bad patterns or files (see validate_input_files).
     """
-    inputs = validate_input_files(config)
+    inputs = config.resolved_files or validate_input_files(config)
     mode = _shard_mode(len(inputs.files), input_context)
     num_pipelines = input_context.num_input_pipelines if input_context else 1
     pipeline_id = input_context.input_pipeline_id if input_context else 0

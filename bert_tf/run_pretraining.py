@@ -147,7 +147,7 @@ def config_from_flags() -> RunConfig:
     if not FLAGS.learning_rate > 0:
         raise UserError(f"--learning_rate must be positive, got {FLAGS.learning_rate}")
 
-    from bert_tf import distribution, input_pipeline, optimization, trainer
+    from bert_tf import distribution, input_pipeline, input_validation, optimization, trainer
 
     def input_config(patterns: str, is_training: bool, what: str):
         config = input_pipeline.InputConfig(
@@ -162,13 +162,13 @@ def config_from_flags() -> RunConfig:
             drop_remainder=is_training,
         )
         try:
-            input_pipeline.validate_input_files(config)
+            files = input_validation.validate_input_files(config)
         except UserError as e:
             # The pipeline names its own settings; say which flag or file they came from.
             message = str(e).replace("--input_file", f"--{what}").replace(
                 "--vocab_size", "vocab_size of --bert_config_file")
             raise UserError(message) from None
-        return config
+        return dataclasses.replace(config, resolved_files=files)
 
     train_input = eval_input = None
     if FLAGS.do_train:

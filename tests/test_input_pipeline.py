@@ -7,6 +7,7 @@ position 1 is `ID_BASE + example index` and is never masked by the helper.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from typing import Dict, List
@@ -119,6 +120,18 @@ def test_eval_pass_parses_every_example_exactly(tmp_path):
     for index, got in seen.items():
         for name, values in examples[index].items():
             np.testing.assert_array_equal(got[name], np.array(values), err_msg=name)
+
+
+def test_resolved_files_are_used_instead_of_validating_again(tmp_path):
+    write_files(tmp_path, num_files=3, per_file=5)
+    cfg = config(tmp_path, is_training=False, drop_remainder=False)
+    resolved = input_validation.validate_input_files(cfg)
+    only_first = input_validation.InputFiles(resolved.files[:1], resolved.compressions[:1],
+                                             resolved.use_v2_feature_names)
+    # The patterns match three files; the resolved list (one file) is what gets read.
+    batches = collect(make_pretraining_dataset(
+        dataclasses.replace(cfg, resolved_files=only_first)))
+    assert sorted(i for b in batches for i in example_ids_np(b)) == list(range(5))
 
 
 def test_training_batches_have_static_shapes_and_int32(tmp_path):
