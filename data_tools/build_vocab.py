@@ -24,7 +24,7 @@ from absl import app, flags
 
 from bert_tf import fileio
 from bert_tf import errors
-from bert_tf.errors import UserError, cli_main
+from bert_tf.errors import UserError, cli_main, reason
 from data_tools import vocab_learner
 
 FLAGS = flags.FLAGS
@@ -65,7 +65,7 @@ def read_lines(files: List[str], stats: ReadStats) -> Iterator[str]:
                         stats.bad_utf8_lines += 1
                         yield raw.decode("utf-8", errors="replace")
         except OSError as e:
-            raise UserError(f"cannot read --input_file {path}: {e.strerror or e}") from None
+            raise UserError(f"cannot read --input_file {path}: {reason(e)}") from None
 
 
 def run(input_file: str, vocab_file: str, config: vocab_learner.VocabConfig) -> str:

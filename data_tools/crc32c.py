@@ -26,7 +26,6 @@ from data_tools.bytes_ops import Rows
 # The byte table and the mask are defined once, in bert_tf.tfrecord_format.
 _TABLE_LIST = tfrecord_format.CRC32C_TABLE
 _TABLE = np.asarray(_TABLE_LIST, dtype=np.uint32)
-_MASK_DELTA = tfrecord_format.MASK_DELTA
 # The top byte of _TABLE[i] is a bijection of i (a property of CRC tables), which makes one
 # step over a zero byte invertible: see `_unshift_zero`.
 _TOP_BYTE_TO_INDEX = {t >> 24: i for i, t in enumerate(_TABLE_LIST)}
@@ -193,6 +192,5 @@ def _crc_block(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.
 
 def mask_crc(crc: np.ndarray) -> np.ndarray:
     """TFRecord's masked CRC: ((crc >> 15) | (crc << 17)) + 0xa282ead8 (mod 2^32)."""
-    c = np.asarray(crc, dtype=np.uint32)
-    rotated = (c >> np.uint32(15)) | (c << np.uint32(17))
-    return (rotated.astype(np.uint64) + _MASK_DELTA).astype(np.uint32)
+    # The one definition, applied to a uint32 array (numpy wraps modulo 2^32).
+    return tfrecord_format.mask_crc(np.asarray(crc, dtype=np.uint32))

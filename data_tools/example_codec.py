@@ -21,7 +21,7 @@ import numpy as np
 
 from bert_tf import schema
 from data_tools.bytes_ops import (
-    Part, Rows, concat_rows, encode_varints, fixed_width, varint_length)
+    Part, Rows, concat_rows, encode_varints, fixed_width, part_lengths, varint_length)
 
 _TAG_FIELD1_LEN = b"\x0a"  # field 1, wire type 2 (length-delimited)
 _TAG_FIELD2_LEN = b"\x12"  # field 2, wire type 2
@@ -57,14 +57,6 @@ def _merge_constants(parts: List[Part]) -> List[Part]:
         elif not (isinstance(p, bytes) and not p):
             merged.append(p)
     return merged
-
-
-def _part_len(part: Part, num_rows: int) -> np.ndarray:
-    if isinstance(part, Rows):
-        return part.lengths
-    if isinstance(part, bytes):
-        return np.full(num_rows, len(part), dtype=np.int64)
-    return np.full(num_rows, part.shape[1], dtype=np.int64)
 
 
 def encode_examples(
@@ -108,7 +100,7 @@ def encode_examples(
             payload = encode_varints(array)
         else:
             payload = fixed_width(array.astype("<f4"))
-        n_payload = _part_len(payload, num_rows)
+        n_payload = part_lengths(payload, num_rows)
         # Int64List / FloatList: {value = 1, packed}
         len_list = 1 + varint_length(n_payload) + n_payload
         # Feature: {int64_list = 3 | float_list = 2}
@@ -123,7 +115,7 @@ def encode_examples(
             _TAG_FIELD1_LEN, _varint_part(n_payload),  # <kind>List.value (packed)
             payload,
         ]
-    body_len = sum(_part_len(p, num_rows) for p in entries)
+    body_len = sum(part_lengths(p, num_rows) for p in entries)
     parts = _merge_constants([_TAG_FIELD1_LEN, _varint_part(body_len)] + entries)
     return concat_rows(parts, num_rows)
 

@@ -216,7 +216,6 @@ def run(config: PipelineConfig) -> RunSummary:
     corpus_stats = corpus.CorpusStats()
     stats = InstanceStats()
     progress = _Progress(total_bytes, config.progress_seconds)
-    documents = 0
     with tfrecord_writer.ShardedWriter(config.output_files, config.output_compression) as w:
         dealer = ShardDealer(w, len(config.output_files), config.shuffle_buffer_size,
                              shuffle_rng(config.random_seed))
@@ -226,7 +225,6 @@ def run(config: PipelineConfig) -> RunSummary:
                 log_example(example, tokenizer, config.use_v2_feature_names)
             dealer.add(result.frames, result.frame_lengths)
             stats.add(result.stats)
-            documents += result.num_documents
             progress.update(result)
         dealer.flush()
         if dealer.records == 0:
@@ -235,14 +233,14 @@ def run(config: PipelineConfig) -> RunSummary:
                 "document with a token (empty, blank or unreadable lines only)")
         bytes_written = sum(w.bytes_written)
     seconds = time.monotonic() - start
-    summary = RunSummary(dealer.records, documents, corpus_stats.lines,
+    summary = RunSummary(dealer.records, progress.documents, corpus_stats.lines,
                          len(config.output_files), bytes_written, seconds,
                          corpus_stats.warnings, stats)
     logging.info("wrote %d instances to %d shard(s), %.1f MB of records, in %.1f s (%.0f "
                  "instances/s); "
                  "%d documents, %d lines; %d warning(s)", summary.instances, summary.shards,
                  bytes_written / 1e6, seconds, summary.instances / max(seconds, 1e-9),
-                 documents, corpus_stats.lines, len(corpus_stats.warnings))
+                 summary.documents, corpus_stats.lines, len(corpus_stats.warnings))
     logging.info("statistics: %s", stats.describe(config.packing.nsp,
                                                   config.packing.max_seq_length))
     logging.info("peak RSS: main process %.0f MB, largest worker %.0f MB",
