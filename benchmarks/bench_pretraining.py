@@ -7,15 +7,18 @@ Measured in ONE process, one after the other, on the same synthetic batch:
   1. a dense float32 matmul (2048 x 2048 x 2048, graph mode = oneDNN), the practical peak
      FLOP/s of this CPU;
   2. keras_hub.models.BertMaskedLM of the same dimensions trained with fit() (its default
-     compile, which on a CPU-only machine means no XLA), and with jit_compile=True;
-  3. bert_tf's Trainer step (MLM + NSP, and MLM only) with XLA on and off.
+     compile, which on a CPU-only machine means no XLA), with jit_compile=True, and under
+     the mixed_bfloat16 policy;
+  3. bert_tf's Trainer step (MLM + NSP) with XLA on and off, float32 and mixed_bfloat16.
+     On CPUs bert_tf's default is no XLA (see distribution.resolve_use_xla).
 
 After compiling everything, the contenders are timed in interleaved rounds (so they share
 the background load of a shared machine) and the best round of each is reported, with the
 median. For each it prints examples/s and the achieved model FLOP/s: matmul FLOPs of the forward
 pass (2 * matmul params * tokens, attention 2 * 2 * seq^2 * hidden per layer, the MLM head at
-the masked positions only: transform + vocab projection) times 3 for training. Figures are
-printed, never asserted; the machine may be shared, so compare the ratios within one run.
+the masked positions only: transform + vocab projection) times 3 for training. bert_tf
+executes fewer (its last block runs only where the heads read it); the count printed per
+contender is the model's, the same for all. Figures are printed, never asserted; the machine may be shared, so compare the ratios within one run.
 """
 
 from __future__ import annotations
@@ -41,11 +44,23 @@ SIZES = {  # name: (layers, hidden, heads, intermediate)
 }
 
 
-def train_flops_per_example(layers, hidden, intermediate, seq, preds, vocab, nsp=True) -> float:
-    """Matmul FLOPs of one training example (forward x 3)."""
+def train_flops_per_example(layers, hidden, intermediate, seq, preds, vocab, nsp=True,
+                            last_layer_rows=None) -> float:
+    """Matmul FLOPs of one training example (forward x 3).
+
+    last_layer_rows: None counts the model as the issue defines it (every layer at every
+    token). A number counts what bert_tf executes: its last block computes queries, output
+    projection and feed-forward only at that many rows ([CLS] + the masked positions), with
+    keys and values at every token.
+    """
     per_token = 2 * (4 * hidden * hidden + 2 * hidden * intermediate)
     attention = 2 * 2 * seq * seq * hidden
     encoder = layers * (per_token * seq + attention)
+    if last_layer_rows is not None:
+        skipped = seq - last_layer_rows
+        # Queries, output projection and feed-forward at the skipped rows; their attention.
+        encoder -= skipped * 2 * (2 * hidden * hidden + 2 * hidden * intermediate)
+        encoder -= 2 * 2 * skipped * seq * hidden
     mlm_head = 2 * preds * (hidden * hidden + hidden * vocab)
     nsp_head = 2 * (hidden * hidden + 2 * hidden) if nsp else 0
     return 3.0 * (encoder + mlm_head + nsp_head)
@@ -93,12 +108,14 @@ class Contender:
         self.seconds = []
 
 
-def keras_hub_contender(key, label, dims, args, data, jit_compile) -> Contender:
+def keras_hub_contender(key, label, dims, args, data, jit_compile, policy="float32"
+                        ) -> Contender:
     import keras
     import keras_hub
 
     layers, hidden, heads, intermediate = dims
     keras.utils.set_random_seed(0)
+    keras.mixed_precision.set_dtype_policy(policy)
     backbone = keras_hub.models.BertBackbone(
         vocabulary_size=args.vocab, num_layers=layers, num_heads=heads, hidden_dim=hidden,
         intermediate_dim=intermediate, dropout=0.1, max_sequence_length=512)
@@ -108,6 +125,7 @@ def keras_hub_contender(key, label, dims, args, data, jit_compile) -> Contender:
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
         weighted_metrics=[keras.metrics.SparseCategoricalAccuracy()],
         jit_compile=jit_compile)
+    keras.mixed_precision.set_dtype_policy("float32")  # do not leak into the next model
     x = {"token_ids": data["input_ids"], "padding_mask": data["input_mask"],
          "segment_ids": data["segment_ids"], "mask_positions": data["masked_lm_positions"]}
     dataset = tf.data.Dataset.from_tensors(
@@ -163,7 +181,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=6, help="interleaved timing rounds")
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps (compilation)")
     parser.add_argument("--only", default="",
-                        help="comma-separated subset: keras_hub,keras_hub_xla,ours_graph,"
+                        help="comma-separated subset: keras_hub,keras_hub_xla,keras_hub_bf16,"
+                             "ours_graph,"
                              "ours_xla,ours_bf16_graph,ours_bf16_xla")
     args = parser.parse_args()
     dims = SIZES[args.model]
@@ -175,8 +194,12 @@ def main() -> None:
           f"{intermediate}, vocab {args.vocab}; seq {args.seq}, batch {args.batch}, "
           f"{args.preds} predictions; {os.cpu_count()} CPUs, load average "
           f"{os.getloadavg()[0]:.1f}")
+    executed = train_flops_per_example(layers, hidden, intermediate, args.seq, args.preds,
+                                       args.vocab, True, last_layer_rows=args.preds + 1)
     print(f"model training FLOPs per example: {flops[True] / 1e9:.2f} G (MLM only "
-          f"{flops[False] / 1e9:.2f} G)")
+          f"{flops[False] / 1e9:.2f} G); bert_tf executes {executed / 1e9:.2f} G (its last "
+          f"block runs only at [CLS] + the {args.preds} masked positions). The % of matmul "
+          f"below counts model FLOPs for every contender.")
     matmul = matmul_runner()
     matmul_seconds = []
 
@@ -185,6 +208,8 @@ def main() -> None:
          lambda k, l: keras_hub_contender(k, l, dims, args, data, "auto")),
         ("keras_hub_xla", "keras-hub BertMaskedLM.fit (jit_compile=True)",
          lambda k, l: keras_hub_contender(k, l, dims, args, data, True)),
+        ("keras_hub_bf16", "keras-hub BertMaskedLM.fit, mixed_bfloat16",
+         lambda k, l: keras_hub_contender(k, l, dims, args, data, "auto", "mixed_bfloat16")),
         ("ours_graph", "bert_tf Trainer, MLM+NSP, float32, no XLA",
          lambda k, l: bert_tf_contender(k, l, dims, args, data, False, True)),
         ("ours_xla", "bert_tf Trainer, MLM+NSP, float32, XLA",

@@ -128,7 +128,7 @@ class StepFunctions:
     def _micro_batch_gradients(self, batch, global_weight, num_examples):
         variables = self.model.trainable_variables
         with tf.GradientTape() as tape:
-            outputs = self.model(batch, training=True)
+            outputs = self.model.head_logits(batch, training=True)
             terms = losses.compute_loss_terms(outputs, batch)
             # This replica's share of the global objective (see the module docstring).
             share = losses.reduce_pretraining_losses(terms, global_weight, num_examples)["loss"]
@@ -197,7 +197,7 @@ class StepFunctions:
             self.optimizer.apply([g for g, _ in pairs], [v for _, v in pairs])
 
     def _local_eval_sums(self, batch):
-        return _local_sums(self.model(batch, training=False), batch)
+        return _local_sums(self.model.head_logits(batch, training=False), batch)
 
     # ------------------------------------------------------------------ loops
 

@@ -8,10 +8,11 @@ import keras
 import keras_hub
 import numpy as np
 import pytest
+import tensorflow as tf
 
 import reference_bert as ref
 from bert_tf.modeling.config import BertConfig
-from bert_tf.modeling.encoder import BertEncoder, BertTransformerBlock
+from bert_tf.modeling.encoder import BertEncoder, BertTransformerBlock, WordEmbedding
 from bert_tf.modeling.weight_map import encoder_weight_map, get_weights, set_weights
 
 TOL = 1e-4
@@ -291,3 +292,28 @@ def test_save_and_load_keras_file(tmp_path):
         atol=1e-6,
     )
     assert loaded.transformer_layers[0]._self_attention_layer.dropout == 0.2
+
+
+@pytest.mark.parametrize("reverse_dtype", [None, "float32"])
+def test_word_embedding_reverse_equals_keras_hub(reverse_dtype):
+    # Same table, same values and gradients as keras-hub's transpose-then-matmul, for 3-D
+    # inputs (the MLM head's [batch, predictions, hidden]); the forward lookup is untouched.
+    ours = WordEmbedding(50, 8, reverse_dtype=reverse_dtype)
+    theirs = keras_hub.layers.ReversibleEmbedding(50, 8, reverse_dtype=reverse_dtype)
+    ids = np.array([[1, 2, 49], [0, 7, 7]], np.int32)
+    ours.build(ids.shape)
+    theirs.build(ids.shape)
+    theirs.embeddings.assign(ours.embeddings)
+    np.testing.assert_array_equal(ours(ids), theirs(ids))
+    hidden = tf.constant(np.random.default_rng(0).normal(size=(2, 3, 8)), tf.float32)
+
+    def logits_and_grads(layer):
+        with tf.GradientTape() as tape:
+            tape.watch(hidden)
+            logits = layer(hidden, reverse=True)  # [2, 3, 50]
+            loss = tf.reduce_sum(logits * tf.range(50, dtype=tf.float32))
+        return (logits, *tape.gradient(loss, [hidden, layer.embeddings]))
+
+    for got, want in zip(logits_and_grads(ours), logits_and_grads(theirs)):
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

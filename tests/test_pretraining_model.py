@@ -185,3 +185,57 @@ def test_xla_compiled_forward_matches_eager():
             keras.ops.convert_to_numpy(value), keras.ops.convert_to_numpy(eager[key]),
             atol=1e-4, err_msg=key,
         )
+
+
+@pytest.mark.parametrize("layers,use_nsp", [(1, True), (3, True), (2, False)])
+def test_head_logits_match_reference_and_compute_fewer_rows(layers, use_nsp):
+    # The trainer's path: the last block runs only at [CLS] and the masked positions.
+    config = config_for(num_hidden_layers=layers)
+    model = BertPretrainingModel(config, use_nsp=use_nsp)
+    w = load_random(model, seed=10)
+    batch = padded_batch(np.random.default_rng(11), config, lengths=[12, 7, 3], seq_len=12,
+                         num_pred=4)
+    seen = []
+    last_dense = model.encoder.transformer_layers[-1]._feedforward_intermediate_dense
+    full_call = last_dense.call
+    last_dense.call = lambda x: (seen.append(tuple(x.shape)), full_call(x))[1]
+    out = model.head_logits(batch)
+    assert seen == [(3, 1 + 4, config.hidden_size)]  # 5 rows per example, not 12
+    seq, pooled = ref.encoder_forward(
+        w, batch["input_ids"], batch["input_mask"], batch["segment_ids"],
+        config.num_hidden_layers, config.num_attention_heads, "gelu",
+    )
+    expected = {"mlm_logits": ref.mlm_logits(w, seq, batch["masked_lm_positions"], "gelu")}
+    if use_nsp:
+        expected["nsp_logits"] = ref.nsp_logits(w, pooled)
+    assert set(out) == set(expected)
+    for key, value in expected.items():
+        got = keras.ops.convert_to_numpy(out[key])
+        assert got.shape == value.shape and got.dtype == np.float32, key
+        assert np.abs(got - value).max() < TOL, key
+
+
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_head_logits_gradients_equal_the_full_model(jit_compile):
+    # Without dropout the sparse last block is the same function of every weight.
+    config = config_for(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    model = BertPretrainingModel(config)
+    load_random(model, seed=12)
+    batch = padded_batch(np.random.default_rng(13), config, [10, 8, 6, 3], 10, 3)
+
+    def gradients(forward):
+        with tf.GradientTape() as tape:
+            terms = losses.compute_loss_terms(forward(batch, training=True), batch)
+            sums = terms.local_sums()
+            loss = losses.reduce_pretraining_losses(
+                terms, sums["mlm_weight"], sums["num_examples"])["loss"]
+        return loss, tape.gradient(loss, model.trainable_variables)
+
+    full_loss, full = tf.function(lambda: gradients(model), jit_compile=jit_compile)()
+    loss, sparse = tf.function(lambda: gradients(model.head_logits),
+                               jit_compile=jit_compile)()
+    np.testing.assert_allclose(float(loss), float(full_loss), rtol=1e-6)
+    for variable, g_full, g in zip(model.trainable_variables, full, sparse):
+        g_full, g = tf.convert_to_tensor(g_full).numpy(), tf.convert_to_tensor(g).numpy()
+        assert np.abs(g_full).max() > 0, variable.path
+        np.testing.assert_allclose(g, g_full, atol=1e-5, rtol=1e-4, err_msg=variable.path)

@@ -4,6 +4,8 @@ Built from keras-hub layers, checked against BERT's definition:
 
 * `keras_hub.layers.ReversibleEmbedding` holds the word embeddings; its `reverse` projection
   (hidden states times the transposed table) gives the tied MLM output layer.
+  `WordEmbedding` below only changes how that projection is computed (one 2-D matmul with a
+  transposed operand instead of materialising the transposed table every step).
 * `keras_hub.layers.PositionEmbedding` is the learned absolute position table, sliced to the
   sequence length.
 * `keras_hub.layers.TransformerEncoder(normalize_first=False)` is exactly BERT's post-LN block:
@@ -37,6 +39,7 @@ from typing import Any, Dict, Optional
 import keras
 import keras_hub
 import numpy as np
+import tensorflow as tf
 
 from bert_tf.modeling.activations import get_activation
 from bert_tf.modeling.config import BertConfig
@@ -53,6 +56,36 @@ def bert_initializer(config: BertConfig) -> keras.initializers.Initializer:
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
+class WordEmbedding(keras_hub.layers.ReversibleEmbedding):
+    """keras-hub's tied `ReversibleEmbedding` with a cheaper reverse projection.
+
+    The parent computes `inputs @ transpose(table)`, which copies the [vocab, hidden] table
+    into a transposed [hidden, vocab] tensor on every call (and its gradient back again), and
+    multiplies a 3-D input by a 2-D matrix as a broadcast batch matmul. Here the rows are
+    flattened and multiplied by the table with `transpose_b`, so oneDNN reads the table in
+    place: the same values, in float32 when `reverse_dtype` is set, as the parent.
+
+    Call args:
+        inputs: int ids [...], or with reverse=True hidden states [..., hidden].
+        reverse: project hidden states onto the vocabulary.
+
+    Returns:
+        Embeddings [..., hidden], or with reverse=True logits [..., vocab_size].
+    """
+
+    def call(self, inputs, reverse=False):
+        if not (reverse and self.tie_weights) or self.logit_soft_cap is not None:
+            return super().call(inputs, reverse=reverse)
+        table = self.embeddings  # [vocab, hidden]
+        if self.reverse_dtype is not None:
+            inputs = keras.ops.cast(inputs, self.reverse_dtype)
+            table = keras.ops.cast(table, self.reverse_dtype)
+        rows = tf.reshape(inputs, [-1, self.output_dim])  # [batch * n, hidden]
+        logits = tf.matmul(rows, table, transpose_b=True)  # [batch * n, vocab]
+        return tf.reshape(logits, tf.concat([tf.shape(inputs)[:-1], [self.input_dim]], 0))
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
 class BertTransformerBlock(keras_hub.layers.TransformerEncoder):
     """keras-hub's post-LN Transformer block with BERT's two dropout rates.
 
@@ -63,9 +96,13 @@ class BertTransformerBlock(keras_hub.layers.TransformerEncoder):
     Call args:
         inputs: [batch, seq_len, hidden].
         padding_mask: int or bool [batch, seq_len], 1 for real tokens.
+        query_positions: optional int32 [batch, num_queries]. When given, only these
+            positions are computed: their queries attend to all (unpadded) positions of
+            `inputs`, then the residuals, LayerNorms and feed-forward run on num_queries rows
+            instead of seq_len. The values equal the full output gathered at those positions.
 
     Returns:
-        [batch, seq_len, hidden].
+        [batch, seq_len, hidden], or [batch, num_queries, hidden] with query_positions.
     """
 
     def __init__(self, *, attention_dropout: Optional[float] = None, **kwargs: Any) -> None:
@@ -93,10 +130,41 @@ class BertTransformerBlock(keras_hub.layers.TransformerEncoder):
         self._self_attention_dropout.rate = hidden
         self._feedforward_dropout.rate = hidden
 
+    def call(self, inputs, padding_mask=None, attention_mask=None, training=None,
+             return_attention_scores=False, query_positions=None):
+        if query_positions is None:
+            return super().call(inputs, padding_mask=padding_mask, attention_mask=attention_mask,
+                                training=training,
+                                return_attention_scores=return_attention_scores)
+        if attention_mask is not None or return_attention_scores or self.normalize_first:
+            raise ValueError("query_positions supports a padding mask and post-LN blocks only")
+        # The parent's post-LN block, written out for the query rows only. Keys and values
+        # still come from every position, so the result is exactly the full block's output
+        # at those rows.
+        mask = None
+        if padding_mask is not None:
+            mask = keras.ops.cast(keras.ops.expand_dims(padding_mask, axis=1), "int32")
+        residual = gather_positions(inputs, query_positions)  # [batch, queries, hidden]
+        x = self._self_attention_layer(
+            query=residual, value=inputs, attention_mask=mask, training=training
+        )  # [batch, queries, hidden]
+        x = self._self_attention_dropout(x, training=training)
+        x = self._self_attention_layer_norm(x + residual)
+        residual = x
+        x = self._feedforward_intermediate_dense(x)  # [batch, queries, intermediate]
+        x = self._feedforward_output_dense(x)
+        x = self._feedforward_dropout(x, training=training)
+        return self._feedforward_layer_norm(x + residual)
+
     def get_config(self) -> Dict[str, Any]:
         config = super().get_config()
         config["attention_dropout"] = self.attention_dropout
         return config
+
+
+def gather_positions(sequence: Any, positions: Any) -> Any:
+    """sequence [batch, seq_len, width] at int positions [batch, n] -> [batch, n, width]."""
+    return keras.ops.take_along_axis(sequence, keras.ops.expand_dims(positions, -1), axis=1)
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -121,7 +189,7 @@ class BertEncoder(keras.Model):
 
     Attributes:
         config: the BertConfig.
-        token_embedding: the word-embedding `ReversibleEmbedding` (tied to the MLM output).
+        token_embedding: the word-embedding `WordEmbedding` (tied to the MLM output).
         position_embedding, segment_embedding, embeddings_layer_norm, embeddings_dropout,
         transformer_layers (list of BertTransformerBlock), pooler: the sublayers.
     """
@@ -138,7 +206,7 @@ class BertEncoder(keras.Model):
         activation = get_activation(config.hidden_act)
 
         # === Layers ===
-        token_embedding = keras_hub.layers.ReversibleEmbedding(
+        token_embedding = WordEmbedding(
             input_dim=config.vocab_size,
             output_dim=config.hidden_size,
             embeddings_initializer=bert_initializer(config),
@@ -196,12 +264,8 @@ class BertEncoder(keras.Model):
         input_mask = keras.Input(shape=(None,), dtype="int32", name="input_mask")
         segment_ids = keras.Input(shape=(None,), dtype="int32", name="segment_ids")
 
-        tokens = token_embedding(input_ids)  # [batch, seq_len, hidden]
-        positions = position_embedding(tokens)  # [batch, seq_len, hidden]
-        segments = segment_embedding(segment_ids)  # [batch, seq_len, hidden]
-        x = embeddings_add([tokens, positions, segments])
-        x = embeddings_layer_norm(x)
-        x = embeddings_dropout(x)
+        x = _embed(token_embedding, position_embedding, segment_embedding, embeddings_add,
+                   embeddings_layer_norm, embeddings_dropout, input_ids, segment_ids)
         for block in transformer_layers:
             x = block(x, padding_mask=input_mask)
         sequence_output = x
@@ -227,6 +291,33 @@ class BertEncoder(keras.Model):
         self.transformer_layers = transformer_layers
         self.pooler = pooler
 
+    def encode_at(self, inputs: Dict[str, Any], query_positions: Any,
+                  training: Optional[bool] = None) -> Any:
+        """The final hidden states at `query_positions` only, for less compute than `call`.
+
+        Pre-training reads the last layer only at [CLS] and the masked positions (21 of 128
+        rows with 20 predictions): every block but the last runs over all tokens, since they
+        make the last block's keys and values, and the last block computes only the
+        requested rows. With 20 predictions at seq 128 that removes about 15% of the training
+        FLOPs of BERT-Small (4 layers) and 6% of BERT-Base (12), with the same values as `call`.
+
+        Args:
+            inputs: as for `call` (extra keys are ignored).
+            query_positions: int32 [batch, num_queries], positions in [0, seq_len).
+            training: enables dropout.
+
+        Returns:
+            [batch, num_queries, hidden]: `call(inputs)["sequence_output"]` at those positions.
+        """
+        x = _embed(self.token_embedding, self.position_embedding, self.segment_embedding,
+                   self.embeddings_add, self.embeddings_layer_norm, self.embeddings_dropout,
+                   inputs["input_ids"], inputs["segment_ids"], training=training)
+        mask = inputs["input_mask"]
+        for block in self.transformer_layers[:-1]:
+            x = block(x, padding_mask=mask, training=training)  # [batch, seq_len, hidden]
+        return self.transformer_layers[-1](
+            x, padding_mask=mask, query_positions=query_positions, training=training)
+
     def get_config(self) -> Dict[str, Any]:
         # The whole graph is a function of the BertConfig; serialize that, not the graph.
         return {
@@ -239,6 +330,19 @@ class BertEncoder(keras.Model):
     @classmethod
     def from_config(cls, config: Dict[str, Any]) -> "BertEncoder":
         return cls(**constructor_args(config))
+
+
+def _embed(token_embedding, position_embedding, segment_embedding, add, layer_norm, dropout,
+           input_ids, segment_ids, training=None):
+    """BERT's embeddings: LN(word + position + segment), then dropout -> [batch, seq_len, hidden].
+
+    Shared by the functional graph (symbolic inputs) and `encode_at` (tensors).
+    """
+    tokens = token_embedding(input_ids)  # [batch, seq_len, hidden]
+    positions = position_embedding(tokens)  # [batch, seq_len, hidden]
+    segments = segment_embedding(segment_ids)  # [batch, seq_len, hidden]
+    x = add([tokens, positions, segments])
+    return dropout(layer_norm(x), training=training)
 
 
 def constructor_args(config: Dict[str, Any]) -> Dict[str, Any]:

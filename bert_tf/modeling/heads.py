@@ -31,7 +31,7 @@ def build_masked_lm_head(
 
     Args:
         config: the model hyper-parameters (hidden_act, initializer_range).
-        token_embedding: the encoder's `ReversibleEmbedding`; its table is the output weight.
+        token_embedding: the encoder's `WordEmbedding`; its table is the output weight.
         name: the layer name.
 
     Returns:

@@ -89,6 +89,36 @@ class BertPretrainingModel(keras.Model):
             inputs = {k: inputs[k] for k in MODEL_INPUT_NAMES}
         return super().call(inputs, training=training, mask=mask)
 
+    def head_logits(self, inputs: Dict[str, Any], training: Optional[bool] = None
+                    ) -> Dict[str, Any]:
+        """The heads' logits alone, computing the last encoder block only where they read it.
+
+        What the trainer differentiates: equal to `call`'s "mlm_logits" and "nsp_logits" (for
+        the same dropout draws), without the last block's work at the unmasked positions
+        (see `BertEncoder.encode_at`).
+
+        Args:
+            inputs: as for `call`.
+            training: enables dropout.
+
+        Returns:
+            {"mlm_logits": float32 [batch, num_predictions, vocab_size],
+             "nsp_logits": float32 [batch, 2] (only when use_nsp)}.
+        """
+        masked = keras.ops.convert_to_tensor(inputs["masked_lm_positions"], "int32")
+        # [CLS] first, then the masked positions: [batch, 1 + num_predictions].
+        queries = keras.ops.concatenate([keras.ops.zeros_like(masked[:, :1]), masked], axis=1)
+        hidden = self.encoder.encode_at(inputs, queries, training=training)
+        # Rows 1.. of `hidden` are the masked positions, in order.
+        rows = keras.ops.broadcast_to(
+            keras.ops.arange(1, keras.ops.shape(queries)[1], dtype="int32"),
+            keras.ops.shape(masked))
+        outputs = {"mlm_logits": self.mlm_head(hidden, mask_positions=rows)}
+        if self.nsp_head is not None:
+            pooled = self.encoder.pooler(hidden[:, 0, :])  # [batch, hidden]
+            outputs["nsp_logits"] = self.nsp_head(pooled)
+        return outputs
+
     def get_config(self) -> Dict[str, Any]:
         return {
             "config": self.config.to_dict(),
