@@ -52,6 +52,11 @@ def isdir(path: str) -> bool:
     return _gfile().isdir(path) if is_remote(path) else os.path.isdir(_local(path))
 
 
+def listdir(path: str) -> List[str]:
+    """Names in directory `path` (local or remote)."""
+    return _gfile().listdir(path) if is_remote(path) else os.listdir(_local(path))
+
+
 def makedirs(path: str) -> None:
     if is_remote(path):
         _gfile().makedirs(path)

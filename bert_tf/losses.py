@@ -21,7 +21,7 @@ All results are float32 whatever the logits' dtype.
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, Mapping, Optional
+from typing import Dict, Mapping, Optional, Tuple
 
 import tensorflow as tf
 
@@ -94,6 +94,12 @@ def next_sentence_correct(nsp_logits: tf.Tensor, next_sentence_labels: tf.Tensor
     return tf.cast(tf.equal(predicted, labels), tf.float32)
 
 
+def sum_keys(use_nsp: bool) -> Tuple[str, ...]:
+    """Keys of `PretrainingLossTerms.local_sums` (and of the global sums the trainer reports)."""
+    keys = ("mlm_weighted_ce", "mlm_weight", "mlm_correct", "num_examples")
+    return keys + (("nsp_ce", "nsp_correct") if use_nsp else ())
+
+
 @dataclasses.dataclass(frozen=True)
 class PretrainingLossTerms:
     """The per-example terms of one (local) batch; every field is float32 [batch].
@@ -118,17 +124,15 @@ class PretrainingLossTerms:
         return tf.cast(tf.shape(self.mlm_weight)[0], tf.float32)
 
     def local_sums(self) -> Dict[str, tf.Tensor]:
-        """Scalar sums of every term over the local batch (to all-reduce with SUM)."""
-        sums = {
-            "mlm_weighted_ce": tf.reduce_sum(self.mlm_weighted_ce),
-            "mlm_weight": tf.reduce_sum(self.mlm_weight),
-            "mlm_correct": tf.reduce_sum(self.mlm_correct),
-            "num_examples": self.num_examples,
-        }
+        """Scalar sums of every term over the local batch (to all-reduce with SUM).
+
+        Keys: `sum_keys(use_nsp)`, in that order.
+        """
+        values = [tf.reduce_sum(self.mlm_weighted_ce), tf.reduce_sum(self.mlm_weight),
+                  tf.reduce_sum(self.mlm_correct), self.num_examples]
         if self.nsp_ce is not None:
-            sums["nsp_ce"] = tf.reduce_sum(self.nsp_ce)
-            sums["nsp_correct"] = tf.reduce_sum(self.nsp_correct)
-        return sums
+            values += [tf.reduce_sum(self.nsp_ce), tf.reduce_sum(self.nsp_correct)]
+        return dict(zip(sum_keys(self.nsp_ce is not None), values))
 
 
 def compute_loss_terms(

@@ -84,7 +84,7 @@ class ProgressLogger:
 
         Args:
             losses: the objective of each step run.
-            sums: their global sums (see train_loop.sum_keys).
+            sums: their global sums (see losses.sum_keys).
             seconds: wall time of the call; throughput counts training time only, not
                 checkpoint saves or logging.
         """

@@ -34,12 +34,6 @@ import tensorflow as tf
 from bert_tf import losses, schema
 
 
-def sum_keys(use_nsp: bool) -> Tuple[str, ...]:
-    """Keys of the per-replica (then global) sums the steps return (see losses.local_sums)."""
-    keys = ("mlm_weighted_ce", "mlm_weight", "mlm_correct", "num_examples")
-    return keys + (("nsp_ce", "nsp_correct") if use_nsp else ())
-
-
 def metrics_from_sums(sums: Dict[str, object]) -> Dict[str, float]:
     """Reported metrics as Python floats from global sums (one step, an interval, an eval).
 
@@ -110,7 +104,7 @@ class StepFunctions:
         self.step = step
         self.use_nsp = use_nsp
         self.accumulation_steps = accumulation_steps
-        self.keys = sum_keys(use_nsp)
+        self.keys = losses.sum_keys(use_nsp)
         self._gradients = tf.function(self._local_gradients, jit_compile=use_xla)
         if xla_optimizer and strategy.num_replicas_in_sync == 1:
             self._apply = tf.function(self._apply_gradients, jit_compile=True)
@@ -149,7 +143,7 @@ class StepFunctions:
 
         Returns:
             (gradients, one per trainable variable, None for variables the loss does not
-            reach; local sums, see sum_keys).
+            reach; local sums, see losses.sum_keys).
         """
         k = self.accumulation_steps
         if k == 1:
@@ -233,7 +227,7 @@ class StepFunctions:
         """Evaluates up to `max_steps` batches (fewer if the data ends first).
 
         Returns:
-            (number of batches evaluated: int32 scalar; sums over them, see sum_keys).
+            (number of batches evaluated: int32 scalar; sums over them, see losses.sum_keys).
         """
         totals = {key: tf.zeros([]) for key in self.keys}
         batches = tf.constant(0)

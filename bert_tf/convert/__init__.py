@@ -274,7 +274,7 @@ def copy_file(src: str, dst: str) -> None:
 
 def check_new_directory(path: str) -> None:
     """Raises UserError if `path` exists and is not an empty directory."""
-    if fileio.exists(path) and (not fileio.isdir(path) or listdir(path)):
+    if fileio.exists(path) and (not fileio.isdir(path) or fileio.listdir(path)):
         raise UserError(f"output {path} already exists; choose a new directory or delete it")
 
 
@@ -311,11 +311,3 @@ def atomic_directory(path: str) -> Iterator[str]:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-
-
-def listdir(path: str) -> List[str]:
-    if fileio.is_remote(path):
-        import tensorflow as tf
-
-        return tf.io.gfile.listdir(path)
-    return os.listdir(path)
