@@ -95,14 +95,21 @@ def restore_original_ids(
     Returns:
         [batch, seq_len] int32: the unmasked token ids.
     """
-    seq_len = tf.shape(input_ids)[1]
+    # Padding slots touch nothing (their position 0 is [CLS], which must keep its value).
     real = tf.cast(masked_lm_weights > 0, input_ids.dtype)  # [batch, max_pred]
-    # [batch, max_pred, seq_len]; padding rows are all zero, so they touch nothing (their
-    # position 0 is [CLS], which must keep its value).
-    hits = tf.one_hot(masked_lm_positions, seq_len, dtype=input_ids.dtype) * real[:, :, None]
-    is_masked = tf.reduce_sum(hits, axis=1) > 0  # [batch, seq_len]
-    values = tf.reduce_sum(hits * masked_lm_ids[:, :, None], axis=1)
-    return tf.where(is_masked, values, input_ids)
+    return _put(input_ids, masked_lm_positions, real, masked_lm_ids)
+
+
+def _put(ids: tf.Tensor, positions: tf.Tensor, valid: tf.Tensor, values: tf.Tensor
+         ) -> tf.Tensor:
+    """`ids` [batch, seq_len] with `values` [batch, n] written at `positions` [batch, n].
+
+    Only slots whose `valid` [batch, n] (0/1, ids' dtype) is 1 write; positions are distinct.
+    """
+    # [batch, n, seq_len]: one row per slot, all zero for invalid slots.
+    hits = tf.one_hot(positions, tf.shape(ids)[1], dtype=ids.dtype) * valid[:, :, None]
+    is_hit = tf.reduce_sum(hits, axis=1) > 0  # [batch, seq_len]
+    return tf.where(is_hit, tf.reduce_sum(hits * values[:, :, None], axis=1), ids)
 
 
 def num_to_predict(
@@ -187,9 +194,7 @@ def mask_tokens(
         tf.cast(config.mask_token_id, dtype),
         tf.where(choice < MASK_FRACTION + KEEP_FRACTION, masked_lm_ids, tf.cast(random_ids, dtype)),
     )
-    hits = tf.one_hot(positions, seq_len, dtype=dtype) * valid_int[:, :, None]
-    is_masked = tf.reduce_sum(hits, axis=1) > 0
-    input_ids = tf.where(is_masked, tf.reduce_sum(hits * replacement[:, :, None], axis=1), original_ids)
+    input_ids = _put(original_ids, positions, valid_int, replacement)
     return {
         schema.INPUT_IDS: input_ids,
         schema.MASKED_LM_POSITIONS: positions,
