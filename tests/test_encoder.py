@@ -11,6 +11,7 @@ import pytest
 import tensorflow as tf
 
 import reference_bert as ref
+from bert_tf.modeling import activations
 from bert_tf.modeling.config import BertConfig
 from bert_tf.modeling.encoder import BertEncoder, BertTransformerBlock, WordEmbedding
 from bert_tf.modeling.weight_map import encoder_weight_map, get_weights, set_weights
@@ -77,9 +78,8 @@ def test_matches_numpy_reference_with_padding(encoder_and_weights):
     assert np.abs(seq[0, 0] - seq[1, 0]).max() > 0.1
 
 
-def test_fused_attention_path_matches_reference():
-    # With attention_probs_dropout_prob = 0 Keras' MultiHeadAttention takes its fused
-    # dot_product_attention path (boolean mask) instead of the explicit masked softmax.
+def test_no_attention_dropout_matches_reference():
+    # With attention_probs_dropout_prob = 0 the attention-probability Dropout is the identity.
     config = tiny_config(attention_probs_dropout_prob=0.0)
     encoder = BertEncoder(config)
     assert encoder.transformer_layers[0]._self_attention_layer.dropout == 0.0
@@ -92,6 +92,44 @@ def test_fused_attention_path_matches_reference():
     out = encoder(inputs)
     assert np.abs(keras.ops.convert_to_numpy(out["sequence_output"]) - seq).max() < TOL
     assert np.abs(keras.ops.convert_to_numpy(out["pooled_output"]) - pooled).max() < TOL
+
+
+def _seed_states(layer):
+    return [v for v in layer.non_trainable_variables if "seed_generator" in v.path]
+
+
+@pytest.mark.parametrize("lengths", [[6, 6, 6], [6, 3, 1]])
+def test_block_equals_keras_hub_transformer_encoder_in_training(lengths):
+    # The block computes attention itself (batched matmuls, additive padding mask). In
+    # training mode, with the same dropout seeds, it must give keras-hub's own
+    # TransformerEncoder.call result: same weights, same dropout masks (the probabilities are
+    # dropped in the same [batch, heads, queries, keys] layout, so the same random draws).
+    keras.utils.set_random_seed(3)
+    block = BertTransformerBlock(intermediate_dim=24, num_heads=2, dropout=0.2,
+                                 attention_dropout=0.3, activation=activations.gelu_approximate,
+                                 layer_norm_epsilon=1e-12)
+    x = tf.random.normal([3, 6, 8])
+    mask = tf.sequence_mask(lengths, 6, dtype=tf.int32)
+    block(x, padding_mask=mask)
+    start = [v.numpy() for v in _seed_states(block)]
+    assert start, "no dropout seed state found"
+
+    def run(call):
+        for v, value in zip(_seed_states(block), start):
+            v.assign(value)
+        with tf.GradientTape() as tape:
+            y = call(block, x, padding_mask=mask, training=True)
+            loss = tf.reduce_sum(y * tf.cos(tf.range(8, dtype=tf.float32)))
+        return y.numpy(), [g.numpy() for g in tape.gradient(loss, block.trainable_variables)]
+
+    ours, our_grads = run(BertTransformerBlock.call)
+    theirs, their_grads = run(keras_hub.layers.TransformerEncoder.call)
+    np.testing.assert_allclose(ours, theirs, atol=1e-5)
+    for a, b in zip(our_grads, their_grads):
+        np.testing.assert_allclose(a, b, atol=1e-5)
+    # Dropout was live: a second draw differs.
+    again = BertTransformerBlock.call(block, x, padding_mask=mask, training=True).numpy()
+    assert np.abs(again - ours).max() > 1e-3
 
 
 def test_block_defaults_to_one_dropout_rate():

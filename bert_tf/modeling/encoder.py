@@ -9,14 +9,14 @@ Built from keras-hub layers, checked against BERT's definition:
 * `keras_hub.layers.PositionEmbedding` is the learned absolute position table, sliced to the
   sequence length.
 * `keras_hub.layers.TransformerEncoder(normalize_first=False)` is exactly BERT's post-LN block:
-  x = LN(x + Dropout(Attention(x))), then x = LN(x + Dropout(W2 act(W1 x))). Its
-  `keras.layers.MultiHeadAttention` scales scores by 1/sqrt(head_size), adds a large negative
-  number where the padding mask is 0 (-1e9, or -3e4 in float16; BERT used -10000, and all of
-  them give exactly zero probability after the softmax), and applies dropout to the
-  attention probabilities. The one thing that does not fit is that it takes a single dropout
-  rate for both the attention probabilities and the residual branches, while BERT has
-  `attention_probs_dropout_prob` and `hidden_dropout_prob`; `BertTransformerBlock` below
-  subclasses it only to set the attention-probability rate separately.
+  x = LN(x + Dropout(Attention(x))), then x = LN(x + Dropout(W2 act(W1 x))), and it owns
+  the block's layers and weights. `BertTransformerBlock` below subclasses it for three
+  things: BERT's two dropout rates (`attention_probs_dropout_prob` for the attention
+  probabilities, `hidden_dropout_prob` for the residual branches; keras-hub takes one);
+  attention computed as batched matmuls with its `keras.layers.MultiHeadAttention`'s weights
+  (Keras' einsum formulation is about 4x slower on CPU), masking padded keys by adding -1e9
+  (-3e4 in float16) to their scores as BERT did; and `query_positions`, to compute the last
+  block only where the pre-training heads read it.
 * Segment embeddings are a plain `keras.layers.Embedding`; embeddings are summed, then
   LayerNorm (epsilon 1e-12, as BERT) and dropout.
 * The pooler is Dense(hidden, tanh) on the first ([CLS]) position.
@@ -87,7 +87,7 @@ class WordEmbedding(keras_hub.layers.ReversibleEmbedding):
 
 @keras.saving.register_keras_serializable(package="bert_tf")
 class BertTransformerBlock(keras_hub.layers.TransformerEncoder):
-    """keras-hub's post-LN Transformer block with BERT's two dropout rates.
+    """keras-hub's post-LN Transformer block with BERT's two dropout rates, faster attention.
 
     `dropout` (hidden_dropout_prob) applies to the residual branches, as in the parent;
     `attention_dropout` (attention_probs_dropout_prob) to the attention probabilities
@@ -132,22 +132,21 @@ class BertTransformerBlock(keras_hub.layers.TransformerEncoder):
 
     def call(self, inputs, padding_mask=None, attention_mask=None, training=None,
              return_attention_scores=False, query_positions=None):
-        if query_positions is None:
+        if attention_mask is not None or return_attention_scores or self.normalize_first:
+            if query_positions is not None:
+                raise ValueError("query_positions supports a padding mask and post-LN blocks only")
             return super().call(inputs, padding_mask=padding_mask, attention_mask=attention_mask,
                                 training=training,
                                 return_attention_scores=return_attention_scores)
-        if attention_mask is not None or return_attention_scores or self.normalize_first:
-            raise ValueError("query_positions supports a padding mask and post-LN blocks only")
-        # The parent's post-LN block, written out for the query rows only. Keys and values
-        # still come from every position, so the result is exactly the full block's output
-        # at those rows.
-        mask = None
-        if padding_mask is not None:
-            mask = keras.ops.cast(keras.ops.expand_dims(padding_mask, axis=1), "int32")
-        residual = gather_positions(inputs, query_positions)  # [batch, queries, hidden]
-        x = self._self_attention_layer(
-            query=residual, value=inputs, attention_mask=mask, training=training
-        )  # [batch, queries, hidden]
+        # The parent's post-LN block, written out so that attention runs as batched matmuls
+        # (see `_self_attention`) and, with query_positions, only for the query rows: keys
+        # and values still come from every position, so the result is exactly the full
+        # block's output at those rows.
+        if query_positions is None:
+            residual = inputs  # [batch, seq_len, hidden]
+        else:
+            residual = gather_positions(inputs, query_positions)  # [batch, queries, hidden]
+        x = self._self_attention(residual, inputs, padding_mask, training)
         x = self._self_attention_dropout(x, training=training)
         x = self._self_attention_layer_norm(x + residual)
         residual = x
@@ -156,10 +155,49 @@ class BertTransformerBlock(keras_hub.layers.TransformerEncoder):
         x = self._feedforward_dropout(x, training=training)
         return self._feedforward_layer_norm(x + residual)
 
+    def _self_attention(self, queries, inputs, padding_mask, training):
+        """Multi-head attention of `queries` over `inputs`, with the parent's weights.
+
+        The same arithmetic as the parent's `keras.layers.MultiHeadAttention` (its dense
+        projections, 1/sqrt(head_size) scaling, softmax, dropout layer), laid out heads-first
+        so both products are plain batched matmuls. Keras writes them as einsums over
+        [batch, seq, heads, head_size], which TensorFlow runs with a transpose around every
+        product: 9.0 ms instead of 2.2 ms for one BERT-Small score product, forward only.
+        Padding is masked as the original BERT did, by adding a large negative number to the
+        scores of padded keys (Keras replaces them by one: the probabilities are the same).
+
+        Args:
+            queries: [batch, queries, hidden], the rows that attend.
+            inputs: [batch, seq_len, hidden], the rows attended to (keys and values).
+            padding_mask: int or bool [batch, seq_len], 1 for real tokens, or None.
+            training: enables dropout on the attention probabilities.
+
+        Returns:
+            [batch, queries, hidden].
+        """
+        layer = self._self_attention_layer
+        heads_first = [0, 2, 1, 3]  # [batch, len, heads, size] <-> [batch, heads, len, size]
+        q = tf.transpose(layer._query_dense(queries), heads_first)  # [batch, heads, queries, size]
+        k = tf.transpose(layer._key_dense(inputs), heads_first)  # [batch, heads, seq_len, size]
+        v = tf.transpose(layer._value_dense(inputs), heads_first)  # [batch, heads, seq_len, size]
+        q = q * tf.cast(layer._inverse_sqrt_key_dim, q.dtype)
+        scores = tf.matmul(q, k, transpose_b=True)  # [batch, heads, queries, seq_len]
+        if padding_mask is not None:
+            padded = 1.0 - tf.cast(padding_mask, scores.dtype)[:, None, None, :]
+            scores += padded * _large_negative(scores.dtype)
+        probs = layer._dropout_layer(tf.nn.softmax(scores), training=training)
+        context = tf.transpose(tf.matmul(probs, v), heads_first)  # [batch, queries, heads, size]
+        return layer._output_dense(context)  # [batch, queries, hidden]
+
     def get_config(self) -> Dict[str, Any]:
         config = super().get_config()
         config["attention_dropout"] = self.attention_dropout
         return config
+
+
+def _large_negative(dtype: tf.DType) -> float:
+    """Added to masked attention scores: exp() of it is 0; -3e4 still fits in float16."""
+    return -3e4 if dtype == tf.float16 else -1e9
 
 
 def gather_positions(sequence: Any, positions: Any) -> Any:
