@@ -230,7 +230,7 @@ def resolve_use_xla(config: DistributionConfig, strategy: tf.distribute.Strategy
     An explicit `use_xla` wins. Otherwise: on for TPUs (which compile everything anyway) and
     GPUs (XLA fuses the many small element-wise ops of layer norm, GELU, dropout and
     softmax), off on CPUs: XLA's CPU matmuls do not use oneDNN, and
-    benchmarks/bench_pretraining.py measured BERT-Small 13-15% slower in float32 and 1.7x
+    benchmarks/bench_pretraining.py measured BERT-Small 13-22% slower in float32 and 1.7x
     slower in mixed_bfloat16 with XLA than in graph mode. (The optimizer update is
     XLA-compiled on every device, see train_loop.StepFunctions.)
     """
