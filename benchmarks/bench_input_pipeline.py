@@ -24,6 +24,7 @@ import tensorflow as tf  # noqa: E402
 from absl import app, flags  # noqa: E402
 
 from bert_tf import schema  # noqa: E402
+from bert_tf.dynamic_masking import MaskingConfig  # noqa: E402
 from bert_tf.input_pipeline import InputConfig, make_pretraining_dataset  # noqa: E402
 
 FLAGS = flags.FLAGS
@@ -94,7 +95,9 @@ def main(argv):
         eval_batches = FLAGS.num_records // FLAGS.batch_size
         runs = [
             ("train, static masks", InputConfig(**base), FLAGS.num_batches, FLAGS.warmup_batches),
-            ("train, dynamic masking", InputConfig(**base, dynamic_masking=True),
+            ("train, dynamic masking",
+             InputConfig(**base, masking=MaskingConfig(
+                 vocab_size=VOCAB, max_predictions_per_seq=FLAGS.max_predictions_per_seq)),
              FLAGS.num_batches, FLAGS.warmup_batches),
             ("eval (one pass)", InputConfig(**base, is_training=False),
              eval_batches - FLAGS.warmup_batches // 4, FLAGS.warmup_batches // 4),

@@ -30,7 +30,7 @@ from typing import Dict
 
 import tensorflow as tf
 
-from bert_tf import schema
+from bert_tf import schema, tokenization
 from bert_tf.errors import UserError
 
 # The original's replacement rule: 80% [MASK], then half of the rest unchanged, half random.
@@ -46,8 +46,9 @@ class MaskingConfig:
         vocab_size: random replacements are drawn from [0, vocab_size).
         max_predictions_per_seq: P, the length of the masked_lm_* features.
         masked_lm_prob: fraction of the tokens to predict (0.15 in BERT).
-        mask_token_id, cls_token_id, sep_token_id, pad_token_id: the special ids (Google's
-            uncased vocab: 103, 101, 102, 0).
+        mask_token_id, cls_token_id, sep_token_id, pad_token_id: the special ids (the
+            defaults are Google's uncased vocab: 103, 101, 102, 0; `from_vocab_file` reads
+            them from any vocabulary).
         count_special_tokens: True (the original's rule) counts every real token, [CLS] and
             [SEP] included, in `num_tokens` of the count rule; False counts only the tokens that
             can be masked.
@@ -61,6 +62,21 @@ class MaskingConfig:
     sep_token_id: int = 102
     pad_token_id: int = 0
     count_special_tokens: bool = True
+
+    @classmethod
+    def from_vocab_file(cls, vocab_file: str, max_predictions_per_seq: int,
+                        masked_lm_prob: float = 0.15) -> "MaskingConfig":
+        """The settings for a WordPiece vocabulary: its special ids, and its size as the
+        range of random replacements (as the original writer drew them from the vocab).
+
+        Raises:
+            UserError: the file is unreadable or lacks [PAD], [UNK], [CLS], [SEP] or [MASK].
+        """
+        vocab = tokenization.load_vocab(vocab_file)
+        return cls(vocab_size=len(vocab), max_predictions_per_seq=max_predictions_per_seq,
+                   masked_lm_prob=masked_lm_prob, mask_token_id=vocab["[MASK]"],
+                   cls_token_id=vocab["[CLS]"], sep_token_id=vocab["[SEP]"],
+                   pad_token_id=vocab["[PAD]"])
 
     def __post_init__(self) -> None:
         if self.vocab_size <= 0:

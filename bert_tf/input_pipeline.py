@@ -56,10 +56,9 @@ class InputConfig:
         cycle_length: files read in parallel.
         compression: "auto" (detect gzip from each file's magic bytes), "" or "GZIP".
         use_v2_feature_names: "auto" (detect from the first record), True or False.
-        dynamic_masking: draw fresh masks each epoch (training only; eval keeps the stored
-            masks so that its losses stay comparable between runs).
-        masked_lm_prob: fraction of tokens masked by dynamic masking.
-        mask_token_id, cls_token_id, sep_token_id, pad_token_id: special ids for it.
+        masking: draw fresh masks each epoch with these settings (dynamic masking); None
+            keeps the stored masks. Training only: eval keeps the stored masks so that its
+            losses stay comparable between runs.
         drop_remainder: drop the last partial batch, giving fully static shapes (use True for
             training; for eval False keeps every example).
         validate_files: read the first record of each file before building the pipeline.
@@ -79,12 +78,7 @@ class InputConfig:
     cycle_length: int = 8
     compression: str = "auto"
     use_v2_feature_names: Union[str, bool] = "auto"
-    dynamic_masking: bool = False
-    masked_lm_prob: float = 0.15
-    mask_token_id: int = 103
-    cls_token_id: int = 101
-    sep_token_id: int = 102
-    pad_token_id: int = 0
+    masking: Optional[dynamic_masking.MaskingConfig] = None
     drop_remainder: bool = True
     validate_files: bool = True
     resolved_files: Optional[InputFiles] = None
@@ -108,19 +102,15 @@ class InputConfig:
                 f"use_v2_feature_names must be 'auto', True or False, got "
                 f"{self.use_v2_feature_names!r}"
             )
-        if self.dynamic_masking:
-            self.masking_config()  # validates the masking settings now
-
-    def masking_config(self) -> dynamic_masking.MaskingConfig:
-        return dynamic_masking.MaskingConfig(
-            vocab_size=self.vocab_size,
-            max_predictions_per_seq=self.max_predictions_per_seq,
-            masked_lm_prob=self.masked_lm_prob,
-            mask_token_id=self.mask_token_id,
-            cls_token_id=self.cls_token_id,
-            sep_token_id=self.sep_token_id,
-            pad_token_id=self.pad_token_id,
-        )
+        masking = self.masking
+        if masking is not None:
+            if masking.vocab_size > self.vocab_size:
+                raise UserError(f"masking.vocab_size={masking.vocab_size} exceeds "
+                                f"vocab_size={self.vocab_size}")
+            if masking.max_predictions_per_seq != self.max_predictions_per_seq:
+                raise UserError(
+                    f"masking.max_predictions_per_seq={masking.max_predictions_per_seq} differs "
+                    f"from max_predictions_per_seq={self.max_predictions_per_seq}")
 
 
 def parse_batch(serialized: tf.Tensor, config: InputConfig, use_v2_feature_names: bool
@@ -228,8 +218,7 @@ def make_pretraining_dataset(
                                   reshuffle_each_iteration=True)
     batches = records.batch(config.batch_size, drop_remainder=config.drop_remainder)
 
-    remask = config.dynamic_masking and config.is_training
-    masking = config.masking_config() if remask else None
+    masking = config.masking if config.is_training else None
     v2 = inputs.use_v2_feature_names
     base_seed = tf.constant([config.seed, pipeline_id], tf.int64)
 

@@ -71,7 +71,12 @@ flags.DEFINE_bool("adam_bias_correction", True,
                   "AdamW with bias-corrected moments; false = the original BERT update exactly "
                   "(stable only with long warmups such as the original 10k steps).")
 flags.DEFINE_bool("no_nsp", False, "Train the masked LM only (no next-sentence head).")
-flags.DEFINE_bool("dynamic_masking", False, "Draw fresh masks every epoch instead of the stored ones.")
+flags.DEFINE_bool("dynamic_masking", False,
+                  "Draw fresh masks every epoch instead of the stored ones (needs --vocab_file).")
+flags.DEFINE_string("vocab_file", None,
+                    "The WordPiece vocabulary of the TFRecords; --dynamic_masking reads the ids "
+                    "of [MASK], [CLS], [SEP] and [PAD] from it.")
+flags.DEFINE_float("masked_lm_prob", 0.15, "Fraction of tokens --dynamic_masking predicts.")
 flags.DEFINE_integer("seed", 12345, "Seeds initialization, dropout, shuffling and dynamic masks.")
 flags.DEFINE_integer("log_every_n_steps", 100, "Progress report interval (at loop boundaries).")
 flags.DEFINE_integer("keep_checkpoint_max", 5, "Recent checkpoints to keep.")
@@ -147,7 +152,19 @@ def config_from_flags() -> RunConfig:
     if not FLAGS.learning_rate > 0:
         raise UserError(f"--learning_rate must be positive, got {FLAGS.learning_rate}")
 
-    from bert_tf import distribution, input_pipeline, input_validation, optimization, trainer
+    from bert_tf import (distribution, dynamic_masking, input_pipeline, input_validation,
+                         optimization, trainer)
+
+    masking = None
+    if FLAGS.dynamic_masking and FLAGS.do_train:
+        if not FLAGS.vocab_file:
+            raise UserError("--dynamic_masking needs --vocab_file: the ids of [MASK], [CLS], "
+                            "[SEP] and [PAD] differ between vocabularies")
+        masking = dynamic_masking.MaskingConfig.from_vocab_file(
+            FLAGS.vocab_file, FLAGS.max_predictions_per_seq, FLAGS.masked_lm_prob)
+        if masking.vocab_size > bert_config.vocab_size:
+            raise UserError(f"--vocab_file has {masking.vocab_size} tokens, more than "
+                            f"vocab_size={bert_config.vocab_size} in --bert_config_file")
 
     def input_config(patterns: str, is_training: bool, what: str):
         config = input_pipeline.InputConfig(
@@ -158,7 +175,7 @@ def config_from_flags() -> RunConfig:
             vocab_size=bert_config.vocab_size,
             is_training=is_training,
             seed=FLAGS.seed,
-            dynamic_masking=FLAGS.dynamic_masking and is_training,
+            masking=masking if is_training else None,
             drop_remainder=is_training,
         )
         try:

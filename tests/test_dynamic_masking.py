@@ -166,3 +166,32 @@ def test_config_rejects_bad_values():
         dm.MaskingConfig(vocab_size=10, max_predictions_per_seq=2, masked_lm_prob=1.5)
     with pytest.raises(UserError, match=r"mask_token_id=103 is outside the vocabulary \[0, 100\)"):
         dm.MaskingConfig(vocab_size=100, max_predictions_per_seq=2)
+
+
+def test_from_vocab_file_uses_that_vocabulary_s_special_ids(tmp_path):
+    # A learned vocabulary (data_tools.build_vocab) puts the specials first, not at Google's
+    # 0/101/102/103: masks must use its [MASK] and never pick its [CLS]/[SEP].
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(995)]
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(words) + "\n")
+    config = dm.MaskingConfig.from_vocab_file(str(vocab), max_predictions_per_seq=8,
+                                              masked_lm_prob=0.3)
+    assert (config.pad_token_id, config.cls_token_id, config.sep_token_id,
+            config.mask_token_id, config.vocab_size) == (0, 2, 3, 4, 1000)
+    ids, mask = random_batch(np.random.default_rng(5), 64, 24)
+    ids = np.where(ids == CLS, 2, np.where(ids == SEP, 3, ids)).astype(np.int32)
+    out = {k: v.numpy() for k, v in dm.mask_tokens(
+        tf.constant(ids), tf.constant(mask), tf.constant([3, 4]), config).items()}
+    real = out["masked_lm_weights"] > 0
+    chosen = np.take_along_axis(ids, out["masked_lm_positions"], axis=1)[real]
+    assert not np.isin(chosen, [0, 2, 3]).any()
+    replaced = np.take_along_axis(out["input_ids"], out["masked_lm_positions"], axis=1)[real]
+    assert 0.7 < np.mean(replaced == 4) < 0.9  # 80% [MASK], as the learned vocab's id
+    assert np.mean(replaced == MASK) < 0.05  # Google's [MASK] id is an ordinary word here
+
+
+def test_from_vocab_file_names_a_missing_special_token(tmp_path):
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\nhello\n")
+    with pytest.raises(UserError, match=r"\[MASK\]"):
+        dm.MaskingConfig.from_vocab_file(str(vocab), max_predictions_per_seq=4)

@@ -18,6 +18,7 @@ import tensorflow as tf
 
 from bert_tf import input_pipeline, input_validation, schema, tfrecord_format
 from bert_tf.errors import UserError
+from bert_tf.dynamic_masking import MaskingConfig
 from bert_tf.input_pipeline import InputConfig, make_pretraining_dataset
 
 SEQ = 16
@@ -85,6 +86,11 @@ def write_files(tmp_path, num_files: int, per_file: int, v2: bool = False, gzip:
         write_records(os.fspath(tmp_path / f"data-{f}.tfrecord"),
                       [serialize(e, v2) for e in chunk], gzip)
     return examples
+
+
+def masking(**kwargs) -> MaskingConfig:
+    """Dynamic-masking settings for the test records (Google's special ids)."""
+    return MaskingConfig(**{"vocab_size": VOCAB, "max_predictions_per_seq": PRED, **kwargs})
 
 
 def config(tmp_path, **kwargs) -> InputConfig:
@@ -221,7 +227,7 @@ def test_training_shards_are_disjoint_within_an_epoch(tmp_path, num_files):
 def test_same_seed_same_batches_other_seed_other_batches(tmp_path):
     write_files(tmp_path, num_files=3, per_file=8)
     run = lambda seed: collect(
-        make_pretraining_dataset(config(tmp_path, seed=seed, dynamic_masking=True)), 8)
+        make_pretraining_dataset(config(tmp_path, seed=seed, masking=masking())), 8)
     first, again, other = run(7), run(7), run(8)
     for a, b in zip(first, again):
         for name in a:
@@ -232,7 +238,7 @@ def test_same_seed_same_batches_other_seed_other_batches(tmp_path):
 @pytest.mark.parametrize("dynamic", [False, True])
 def test_iterator_checkpoint_resumes_the_same_sequence(tmp_path, dynamic):
     write_files(tmp_path, num_files=3, per_file=6)
-    cfg = config(tmp_path, seed=3, dynamic_masking=dynamic)
+    cfg = config(tmp_path, seed=3, masking=masking() if dynamic else None)
     reference = collect(make_pretraining_dataset(cfg), 10)
 
     iterator = iter(make_pretraining_dataset(cfg))
@@ -255,8 +261,8 @@ def test_iterator_checkpoint_resumes_the_same_sequence(tmp_path, dynamic):
 
 def test_dynamic_masking_gives_fresh_masks_of_the_same_records(tmp_path):
     examples = write_files(tmp_path, num_files=1, per_file=8)
-    cfg = config(tmp_path, batch_size=8, shuffle_buffer_size=1, dynamic_masking=True,
-                 masked_lm_prob=0.3)
+    cfg = config(tmp_path, batch_size=8, shuffle_buffer_size=1,
+                 masking=masking(masked_lm_prob=0.3))
     epochs = collect(make_pretraining_dataset(cfg), 3)  # one batch = one epoch
     from bert_tf.dynamic_masking import restore_original_ids
     masks = []
@@ -278,7 +284,7 @@ def test_dynamic_masking_gives_fresh_masks_of_the_same_records(tmp_path):
 
 def test_eval_keeps_the_stored_masks_even_with_dynamic_masking(tmp_path):
     examples = write_files(tmp_path, num_files=1, per_file=4)
-    ds = make_pretraining_dataset(config(tmp_path, is_training=False, dynamic_masking=True))
+    ds = make_pretraining_dataset(config(tmp_path, is_training=False, masking=masking()))
     (batch,) = collect(ds)
     np.testing.assert_array_equal(batch["masked_lm_positions"],
                                   [e["masked_lm_positions"] for e in examples])
@@ -369,7 +375,10 @@ def test_truncated_file_later_records_is_data_loss(tmp_path):
     (dict(max_predictions_per_seq=SEQ + 1), "--max_predictions_per_seq=17 must be in"),
     (dict(compression="ZLIB"), "compression must be one of"),
     (dict(use_v2_feature_names="yes"), "use_v2_feature_names must be"),
-    (dict(dynamic_masking=True, mask_token_id=VOCAB), "mask_token_id=5000 is outside"),
+    (dict(masking=MaskingConfig(vocab_size=VOCAB + 1, max_predictions_per_seq=PRED)),
+     "masking.vocab_size=5001 exceeds vocab_size=5000"),
+    (dict(masking=MaskingConfig(vocab_size=VOCAB, max_predictions_per_seq=PRED - 1)),
+     "masking.max_predictions_per_seq=2 differs"),
 ])
 def test_config_validation(tmp_path, kwargs, message):
     with pytest.raises(UserError, match=message):
@@ -401,15 +410,17 @@ def test_reads_data_tools_records_and_dynamic_counts_match_the_writer(
 
     cfg = InputConfig(input_patterns=os.fspath(tmp_path / "data-*.tfrecord"), batch_size=32,
                       max_seq_length=64, max_predictions_per_seq=10, vocab_size=30522,
-                      is_training=False, drop_remainder=False, dynamic_masking=True)
+                      is_training=False, drop_remainder=False,
+                      masking=MaskingConfig.from_vocab_file(
+                          os.fspath(google_vocab_path), max_predictions_per_seq=10))
     inputs = input_validation.validate_input_files(cfg)
     assert inputs.compressions == ("GZIP", "GZIP") and inputs.use_v2_feature_names
-    masking = cfg.masking_config()
+    assert cfg.masking.mask_token_id == 103 and cfg.masking.vocab_size == 30522
     total = 0
     for index, batch in enumerate(make_pretraining_dataset(cfg)):
         ids = batch["input_ids"].numpy()
         assert np.all(ids[:, 0] == CLS)
-        fresh = remask_batch(batch, tf.constant([1, index]), masking)
+        fresh = remask_batch(batch, tf.constant([1, index]), cfg.masking)
         # Same count rule as the writer: as many predictions per record as it stored.
         np.testing.assert_array_equal(fresh["masked_lm_weights"].numpy().sum(axis=1),
                                       batch["masked_lm_weights"].numpy().sum(axis=1))

@@ -7,6 +7,7 @@
 - Ctrl-C stops with exit 130 and leaves only complete checkpoints;
 - a non-finite loss stops with one `error:` line naming the step and saves nothing after it;
 - init_checkpoint warm-starts a longer-sequence "phase 2" and reports unused variables;
+- --dynamic_masking takes the special ids from --vocab_file and trains;
 - bad flags and inputs give one `error:` line, exit 2, no traceback;
 - the flagfiles in configs/ parse.
 """
@@ -219,6 +220,9 @@ def test_init_checkpoint_warm_starts_a_longer_sequence_phase(straight, data, tmp
     ({"input_file": "/no/such/file-*"}, r"error: --input_file: no file matches '/no/such/file-\*'"),
     ({"train_batch_size": 7, "distribution_strategy": "mirrored", "num_cpu_devices": 2},
      r"error: --train_batch_size=7 is not divisible by 2 replicas \(= 2\)"),
+    ({"dynamic_masking": "true"}, r"error: --dynamic_masking needs --vocab_file: .*"),
+    ({"dynamic_masking": "true", "vocab_file": "/no/such/vocab.txt"},
+     r"error: vocab file not found: /no/such/vocab.txt"),
 ])
 def test_bad_flags_give_one_line_errors(data, tmp_path, overrides, message):
     overrides = {"output_dir": tmp_path / "out", **overrides}
@@ -227,6 +231,33 @@ def test_bad_flags_give_one_line_errors(data, tmp_path, overrides, message):
     assert len(error_lines(proc.stderr)) == 1, proc.stderr[-2000:]
     assert re.fullmatch(message, error_lines(proc.stderr)[0]), error_lines(proc.stderr)
     assert "Traceback" not in proc.stderr
+
+
+def write_vocab(path, size):
+    """A learned-style vocabulary: the five specials first (so [MASK] is 4, not 103)."""
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(size - 5)]
+    path.write_text("\n".join(words) + "\n")
+    return path
+
+
+def test_dynamic_masking_trains_with_the_vocab_s_ids(straight, data, tmp_path):
+    vocab = write_vocab(tmp_path / "vocab.txt", 128)
+    proc = run_module(MODULE, common_flags(data, tmp_path / "out", dynamic_masking="true",
+                                           vocab_file=vocab, masked_lm_prob=0.3))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    losses = progress_losses(proc.stderr)
+    assert len(losses) == STEPS and np.all(np.isfinite(losses))
+    # Same seed, same records: only the fresh masks make the losses differ.
+    assert not np.allclose(losses, progress_losses(straight[1].stderr))
+
+
+def test_dynamic_masking_vocab_larger_than_the_model_is_a_one_line_error(data, tmp_path):
+    vocab = write_vocab(tmp_path / "vocab.txt", 200)
+    proc = run_module(MODULE, common_flags(data, tmp_path / "out", dynamic_masking="true",
+                                           vocab_file=vocab))
+    assert proc.returncode == 2
+    assert error_lines(proc.stderr) == [
+        "error: --vocab_file has 200 tokens, more than vocab_size=128 in --bert_config_file"]
 
 
 def test_input_ids_beyond_the_config_vocab_are_a_one_line_error(data, tmp_path):
