@@ -40,7 +40,7 @@ import keras
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import fileio
+from bert_tf import errors, fileio
 from bert_tf.errors import UserError
 
 _CKPT_PREFIX = "ckpt"
@@ -176,15 +176,10 @@ class CheckpointSaver:
         except (AssertionError, ValueError, tf.errors.OpError) as e:
             raise UserError(
                 f"cannot resume from {path}: it does not match this model and optimizer "
-                f"({_first_line(e)}); use a new --output_dir, or --init_checkpoint to start "
+                f"({errors.reason(e)}); use a new --output_dir, or --init_checkpoint to start "
                 "from its weights only"
             ) from None
         return int(self._step.numpy())
-
-
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip()
-    return text.splitlines()[0][:300] if text else type(e).__name__
 
 
 def resolve_checkpoint(path: str, what: str = "init_checkpoint") -> str:

@@ -19,6 +19,7 @@ from typing import Optional
 
 import tensorflow as tf
 
+from bert_tf import errors
 from bert_tf.errors import UserError
 
 STRATEGIES = ("auto", "tpu", "mirrored", "multi_worker_mirrored", "one_device")
@@ -144,8 +145,7 @@ def _connect_tpu(tpu: str) -> tf.distribute.cluster_resolver.TPUClusterResolver:
             tf.config.experimental_connect_to_cluster(resolver)
         tf.tpu.experimental.initialize_tpu_system(resolver)
     except (ValueError, tf.errors.OpError, RuntimeError) as e:
-        first_line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise UserError(f"--tpu={tpu!r}: cannot connect to the TPU: {first_line}") from None
+        raise UserError(f"--tpu={tpu!r}: cannot connect to the TPU: {errors.reason(e)}") from None
     return resolver
 
 

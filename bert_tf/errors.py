@@ -22,11 +22,15 @@ class UserError(Exception):
 
 
 def reason(e: BaseException) -> str:
-    """One line saying why an OS or I/O operation failed, for a UserError message."""
+    """One line (at most 300 characters) saying why an operation failed, for a UserError.
+
+    OSError gives its strerror, TensorFlow's OpError its message without the op details,
+    anything else the first line of its text, or its type name when it has no text.
+    """
     if isinstance(e, OSError) and e.strerror:
         return e.strerror
-    text = str(e)
-    return text.splitlines()[0] if text else type(e).__name__
+    text = (getattr(e, "message", None) or str(e)).strip()
+    return text.splitlines()[0][:300] if text else type(e).__name__
 
 
 def cli_main(main: Callable[..., Any]) -> Callable[..., Any]:

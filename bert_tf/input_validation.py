@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, List, Optional, Tuple
 
 import tensorflow as tf
 
-from bert_tf import fileio, schema, tfrecord_format
+from bert_tf import errors, fileio, schema, tfrecord_format
 from bert_tf.errors import UserError
 
 if TYPE_CHECKING:  # input_pipeline imports this module.
@@ -49,13 +49,8 @@ def detect_compression(path: str) -> str:
         with fileio.open_file(path, "rb") as f:
             head = f.read(len(_GZIP_MAGIC))
     except Exception as e:  # OSError locally, tf.errors.* for gs://
-        raise UserError(f"cannot read {path}: {_reason(e)}") from None
+        raise UserError(f"cannot read {path}: {errors.reason(e)}") from None
     return "GZIP" if head == _GZIP_MAGIC else ""
-
-
-def _reason(e: BaseException) -> str:
-    text = getattr(e, "message", None) or str(e) or type(e).__name__
-    return text.strip().splitlines()[0]
 
 
 def read_first_record(path: str, compression: str) -> Optional[bytes]:
@@ -75,7 +70,7 @@ def read_first_record(path: str, compression: str) -> Optional[bytes]:
     except tfrecord_format.FrameError as e:
         problem = f"first record: {e}"
     except (OSError, EOFError, zlib.error, tf.errors.OpError) as e:  # BadGzipFile is OSError
-        problem = _reason(e)
+        problem = errors.reason(e)
     hint = ""
     if compression == "" and detect_compression(path) == "GZIP":
         hint = " (a gzip file read with compression='')"
@@ -90,7 +85,7 @@ def _first_example(path: str, compression: str) -> Optional[tf.train.Example]:
     try:
         return tf.train.Example.FromString(record)
     except Exception as e:  # google.protobuf.message.DecodeError
-        raise UserError(f"{path}: the first record is not a tf.train.Example ({_reason(e)})") from None
+        raise UserError(f"{path}: the first record is not a tf.train.Example ({errors.reason(e)})") from None
 
 
 def _detect_v2(example: tf.train.Example, path: str) -> bool:
@@ -225,7 +220,7 @@ def user_error_from(error: BaseException) -> Optional[UserError]:
         if start >= 0:
             return UserError(line[start + len(INPUT_ERROR_PREFIX):].strip())
     if isinstance(error, tf.errors.DataLossError):
-        return UserError(f"corrupted input TFRecord: {_reason(error)}")
+        return UserError(f"corrupted input TFRecord: {errors.reason(error)}")
     # tf.io.parse_example on a record of other lengths or without a feature.
     match = re.search(r"Key: (\w+), Index: \d+\.\s+(.*?)(\n|$)", text)
     if isinstance(error, tf.errors.InvalidArgumentError) and match:

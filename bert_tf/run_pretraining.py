@@ -121,18 +121,13 @@ def check_output_dir(path: str) -> None:
     try:
         fileio.makedirs(path)
     except Exception as e:  # OSError locally, tf.errors.* remotely
-        raise UserError(f"--output_dir={path}: cannot create it ({_reason(e)})") from None
+        raise UserError(f"--output_dir={path}: cannot create it ({errors.reason(e)})") from None
     if not fileio.isdir(path):
         raise UserError(f"--output_dir={path} is not a directory")
     probe = os.path.join(path, ".write_probe")
     with fileio.atomic_output(probe, "wb") as f:
         f.write(b"ok")
     fileio.remove(probe)
-
-
-def _reason(e: BaseException) -> str:
-    text = getattr(e, "strerror", None) or str(e) or type(e).__name__
-    return text.strip().splitlines()[0]
 
 
 def config_from_flags() -> RunConfig:

@@ -58,3 +58,16 @@ def test_cli_main_interrupt_exits_130(capsys):
         main(["prog"])
     assert e.value.code == errors.EXIT_INTERRUPTED
     assert capsys.readouterr().err == "error: interrupted\n"
+
+
+def test_reason_is_one_short_line():
+    import tensorflow as tf
+
+    from bert_tf.errors import reason
+
+    assert reason(FileNotFoundError(2, "No such file or directory")) == "No such file or directory"
+    op_error = tf.errors.DataLossError(None, None, "corrupted record at 12\n\t [[{{node x}}]]")
+    assert reason(op_error) == "corrupted record at 12"
+    assert reason(ValueError("first\nsecond")) == "first"
+    assert reason(ValueError("  ")) == "ValueError"
+    assert len(reason(RuntimeError("x" * 1000))) == 300
