@@ -47,9 +47,12 @@ def detect_compression(path: str) -> str:
     """Returns "GZIP" if the file starts with gzip's magic bytes, else "" (plain TFRecord)."""
     try:
         with fileio.open_file(path, "rb") as f:
-            head = f.read(len(_GZIP_MAGIC))
+            return _compression_of(f.read(len(_GZIP_MAGIC)))
     except Exception as e:  # OSError locally, tf.errors.* for gs://
         raise UserError(f"cannot read {path}: {errors.reason(e)}") from None
+
+
+def _compression_of(head: bytes) -> str:
     return "GZIP" if head == _GZIP_MAGIC else ""
 
 
@@ -60,30 +63,47 @@ def read_first_record(path: str, compression: str) -> Optional[bytes]:
     data), so that validating the input does not start the TensorFlow runtime: the trainer
     checks its input before it configures devices (e.g. splits the CPU into replicas).
 
+    Args:
+        path: the file.
+        compression: "GZIP", "" or "auto" (from the file's first bytes).
+
     Raises:
-        UserError: not a TFRecord file, truncated, corrupted, or not gzip when told so.
+        UserError: unreadable, not a TFRecord file, truncated, corrupted, or not gzip when
+            told so.
     """
+    return _read_head(path, compression)[1]
+
+
+def _read_head(path: str, compression: str) -> Tuple[str, Optional[bytes]]:
+    """(the file's compression, its first record or None), opening the file once."""
+    head = b""
     try:
         with fileio.open_file(path, "rb") as raw:
+            head = raw.read(len(_GZIP_MAGIC))
+            if compression == "auto":
+                compression = _compression_of(head)
+            raw.seek(0)
             f = gzip.GzipFile(fileobj=raw) if compression == "GZIP" else raw
-            return tfrecord_format.read_frame(f)
+            return compression, tfrecord_format.read_frame(f)
     except tfrecord_format.FrameError as e:
         problem = f"first record: {e}"
     except (OSError, EOFError, zlib.error, tf.errors.OpError) as e:  # BadGzipFile is OSError
+        if not head:  # Failed to open or read at all.
+            raise UserError(f"cannot read {path}: {errors.reason(e)}") from None
         problem = errors.reason(e)
     hint = ""
-    if compression == "" and detect_compression(path) == "GZIP":
+    if compression == "" and _compression_of(head) == "GZIP":
         hint = " (a gzip file read with compression='')"
     raise UserError(f"{path} is not a TFRecord file or is corrupted{hint}: {problem}")
 
 
-def _first_example(path: str, compression: str) -> Optional[tf.train.Example]:
-    """The first record of a file as a tf.train.Example, None if the file has no records."""
-    record = read_first_record(path, compression)
+def _first_example(path: str, compression: str) -> Tuple[str, Optional[tf.train.Example]]:
+    """(compression, the first record as a tf.train.Example or None if it has no records)."""
+    compression, record = _read_head(path, compression)
     if record is None:
-        return None
+        return compression, None
     try:
-        return tf.train.Example.FromString(record)
+        return compression, tf.train.Example.FromString(record)
     except Exception as e:  # google.protobuf.message.DecodeError
         raise UserError(f"{path}: the first record is not a tf.train.Example ({errors.reason(e)})") from None
 
@@ -159,21 +179,23 @@ def validate_input_files(config: InputConfig) -> InputFiles:
         UserError: one line naming the file and the feature at fault.
     """
     files = fileio.expand_patterns(config.input_patterns, what="input_file")
-    # Many files on gs:// are slow to open one after the other: read them in threads.
-    # Errors surface in file order (map yields results in order).
-    compressions = _map_files(lambda path: (
-        detect_compression(path) if config.compression == "auto" else config.compression), files)
     fixed_v2 = None if config.use_v2_feature_names == "auto" else bool(config.use_v2_feature_names)
+    # Many files on gs:// are slow to open one after the other: read them in threads, each
+    # opened once for its compression and first record. Errors surface in file order.
     if config.validate_files:
-        examples = _map_files(lambda i: _first_example(files[i], compressions[i]),
-                              range(len(files)))
+        heads = _map_files(lambda path: _first_example(path, config.compression), files)
     else:
-        # Unvalidated: read only what the naming needs (the first non-empty file).
-        examples = [None] * len(files)
+        # Unvalidated: the compressions, and the first example only where the naming needs
+        # it (the first non-empty file).
+        heads = _map_files(lambda path: (
+            detect_compression(path) if config.compression == "auto" else config.compression,
+            None), files)
         for i in range(len(files) if fixed_v2 is None else 0):
-            examples[i] = _first_example(files[i], compressions[i])
-            if examples[i] is not None:
+            heads[i] = _first_example(files[i], heads[i][0])
+            if heads[i][1] is not None:
                 break
+    compressions = [compression for compression, _ in heads]
+    examples = [example for _, example in heads]
     v2, detected_from = fixed_v2, None
     kept: List[Tuple[str, str]] = []
     for path, compression, example in zip(files, compressions, examples):

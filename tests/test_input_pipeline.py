@@ -167,6 +167,31 @@ def test_v2_feature_names_are_detected_and_mapped_to_v1(tmp_path):
     make_pretraining_dataset(config(tmp_path, use_v2_feature_names=True))
 
 
+@pytest.mark.parametrize("gzip", [False, True])
+def test_validation_opens_each_file_once(tmp_path, monkeypatch, gzip):
+    # On gs:// every open is a round trip: the compression and the first record come from
+    # one open per file.
+    write_files(tmp_path, num_files=3, per_file=2, gzip=gzip)
+    opened = []
+    real_open = input_validation.fileio.open_file
+    monkeypatch.setattr(input_validation.fileio, "open_file",
+                        lambda path, mode: opened.append(path) or real_open(path, mode))
+    inputs = input_validation.validate_input_files(config(tmp_path))
+    assert sorted(opened) == sorted(inputs.files) and len(opened) == 3
+    assert inputs.compressions == (("GZIP" if gzip else ""),) * 3
+
+
+def test_an_unreadable_input_is_a_one_line_error(tmp_path, monkeypatch):
+    write_files(tmp_path, num_files=1, per_file=2)
+
+    def denied(path, mode):
+        raise PermissionError(13, "Permission denied", path)
+
+    monkeypatch.setattr(input_validation.fileio, "open_file", denied)
+    with pytest.raises(UserError, match=r"^cannot read .*data-0.tfrecord: Permission denied$"):
+        input_validation.validate_input_files(config(tmp_path))
+
+
 def test_gzip_is_detected_from_magic_bytes(tmp_path):
     examples = write_files(tmp_path, num_files=2, per_file=4, gzip=True)
     assert open(tmp_path / "data-0.tfrecord", "rb").read(2) == b"\x1f\x8b"
