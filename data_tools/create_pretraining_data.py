@@ -107,7 +107,7 @@ def validate(max_seq_length: int, max_predictions_per_seq: int, masked_lm_prob: 
     """Rejects impossible flag values with a one-line UserError."""
     if max_seq_length < 5:
         raise UserError(f"--max_seq_length={max_seq_length}: must be >= 5")
-    room = max_seq_length - (3 if nsp else 2)
+    room = instances.PackingConfig(max_seq_length=max_seq_length, nsp=nsp).max_num_tokens
     if not 1 <= max_predictions_per_seq <= room:
         raise UserError(f"--max_predictions_per_seq={max_predictions_per_seq}: must be in "
                         f"[1, {room}] (at most max_seq_length - {max_seq_length - room} "

@@ -72,6 +72,7 @@ class MaskedBatch:
         weights: float32 [n, max_predictions_per_seq], 1.0 for real predictions.
         num_predictions: int64 [n].
         decisions: int8 [n, seq_len]: -1 where not predicted, else DECISION_*.
+        num_candidates: int64 [n], the tokens that could be masked (real, not [CLS]/[SEP]).
     """
 
     input_ids: np.ndarray
@@ -80,6 +81,7 @@ class MaskedBatch:
     weights: np.ndarray
     num_predictions: np.ndarray
     decisions: np.ndarray
+    num_candidates: np.ndarray
 
 
 def num_to_predict(lengths: np.ndarray, config: MaskingConfig) -> np.ndarray:
@@ -157,7 +159,8 @@ def mask_batch(input_ids: np.ndarray, lengths: np.ndarray, config: MaskingConfig
     out[decisions == DECISION_MASK] = config.mask_id
     random_pos = decisions == DECISION_RANDOM
     out[random_pos] = rng.integers(0, config.vocab_size, size=int(random_pos.sum()))
-    return _gather_predictions(input_ids, out, chosen, decisions, config)
+    return _gather_predictions(input_ids, out, chosen, decisions, config,
+                               cand.sum(axis=1).astype(np.int64))
 
 
 def _choose_pieces(cand: np.ndarray, k: np.ndarray,
@@ -227,7 +230,8 @@ def _choose_spans(unit: np.ndarray, num_units: np.ndarray, k: np.ndarray,
 
 
 def _gather_predictions(original: np.ndarray, masked: np.ndarray, chosen: np.ndarray,
-                        decisions: np.ndarray, config: MaskingConfig) -> MaskedBatch:
+                        decisions: np.ndarray, config: MaskingConfig,
+                        num_candidates: np.ndarray) -> MaskedBatch:
     n, seq_len = original.shape
     p = config.max_predictions_per_seq
     num = chosen.sum(axis=1)
@@ -240,4 +244,5 @@ def _gather_predictions(original: np.ndarray, masked: np.ndarray, chosen: np.nda
     positions[r, s] = c
     label_ids[r, s] = original[r, c]
     weights[r, s] = 1.0
-    return MaskedBatch(masked, positions, label_ids, weights, num.astype(np.int64), decisions)
+    return MaskedBatch(masked, positions, label_ids, weights, num.astype(np.int64), decisions,
+                       num_candidates)

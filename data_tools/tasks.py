@@ -167,7 +167,6 @@ def process_chunk(chunk: corpus.Chunk, config: PipelineConfig,
         num_examples: how many instances to return decoded for logging.
     """
     seq = config.packing.max_seq_length
-    mcfg = masking_config(config, tokenizer)
     stats = InstanceStats()
     examples: List[Dict[str, object]] = []
     frames: List[Rows] = []
@@ -177,7 +176,7 @@ def process_chunk(chunk: corpus.Chunk, config: PipelineConfig,
         records = example_codec.encode_examples(
             features, seq, config.max_predictions_per_seq, config.use_v2_feature_names)
         frames.append(tfrecord_writer.frame_records(records))
-        stats.add(batch_stats(batch, mcfg, seq))
+        stats.add(batch_stats(batch, seq))
         if len(examples) < num_examples:
             examples += _examples(features, batch.lengths, num_examples - len(examples))
     data = np.concatenate([f.data for f in frames]) if frames else np.zeros(0, np.uint8)
@@ -187,13 +186,13 @@ def process_chunk(chunk: corpus.Chunk, config: PipelineConfig,
                       examples)
 
 
-def batch_stats(batch: InstanceBatch, mcfg: masking.MaskingConfig, seq: int) -> InstanceStats:
+def batch_stats(batch: InstanceBatch, seq: int) -> InstanceStats:
     """The statistics of one batch of instances."""
     dec = batch.masked.decisions
     lengths = batch.lengths
     return InstanceStats(
         instances=len(lengths), tokens=int(lengths.sum()),
-        maskable_tokens=int(masking.candidates(batch.input_ids, lengths, mcfg).sum()),
+        maskable_tokens=int(batch.masked.num_candidates.sum()),
         short=int((lengths < seq // 2).sum()),
         predictions=int(batch.masked.num_predictions.sum()),
         decisions=tuple(int((dec == d).sum()) for d in (masking.DECISION_MASK,

@@ -78,6 +78,9 @@ def test_piece_masking_invariants_count_and_80_10_10():
     _check_invariants(ids[:300], lengths[:300], _slice(out, 300), config)
     # Every row has enough candidates, so exactly num_to_predict predictions.
     assert (out.num_predictions == num_to_predict(lengths, config)).all()
+    real = np.arange(ids.shape[1])[None, :] < lengths[:, None]
+    np.testing.assert_array_equal(out.num_candidates,
+                                  (real & (ids != CLS) & (ids != SEP)).sum(axis=1))
     dec = out.decisions[out.decisions >= 0]
     shares = np.bincount(dec, minlength=3) / dec.size
     # ~25,000 predictions: standard errors 0.0025 (80%) and 0.0019 (10%); allow 4 of them.
@@ -88,7 +91,8 @@ def test_piece_masking_invariants_count_and_80_10_10():
 
 def _slice(out, n):
     return masking.MaskedBatch(*(getattr(out, f)[:n] for f in (
-        "input_ids", "positions", "label_ids", "weights", "num_predictions", "decisions")))
+        "input_ids", "positions", "label_ids", "weights", "num_predictions", "decisions",
+        "num_candidates")))
 
 
 def test_every_candidate_position_is_equally_likely():

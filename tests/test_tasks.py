@@ -40,7 +40,7 @@ def test_statistics_match_the_original(nsp_batches, tokenizer):
     mcfg = tasks.masking_config(config, tokenizer)
     stats = tasks.InstanceStats()
     for b in batches:
-        stats.add(tasks.batch_stats(b, mcfg, SEQ))
+        stats.add(tasks.batch_stats(b, SEQ))
         # Every row has room, so the number of predictions is exactly num_to_predict.
         assert (b.masked.num_predictions == masking.num_to_predict(b.lengths, mcfg)).all()
     n = stats.instances
