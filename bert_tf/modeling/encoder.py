@@ -34,6 +34,7 @@ weight a canonical, framework-neutral name for converters.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Dict, Optional
 
 import keras
@@ -180,7 +181,7 @@ class BertTransformerBlock(keras_hub.layers.TransformerEncoder):
         q = tf.transpose(layer._query_dense(queries), heads_first)  # [batch, heads, queries, size]
         k = tf.transpose(layer._key_dense(inputs), heads_first)  # [batch, heads, seq_len, size]
         v = tf.transpose(layer._value_dense(inputs), heads_first)  # [batch, heads, seq_len, size]
-        q = q * tf.cast(layer._inverse_sqrt_key_dim, q.dtype)
+        q = q * tf.cast(1.0 / math.sqrt(layer.key_dim), q.dtype)
         scores = tf.matmul(q, k, transpose_b=True)  # [batch, heads, queries, seq_len]
         if padding_mask is not None:
             padded = 1.0 - tf.cast(padding_mask, scores.dtype)[:, None, None, :]
