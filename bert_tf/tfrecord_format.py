@@ -6,7 +6,7 @@ A TFRecord file is a sequence of frames:
 
 The "mask" rotates the CRC right by 15 bits and adds a constant, so that CRCs of data that
 itself contains CRCs stay well distributed. This module holds the one definition of both, for
-the writer in `data_tools` (which vectorises the CRC over many records with numpy) and for the
+the writer in `data_tools` (which checksums whole batches of records) and for the
 reader's validation in `bert_tf.input_validation` (which checks one record before TensorFlow
 starts).
 """
@@ -14,35 +14,18 @@ starts).
 from __future__ import annotations
 
 import struct
-from typing import BinaryIO, List, Optional
+from typing import BinaryIO, Optional
 
-CRC32C_POLY_REFLECTED = 0x82F63B78  # Castagnoli polynomial, bit-reflected
+import google_crc32c
+
 MASK_DELTA = 0xA282EAD8
 HEADER_BYTES = 12  # uint64 length + uint32 masked CRC of the length
 FOOTER_BYTES = 4  # uint32 masked CRC of the data
 
 
-def _make_table() -> List[int]:
-    table = []
-    for i in range(256):
-        c = i
-        for _ in range(8):
-            c = (c >> 1) ^ CRC32C_POLY_REFLECTED if c & 1 else c >> 1
-        table.append(c)
-    return table
-
-
-# CRC32C_TABLE[b]: the register update for byte b (byte-at-a-time, reflected CRC).
-CRC32C_TABLE: List[int] = _make_table()
-
-
 def crc32c(data: bytes) -> int:
-    """CRC-32C of `data` (byte loop in Python: for single records, not bulk data)."""
-    crc = 0xFFFFFFFF
-    table = CRC32C_TABLE
-    for byte in data:
-        crc = table[(crc ^ byte) & 0xFF] ^ (crc >> 8)
-    return crc ^ 0xFFFFFFFF
+    """CRC-32C of `data` (Google's C library, `google-crc32c`)."""
+    return google_crc32c.value(data)
 
 
 def mask_crc(crc: int) -> int:
