@@ -11,13 +11,22 @@ of the corpus is merged into the previous one when it is smaller than half of th
 chunk has too few documents to draw random next sentences from). Their boundaries depend
 only on the input and `chunk_bytes`, never on the number of workers, which is what makes the
 output independent of --num_workers. A document longer than `chunk_bytes` is cut at a line
-boundary so that one chunk, and so each worker's memory, stays bounded.
+boundary so that one chunk, and so each worker's memory, stays bounded; its pieces keep the
+document's id (`Chunk.doc_ids`), so a random next sentence is never drawn from another piece of
+the same document.
+
+A chunk whose pieces all belong to one document (a part of a book, a long contract or source
+file) has no other document to draw random next sentences from, so it carries a bounded pool
+of text from other documents (`Chunk.pool`, at most a quarter of `chunk_bytes`): the most
+recent other documents read, and the first documents after the corpus' first one (read
+ahead once, when first needed, without keeping the first), at most `pool_bytes / 4` of each.
 """
 
 from __future__ import annotations
 
+import collections
 import dataclasses
-from typing import Iterator, List, Optional, Sequence
+from typing import Deque, Iterator, List, Optional, Sequence, Tuple
 
 from absl import logging
 
@@ -37,11 +46,19 @@ class Chunk:
         index: position of the chunk in the corpus (0, 1, ...); seeds the task's generator.
         documents: each document is a list of non-blank lines (stripped).
         num_bytes: characters of text in the chunk, newlines included (for progress).
+        doc_ids: the corpus-wide id of each document; the pieces of a document cut because
+            it was longer than a chunk share one id.
+        pool: documents of other ids to draw random next sentences from, when every
+            document of the chunk has the same id (else empty); never used as segment A.
+        pool_ids: the id of each pool document.
     """
 
     index: int
     documents: List[List[str]]
     num_bytes: int
+    doc_ids: List[int] = dataclasses.field(default_factory=list)
+    pool: List[List[str]] = dataclasses.field(default_factory=list)
+    pool_ids: List[int] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass
@@ -115,6 +132,51 @@ def iter_lines(path: str, stats: CorpusStats, block_size: int = _READ_BLOCK) -> 
         _warn(stats, f"{path}: {bad} invalid UTF-8 byte sequence(s) replaced")
 
 
+def iter_pieces(
+    paths: Sequence[str], stats: CorpusStats, max_document_bytes: int = 0
+) -> Iterator[Tuple[int, List[str]]]:
+    """Yields (document id, lines) of all files, in order; see `iter_documents`.
+
+    Ids count documents from 0; the pieces of a document cut at `max_document_bytes` share
+    its id.
+    """
+    doc_id = 0
+    for path in paths:
+        stats.files += 1
+        lines_before = stats.lines
+        start_bytes = stats.bytes_read
+        doc: List[str] = []
+        doc_bytes = 0
+        cut = False  # the current document was already cut at least once
+        for raw in iter_lines(path, stats):
+            line = raw.strip()
+            if not line:
+                if doc:
+                    stats.documents += 1
+                    yield doc_id, doc
+                if doc or cut:
+                    doc_id += 1
+                doc, doc_bytes, cut = [], 0, False
+                continue
+            stats.lines += 1
+            doc.append(line)
+            doc_bytes += len(raw) + 1
+            if max_document_bytes and doc_bytes >= max_document_bytes:
+                stats.documents += 1
+                stats.split_documents += 1
+                yield doc_id, doc
+                doc, doc_bytes, cut = [], 0, True
+        if doc:
+            stats.documents += 1
+            yield doc_id, doc
+        if doc or cut:
+            doc_id += 1
+        if stats.bytes_read == start_bytes:
+            _warn(stats, f"{path}: empty file, skipped")
+        elif stats.lines == lines_before:
+            _warn(stats, f"{path}: only blank lines, skipped")
+
+
 def iter_documents(
     paths: Sequence[str], stats: CorpusStats, max_document_bytes: int = 0
 ) -> Iterator[List[str]]:
@@ -126,39 +188,68 @@ def iter_documents(
         max_document_bytes: if > 0, a document is cut after the line that makes it at least
             this long.
     """
-    for path in paths:
-        stats.files += 1
-        lines_before = stats.lines
-        start_bytes = stats.bytes_read
-        doc: List[str] = []
-        doc_bytes = 0
-        for raw in iter_lines(path, stats):
-            line = raw.strip()
-            if not line:
-                if doc:
-                    stats.documents += 1
-                    yield doc
-                doc, doc_bytes = [], 0
-                continue
-            stats.lines += 1
-            doc.append(line)
-            doc_bytes += len(raw) + 1
-            if max_document_bytes and doc_bytes >= max_document_bytes:
-                stats.documents += 1
-                stats.split_documents += 1
-                yield doc
-                doc, doc_bytes = [], 0
-        if doc:
-            stats.documents += 1
-            yield doc
-        if stats.bytes_read == start_bytes:
-            _warn(stats, f"{path}: empty file, skipped")
-        elif stats.lines == lines_before:
-            _warn(stats, f"{path}: only blank lines, skipped")
+    for _, doc in iter_pieces(paths, stats, max_document_bytes):
+        yield doc
+
+
+class _NegativePool:
+    """Recent text of other documents, for chunks that hold pieces of one document only.
+
+    Holds at most `pool_bytes`, and at most a quarter of that per document id (so one long
+    document cannot push the others out), dropping the oldest documents first.
+    """
+
+    def __init__(self, pool_bytes: int):
+        self.pool_bytes = pool_bytes
+        self.per_id = max(pool_bytes // 4, 1)
+        self._docs: Deque[Tuple[int, List[str], int]] = collections.deque()
+        self._bytes = 0
+        self._per_id_bytes: collections.Counter = collections.Counter()
+
+    def add(self, doc_id: int, lines: List[str]) -> None:
+        room = self.per_id - self._per_id_bytes[doc_id]
+        kept: List[str] = []
+        size = 0
+        for line in lines:
+            if size + len(line) + 1 > room:
+                break
+            kept.append(line)
+            size += len(line) + 1
+        if not kept:
+            return
+        self._docs.append((doc_id, kept, size))
+        self._bytes += size
+        self._per_id_bytes[doc_id] += size
+        while self._bytes > self.pool_bytes:
+            old_id, _, old_size = self._docs.popleft()
+            self._bytes -= old_size
+            self._per_id_bytes[old_id] -= old_size
+
+    @property
+    def full(self) -> bool:
+        return self._bytes >= self.pool_bytes - self.per_id
+
+    def others(self, doc_id: int) -> Tuple[List[List[str]], List[int]]:
+        """The held documents whose id is not `doc_id`: (documents, ids)."""
+        picked = [(i, d) for i, d, _ in self._docs if i != doc_id]
+        return [d for _, d in picked], [i for i, _ in picked]
+
+
+def _lookahead_pool(paths: Sequence[str], first_id: int, pool_bytes: int,
+                    max_document_bytes: int) -> _NegativePool:
+    """The documents after document `first_id`, up to `pool_bytes` (read ahead once)."""
+    pool = _NegativePool(pool_bytes)
+    for doc_id, doc in iter_pieces(paths, CorpusStats(), max_document_bytes):
+        if doc_id != first_id:
+            pool.add(doc_id, doc)
+            if pool.full:
+                break
+    return pool
 
 
 def iter_chunks(
-    paths: Sequence[str], chunk_bytes: int, stats: Optional[CorpusStats] = None
+    paths: Sequence[str], chunk_bytes: int, stats: Optional[CorpusStats] = None,
+    pool_bytes: Optional[int] = None,
 ) -> Iterator[Chunk]:
     """Groups the documents of `paths` into chunks of at least `chunk_bytes` of text.
 
@@ -166,6 +257,9 @@ def iter_chunks(
         paths: input files, read in order.
         chunk_bytes: minimum text size of a chunk (the last one may be smaller).
         stats: counters and warnings (a fresh one if None).
+        pool_bytes: the most text of other documents held from recent documents, and from
+            the documents read ahead, for a chunk of one document (default: chunk_bytes //
+            8, so a pool is at most a quarter of a chunk; 0: none).
 
     Yields:
         Chunks with consecutive indices from 0.
@@ -173,27 +267,52 @@ def iter_chunks(
     if chunk_bytes <= 0:
         raise ValueError("chunk_bytes must be > 0")
     stats = stats if stats is not None else CorpusStats()
+    pool_bytes = chunk_bytes // 8 if pool_bytes is None else pool_bytes
+    recent = _NegativePool(pool_bytes)
+    lookahead: List[_NegativePool] = []  # read once, when first needed
+
+    def finish(chunk: Chunk) -> Chunk:
+        ids = set(chunk.doc_ids)
+        if pool_bytes > 0 and len(ids) == 1:
+            (doc_id,) = ids
+            if not lookahead:
+                lookahead.append(_lookahead_pool(paths, 0, pool_bytes, chunk_bytes))
+            docs, pool_ids = recent.others(doc_id)
+            held = set(pool_ids)
+            ahead_docs, ahead_ids = lookahead[0].others(doc_id)
+            for doc, other in zip(ahead_docs, ahead_ids):
+                if other not in held:  # recent text first, then the read-ahead
+                    docs.append(doc)
+                    pool_ids.append(other)
+            chunk.pool, chunk.pool_ids = docs, pool_ids
+        for doc_id, doc in zip(chunk.doc_ids, chunk.documents):
+            recent.add(doc_id, doc)
+        return chunk
+
     index = 0
     held: Optional[Chunk] = None  # the last full chunk, kept back to absorb a small tail
     docs: List[List[str]] = []
+    ids: List[int] = []
     size = 0
-    for doc in iter_documents(paths, stats, max_document_bytes=chunk_bytes):
+    for doc_id, doc in iter_pieces(paths, stats, max_document_bytes=chunk_bytes):
         docs.append(doc)
+        ids.append(doc_id)
         size += sum(len(line) + 1 for line in doc) + 1
         if size >= chunk_bytes:
             if held is not None:
-                yield held
-            held = Chunk(index=index, documents=docs, num_bytes=size)
+                yield finish(held)
+            held = Chunk(index=index, documents=docs, num_bytes=size, doc_ids=ids)
             index += 1
-            docs, size = [], 0
+            docs, ids, size = [], [], 0
     if docs and held is not None and size < chunk_bytes // 2:
         held.documents.extend(docs)
+        held.doc_ids.extend(ids)
         held.num_bytes += size
         docs = []
     if held is not None:
-        yield held
+        yield finish(held)
     if docs:
-        yield Chunk(index=index, documents=docs, num_bytes=size)
+        yield finish(Chunk(index=index, documents=docs, num_bytes=size, doc_ids=ids))
 
 
 def _warn(stats: CorpusStats, message: str) -> None:

@@ -71,8 +71,12 @@ flags.DEFINE_integer("num_output_shards", None,
 flags.DEFINE_float("chunk_mb", 0.5,
                    "Text per parallel task, in MB. Random next sentences are drawn from the "
                    "task's documents. The output depends on it (not on --num_workers).")
-flags.DEFINE_integer("shuffle_buffer_size", 16384,
-                     "Records shuffled together before being dealt to the shards.")
+flags.DEFINE_float("shuffle_memory_mb", 256,
+                   "Memory for the global shuffle of all records; beyond it, records are "
+                   "spilled to temporary files (the output does not depend on it).")
+flags.DEFINE_string("temp_dir", None,
+                    "Directory for the shuffle's temporary files (default: beside the "
+                    "outputs). Removed when the job ends, also on errors and Ctrl-C.")
 flags.DEFINE_integer("log_examples", 3, "Number of decoded instances logged at the start.")
 flags.DEFINE_float("progress_seconds", 5.0, "Seconds between progress lines (0: none).")
 
@@ -103,7 +107,7 @@ def output_paths(output_file: str, num_output_shards: int | None) -> List[str]:
 def validate(max_seq_length: int, max_predictions_per_seq: int, masked_lm_prob: float,
              short_seq_prob: float, dupe_factor: int, max_ngram_size: int, nsp: bool,
              whole_word_mask_mode: str, output_compression: str, num_workers: int,
-             chunk_mb: float, shuffle_buffer_size: int) -> None:
+             chunk_mb: float, shuffle_memory_mb: float) -> None:
     """Rejects impossible flag values with a one-line UserError."""
     if max_seq_length < 5:
         raise UserError(f"--max_seq_length={max_seq_length}: must be >= 5")
@@ -129,8 +133,8 @@ def validate(max_seq_length: int, max_predictions_per_seq: int, masked_lm_prob: 
         raise UserError(f"--num_workers={num_workers}: must be >= 1")
     if not chunk_mb > 0:
         raise UserError(f"--chunk_mb={chunk_mb}: must be > 0")
-    if shuffle_buffer_size < 1:
-        raise UserError(f"--shuffle_buffer_size={shuffle_buffer_size}: must be >= 1")
+    if not shuffle_memory_mb >= 1:
+        raise UserError(f"--shuffle_memory_mb={shuffle_memory_mb}: must be >= 1")
 
 
 def config_from_flags() -> PipelineConfig:
@@ -147,7 +151,7 @@ def config_from_flags() -> PipelineConfig:
     validate(FLAGS.max_seq_length, FLAGS.max_predictions_per_seq, FLAGS.masked_lm_prob,
              FLAGS.short_seq_prob, FLAGS.dupe_factor, FLAGS.max_ngram_size, not FLAGS.no_nsp,
              FLAGS.whole_word_mask_mode, compression, num_workers, FLAGS.chunk_mb,
-             FLAGS.shuffle_buffer_size)
+             FLAGS.shuffle_memory_mb)
     inputs = fileio.expand_patterns(FLAGS.input_file, "input_file")
     outputs = output_paths(FLAGS.output_file, FLAGS.num_output_shards)
     overlap = set(map(os.path.abspath, inputs)) & set(map(os.path.abspath, outputs))
@@ -172,7 +176,8 @@ def config_from_flags() -> PipelineConfig:
         use_v2_feature_names=FLAGS.use_v2_feature_names,
         num_workers=num_workers,
         chunk_bytes=max(1, int(FLAGS.chunk_mb * 1e6)),
-        shuffle_buffer_size=FLAGS.shuffle_buffer_size,
+        shuffle_memory_bytes=int(FLAGS.shuffle_memory_mb * 2**20),
+        temp_dir=FLAGS.temp_dir or "",
         log_examples=max(0, FLAGS.log_examples),
         progress_seconds=FLAGS.progress_seconds,
     )

@@ -11,7 +11,10 @@ one vectorised gather.
 NSP packing follows the original `create_instances_from_document` step by step (target
 length per document, chunk accumulation, random split point `a_end`, random next with "put
 back", `truncate_seq_pair`). The random next document is drawn from the chunk's documents
-rather than from the whole corpus. Truncation removes from the longer segment (ties: `B`),
+rather than from the whole corpus, and it never shares A's document id (pieces of a long
+document share one): after the original's 10 tries, one of the other documents is drawn
+directly, from the chunk or else from its pool of other documents (`corpus.Chunk.pool`).
+Only a corpus of a single document takes B from A's own document, as the original does. Truncation removes from the longer segment (ties: `B`),
 front or back with probability 1/2 per token, exactly as the original; since which segment
 loses each token does not depend on the coin flips, only the counts are computed, and the
 number of front removals is one binomial draw (same distribution, O(1) for a 10 MB line).
@@ -21,7 +24,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-from typing import List, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -83,27 +86,46 @@ class DocumentBuffer:
         sent_start: start offset in `ids` of each sentence (all documents, in order).
         sent_end: end offset (exclusive) of each sentence.
         doc_sents: (first, last + 1) sentence indices of each document.
+        doc_ids: the corpus-wide document id of each document.
+        num_main: documents [0, num_main) are packed into instances; the rest (the chunk's
+            pool) only supply random next segments.
     """
 
     ids: np.ndarray
     sent_start: List[int]
     sent_end: List[int]
     doc_sents: List[Tuple[int, int]]
+    doc_ids: List[int] = dataclasses.field(default_factory=list)
+    num_main: int = -1
+
+    def __post_init__(self):
+        if not self.doc_ids:
+            self.doc_ids = list(range(len(self.doc_sents)))
+        if self.num_main < 0:
+            self.num_main = len(self.doc_sents)
 
     @classmethod
-    def from_documents(cls, documents: Sequence[Sequence[Sequence[int]]],
-                       sep_id: int) -> "DocumentBuffer":
+    def from_documents(cls, documents: Sequence[Sequence[Sequence[int]]], sep_id: int,
+                       doc_ids: Optional[Sequence[int]] = None,
+                       pool: Sequence[Sequence[Sequence[int]]] = (),
+                       pool_ids: Sequence[int] = ()) -> "DocumentBuffer":
         """Builds the buffer; empty sentences and documents without tokens are dropped.
 
         Args:
             documents: documents -> sentences -> token ids.
             sep_id: the [SEP] id written after each document.
+            doc_ids: the id of each document (default: all distinct).
+            pool, pool_ids: other documents that only supply random next segments.
         """
+        doc_ids = list(range(len(documents))) if doc_ids is None else list(doc_ids)
         flat: List[int] = []
         sent_start: List[int] = []
         sent_end: List[int] = []
         doc_sents: List[Tuple[int, int]] = []
-        for doc in documents:
+        kept_ids: List[int] = []
+        num_main = 0
+        for k, (doc, doc_id) in enumerate(zip(list(documents) + list(pool),
+                                              doc_ids + list(pool_ids))):
             first = len(sent_start)
             for sent in doc:
                 if len(sent):
@@ -112,12 +134,23 @@ class DocumentBuffer:
                     sent_end.append(len(flat))
             if len(sent_start) > first:
                 doc_sents.append((first, len(sent_start)))
+                kept_ids.append(doc_id)
+                num_main += k < len(documents)
                 flat.append(sep_id)
-        return cls(np.asarray(flat, dtype=np.int32), sent_start, sent_end, doc_sents)
+        return cls(np.asarray(flat, dtype=np.int32), sent_start, sent_end, doc_sents,
+                   kept_ids, num_main)
 
     @property
     def num_documents(self) -> int:
-        return len(self.doc_sents)
+        """Documents packed into instances (the pool not included)."""
+        return self.num_main
+
+    def other_documents(self, doc: int) -> List[int]:
+        """Documents with another id than `doc`'s: in the chunk, else in the pool."""
+        mine = self.doc_ids[doc]
+        main = [r for r in range(self.num_main) if self.doc_ids[r] != mine]
+        return main or [r for r in range(self.num_main, len(self.doc_sents))
+                        if self.doc_ids[r] != mine]
 
 
 @dataclasses.dataclass
@@ -157,16 +190,19 @@ def nsp_spans(buf: DocumentBuffer, config: PackingConfig, stream: RandomStream) 
         Untruncated spans (see `truncate`).
     """
     starts, ends, docs = buf.sent_start, buf.sent_end, buf.doc_sents
+    doc_ids = buf.doc_ids
     max_num_tokens = config.max_num_tokens
     short_seq_prob = config.short_seq_prob
-    last_doc = len(docs) - 1
+    last_doc = buf.num_main - 1
     uniform, randint = stream.uniform, stream.randint
+    others: dict = {}  # document id -> documents of other ids (when 10 tries are not enough)
     a0s: List[int] = []
     a1s: List[int] = []
     b0s: List[int] = []
     b1s: List[int] = []
     rnd: List[int] = []
-    for d, (lo, hi) in enumerate(docs):
+    for d in range(buf.num_main):
+        lo, hi = docs[d]
         target = max_num_tokens
         if uniform() < short_seq_prob:
             target = randint(2, max_num_tokens)
@@ -183,8 +219,14 @@ def nsp_spans(buf: DocumentBuffer, config: PackingConfig, stream: RandomStream) 
                 r = d
                 for _ in range(10):  # the original's 10 tries at another document
                     r = randint(0, last_doc)
-                    if r != d:
+                    if doc_ids[r] != doc_ids[d]:
                         break
+                else:
+                    if doc_ids[d] not in others:
+                        others[doc_ids[d]] = buf.other_documents(d)
+                    choices = others[doc_ids[d]]
+                    if choices:
+                        r = choices[randint(0, len(choices) - 1)]
                 rlo, rhi = docs[r]
                 rs = randint(rlo, rhi - 1)
                 re = bisect.bisect_left(ends, starts[rs] + target_b, rs, rhi - 1)
@@ -224,7 +266,8 @@ def full_sentence_spans(buf: DocumentBuffer, config: PackingConfig,
     block_start = -1
     block_end = -1
     target = new_target()
-    for s, e in zip(starts, ends):
+    n_sents = buf.doc_sents[buf.num_main - 1][1] if buf.num_main else 0  # no pool sentences
+    for s, e in zip(starts[:n_sents], ends[:n_sents]):
         if block_start >= 0 and e - block_start > target:
             a0s.append(block_start)
             a1s.append(block_end)

@@ -25,7 +25,9 @@ class PipelineConfig:
         use_v2_feature_names: input_word_ids / input_type_ids instead of v1 names.
         num_workers: processes (1 runs in this process).
         chunk_bytes: text per task; the output depends on it (not on num_workers).
-        shuffle_buffer_size: records shuffled together in the parent (at least).
+        shuffle_memory_bytes: records the global shuffle holds in memory; beyond it they
+            are spilled to temporary files (and read back in pieces of about this size).
+        temp_dir: where the shuffle's temporary directory goes ("": beside the outputs).
         log_examples: decoded instances logged at the start.
         progress_seconds: interval of progress lines.
     """
@@ -46,6 +48,7 @@ class PipelineConfig:
     use_v2_feature_names: bool = False
     num_workers: int = 1
     chunk_bytes: int = 512 * 1024
-    shuffle_buffer_size: int = 16384
+    shuffle_memory_bytes: int = 256 * 2**20
+    temp_dir: str = ""
     log_examples: int = 3
     progress_seconds: float = 5.0

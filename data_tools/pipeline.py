@@ -1,13 +1,14 @@
-"""The create-pretraining-data job: chunks -> parallel workers -> bounded shuffle -> shards.
+"""The create-pretraining-data job: chunks -> parallel workers -> global shuffle -> shards.
 
 The parent streams the input into chunks of whole documents (`data_tools.corpus`); each
 chunk is one task (`data_tools.tasks`), run by a pool of worker processes. Results are
 consumed in task order, so the output is byte-identical whatever the number of workers.
 
-The parent shuffles records within a window of consecutive tasks (at least
-`shuffle_buffer_size` records; the whole output when it is smaller) and deals them
-round-robin to the output shards, as the original deals its globally shuffled instances.
-Memory is bounded by the window and a few tasks in flight, not by the corpus size.
+Every record of the run then goes through one global shuffle (`data_tools.shuffle`): each
+output file is a uniform random sample of all instances, in random order, as the original
+shuffles all its instances before writing. Memory is bounded by the shuffle's budget
+(records beyond it are spilled to temporary files) and a few tasks in flight, not by the
+corpus size.
 """
 
 from __future__ import annotations
@@ -17,17 +18,17 @@ import concurrent.futures
 import concurrent.futures.process
 import dataclasses
 import multiprocessing
+import os
 import signal
 import sys
 import time
 from typing import Deque, Dict, Iterable, Iterator, List, Tuple
 
-import numpy as np
 from absl import logging
 
 from bert_tf import fileio, schema, tokenization
 from bert_tf.errors import UserError
-from data_tools import corpus, tfrecord_writer
+from data_tools import corpus, shuffle, tfrecord_writer
 from data_tools.job_config import PipelineConfig
 from data_tools.tasks import InstanceStats, TaskResult, process_chunk
 
@@ -48,11 +49,6 @@ class RunSummary:
     seconds: float
     warnings: List[str]
     stats: InstanceStats
-
-
-def shuffle_rng(random_seed: int) -> np.random.Generator:
-    """The generator of the parent's shuffle windows (independent of every task's)."""
-    return np.random.default_rng(np.random.SeedSequence(random_seed % (1 << 64), spawn_key=(1,)))
 
 
 # ---- worker processes ------------------------------------------------------------------
@@ -107,52 +103,6 @@ def _map_ordered(chunks: Iterable[corpus.Chunk], config: PipelineConfig,
         for process in list((getattr(executor, "_processes", None) or {}).values()):
             process.terminate()
         executor.shutdown(wait=True, cancel_futures=True)
-
-
-class ShardDealer:
-    """Shuffles records within windows of consecutive tasks and deals them to the shards."""
-
-    def __init__(self, writer: tfrecord_writer.ShardedWriter, num_shards: int,
-                 buffer_size: int, rng: np.random.Generator):
-        self._writer = writer
-        self._num_shards = num_shards
-        self._buffer_size = buffer_size
-        self._rng = rng
-        self._blocks: List[Tuple[np.ndarray, np.ndarray]] = []
-        self._buffered = 0
-        self._next_shard = 0
-        self.records = 0
-
-    def add(self, frames: np.ndarray, lengths: np.ndarray) -> None:
-        if len(lengths):
-            self._blocks.append((frames, lengths))
-            self._buffered += len(lengths)
-        if self._buffered >= self._buffer_size:
-            self.flush()
-
-    def flush(self) -> None:
-        if not self._buffered:
-            return
-        blocks = [memoryview(frames) for frames, _ in self._blocks]
-        # Record j of the window: block block_of[j], bytes [start[j], end[j]) of that block.
-        block_of = np.concatenate([np.full(len(l), b, dtype=np.int64)
-                                   for b, (_, l) in enumerate(self._blocks)])
-        end = np.concatenate([np.cumsum(l) for _, l in self._blocks])
-        start = end - np.concatenate([l for _, l in self._blocks])
-        self._blocks, self._buffered = [], 0
-        order = self._rng.permutation(len(block_of))
-        # Record j of the shuffled window goes to shard (next_shard + j) % num_shards, as the
-        # original deals its shuffled instances round-robin.
-        shard_of = (self._next_shard + np.arange(len(order))) % self._num_shards
-        for shard in range(self._num_shards):
-            mine = order[shard_of == shard]
-            for lo in range(0, len(mine), 4096):
-                sel = mine[lo:lo + 4096]
-                self._writer.write(shard, b"".join([
-                    blocks[b][s:e] for b, s, e in zip(block_of[sel].tolist(),
-                                                       start[sel].tolist(), end[sel].tolist())]))
-        self._next_shard = (self._next_shard + len(order)) % self._num_shards
-        self.records += len(order)
 
 
 class _Progress:
@@ -216,24 +166,37 @@ def run(config: PipelineConfig) -> RunSummary:
     corpus_stats = corpus.CorpusStats()
     stats = InstanceStats()
     progress = _Progress(total_bytes, config.progress_seconds)
-    with tfrecord_writer.ShardedWriter(config.output_files, config.output_compression) as w:
-        dealer = ShardDealer(w, len(config.output_files), config.shuffle_buffer_size,
-                             shuffle_rng(config.random_seed))
+    record_bytes = 0
+
+    def expected_record_bytes() -> int:
+        # Records per input byte so far, times the input: sizes the shuffle's buckets.
+        return int(record_bytes * total_bytes / max(progress.bytes, 1))
+
+    with tfrecord_writer.ShardedWriter(config.output_files, config.output_compression) as w, \
+            shuffle.ExternalShuffle(len(config.output_files), config.random_seed,
+                                    config.shuffle_memory_bytes,
+                                    config.temp_dir or os.path.dirname(config.output_files[0]),
+                                    expected_record_bytes) as shuffler:
         chunks = corpus.iter_chunks(config.input_files, config.chunk_bytes, corpus_stats)
         for result in _map_ordered(chunks, config, tokenizer):
             for example in result.examples:
                 log_example(example, tokenizer, config.use_v2_feature_names)
-            dealer.add(result.frames, result.frame_lengths)
-            stats.add(result.stats)
+            record_bytes += result.frames.nbytes
             progress.update(result)
-        dealer.flush()
-        if dealer.records == 0:
+            shuffler.add(result.index, result.frames, result.frame_lengths)
+            stats.add(result.stats)
+        if shuffler.records == 0:
             raise UserError(
                 f"no text to write: the {len(config.input_files)} input file(s) hold no "
                 "document with a token (empty, blank or unreadable lines only)")
+        if shuffler.spill_dir:
+            logging.info("shuffling: %.1f MB of records spilled to %s", shuffler.spilled_bytes
+                         / 1e6, shuffler.spill_dir)
+        shuffler.write_to(w.write)
         bytes_written = sum(w.bytes_written)
+    num_records = shuffler.records
     seconds = time.monotonic() - start
-    summary = RunSummary(dealer.records, progress.documents, corpus_stats.lines,
+    summary = RunSummary(num_records, progress.documents, corpus_stats.lines,
                          len(config.output_files), bytes_written, seconds,
                          corpus_stats.warnings, stats)
     logging.info("wrote %d instances to %d shard(s), %.1f MB of records, in %.1f s (%.0f "

@@ -141,8 +141,12 @@ def instance_batches(chunk: corpus.Chunk, config: PipelineConfig,
     vocab = tokenizer.vocab
     cls_id, sep_id = vocab[tokenization.CLS], vocab[tokenization.SEP]
     docs = [tokenizer.encode_batch(doc) for doc in chunk.documents]
-    buf = instances.DocumentBuffer.from_documents(docs, sep_id)
-    del docs
+    # The pool only supplies random next segments, so MLM-only packing ignores it.
+    pool = ([tokenizer.encode_batch(doc) for doc in chunk.pool] if config.packing.nsp
+            else [])
+    buf = instances.DocumentBuffer.from_documents(
+        docs, sep_id, chunk.doc_ids or None, pool, chunk.pool_ids[:len(pool)])
+    del docs, pool
     if not buf.num_documents:
         return
     rng = task_rng(config.random_seed, chunk.index)

@@ -269,13 +269,14 @@ def _start_long_run(tmp_path, corpus_path, google_vocab_path, repo_root):
     out_dir = tmp_path / "out"
     out_dir.mkdir()
     args = _base(big, out_dir / "t-{shard}.tfrecord", google_vocab_path, "--dupe_factor=10",
-                 "--num_output_shards=2", "--num_workers=2")
+                 "--num_output_shards=2", "--num_workers=2", "--shuffle_memory_mb=1")
     env = dict(os.environ, PYTHONPATH=str(repo_root), TF_CPP_MIN_LOG_LEVEL="2")
     proc = subprocess.Popen([sys.executable, "-m", "data_tools.create_pretraining_data"] + args,
                             cwd=repo_root, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     deadline = time.monotonic() + 60
-    while not any(".tmp-" in n for n in os.listdir(out_dir)):
+    # Wait until the shuffle spills to its temporary directory beside the outputs.
+    while not any(n.startswith(".bert_tf-shuffle-") for n in os.listdir(out_dir)):
         assert proc.poll() is None and time.monotonic() < deadline, "run ended too early"
         time.sleep(0.05)
     time.sleep(1.0)  # workers are busy now
@@ -290,13 +291,13 @@ def _children(pid):
         return []
 
 
-@pytest.mark.parametrize("how", ["sigint", "kill_worker"])
+@pytest.mark.parametrize("how", ["sigint", "sigterm", "kill_worker"])
 def test_interrupt_or_crash_leaves_nothing(how, tmp_path, corpus_path, google_vocab_path,
                                            repo_root):
     proc, out_dir = _start_long_run(tmp_path, corpus_path, google_vocab_path, repo_root)
     try:
-        if how == "sigint":
-            os.kill(proc.pid, signal.SIGINT)
+        if how in ("sigint", "sigterm"):
+            os.kill(proc.pid, signal.SIGINT if how == "sigint" else signal.SIGTERM)
         else:
             workers = _children(proc.pid)
             assert workers, "no worker process found"
@@ -306,12 +307,12 @@ def test_interrupt_or_crash_leaves_nothing(how, tmp_path, corpus_path, google_vo
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-    if how == "sigint":
+    if how in ("sigint", "sigterm"):
         assert proc.returncode == 130 and "error: interrupted" in stderr
     else:
         assert proc.returncode == 2 and "error: a worker process died" in stderr
     assert "Traceback" not in stderr
-    assert os.listdir(out_dir) == []  # no shard, no temporary file
+    assert os.listdir(out_dir) == []  # no shard, no temporary file or spill directory
     deadline = time.monotonic() + 10
     while _session_processes(proc.pid) and time.monotonic() < deadline:
         time.sleep(0.1)

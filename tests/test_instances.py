@@ -212,3 +212,51 @@ def test_random_stream_bounds_and_determinism():
     assert draws == [s2.randint(2, 4) for _ in range(3000)]  # block size does not matter
     assert abs(np.mean(draws) - 3.0) < 0.06
     assert instances.RandomStream(np.random.default_rng(1)).uniform() < 1.0
+
+
+def _doc_of(buf, offset):
+    return next(k for k, (lo, hi) in enumerate(buf.doc_sents)
+                if buf.sent_start[lo] <= offset < buf.sent_end[hi - 1])
+
+
+def test_random_next_never_comes_from_a_piece_of_the_same_document():
+    # Pieces 0 and 1 are one document (id 7), cut in two; piece 2 is another (id 8) but
+    # short, so the original's 10 tries often land on id 7 again.
+    docs = _documents(1, num_docs=3, max_sents=9)
+    docs[0] = [[10 + t for t in range(20)] for _ in range(40)]
+    docs[1] = [[20 + t for t in range(20)] for _ in range(40)]
+    buf = DocumentBuffer.from_documents(docs, SEP, doc_ids=[7, 7, 8])
+    config = PackingConfig(max_seq_length=32, short_seq_prob=0.0)
+    spans = nsp_spans(buf, config, RandomStream(np.random.default_rng(0)))
+    rnd = spans.is_random_next == 1
+    a_docs = np.array([buf.doc_ids[_doc_of(buf, a)] for a in spans.a_start.tolist()])
+    b_docs = np.array([buf.doc_ids[_doc_of(buf, b)] for b in spans.b_start.tolist()])
+    assert rnd.sum() > 20 and (a_docs[rnd] != b_docs[rnd]).all()
+    assert (a_docs[~rnd] == b_docs[~rnd]).all()
+
+
+def test_pool_supplies_random_next_segments_but_is_never_packed():
+    docs = [[[10 + t for t in range(15)] for _ in range(60)]]  # one piece of a long document
+    pool = [[[500 + t for t in range(9)] for _ in range(5)], [[900, 901]]]
+    buf = DocumentBuffer.from_documents(docs, SEP, doc_ids=[3], pool=pool, pool_ids=[4, 5])
+    assert buf.num_documents == 1 and len(buf.doc_sents) == 3
+    spans = nsp_spans(buf, PackingConfig(max_seq_length=32),
+                      RandomStream(np.random.default_rng(1)))
+    pool_start = buf.sent_start[buf.doc_sents[1][0]]
+    rnd = spans.is_random_next == 1
+    assert (spans.a_start + spans.a_len <= pool_start).all()  # A only from the document
+    assert rnd.sum() > 10 and (spans.b_start[rnd] >= pool_start).all()
+    assert {_doc_of(buf, b) for b in spans.b_start[rnd].tolist()} == {1, 2}
+    # MLM-only blocks ignore the pool too.
+    blocks = full_sentence_spans(buf, PackingConfig(max_seq_length=32, nsp=False),
+                                 RandomStream(np.random.default_rng(1)))
+    assert (blocks.a_start + blocks.a_len <= pool_start).all()
+
+
+def test_a_single_document_corpus_falls_back_to_its_own_text():
+    docs = [[[10 + t for t in range(15)] for _ in range(200)]]
+    buf = DocumentBuffer.from_documents(docs, SEP)
+    spans = nsp_spans(buf, PackingConfig(max_seq_length=32),
+                      RandomStream(np.random.default_rng(2)))
+    # As the original: with nothing else to draw from, B comes from the same document.
+    assert 30 < (spans.is_random_next == 1).sum() < len(spans) - 30

@@ -1,7 +1,15 @@
-"""Tests of data_tools.pipeline.run: byte-identical output for any worker count, round-robin
-shards, gzip, and remote paths through tf.io.gfile (the ram:// filesystem)."""
+"""Tests of data_tools.pipeline.run: byte-identical output for any worker count and memory
+budget, gzip, remote paths through tf.io.gfile (the ram:// filesystem), and properties of the
+whole output on corpora built to break them: a global shuffle (no corpus order, no bunched
+dupes) and no random next segment from A's own document when documents are long."""
 
+import collections
+
+import numpy as np
 import pytest
+
+from bert_tf import schema
+from data_tools.instances import PackingConfig
 
 from data_tools import pipeline
 from data_tools.job_config import PipelineConfig
@@ -20,24 +28,28 @@ def _small_corpus(tmp_path, corpus_lines, n_lines=2500):
     return path
 
 
-def test_run_is_identical_for_any_worker_count_and_deals_shards(
+def test_run_is_identical_for_any_worker_count_and_memory_budget(
         tmp_path, corpus_lines, google_vocab_path):
     tf = pytest.importorskip("tensorflow")
     small = _small_corpus(tmp_path, corpus_lines)
     outs = {}
-    for workers in (1, 2):
-        files = tuple(str(tmp_path / f"w{workers}-{s}.tfrecord") for s in range(3))
+    for workers, memory in ((1, 256 << 20), (2, 256 << 20), (2, 100_000)):
+        files = tuple(str(tmp_path / f"w{workers}-{memory}-{s}.tfrecord") for s in range(3))
         config = _config(google_vocab_path, input_files=(str(small),), output_files=files,
                          num_workers=workers, chunk_bytes=60_000, dupe_factor=2,
-                         shuffle_buffer_size=1000)
+                         shuffle_memory_bytes=memory, temp_dir=str(tmp_path / "spill"))
         summary = pipeline.run(config)
-        outs[workers] = [open(f, "rb").read() for f in files]
-    assert outs[1] == outs[2]
-    counts = [sum(1 for _ in tf.data.TFRecordDataset(str(tmp_path / f"w1-{s}.tfrecord")))
+        outs[workers, memory] = [open(f, "rb").read() for f in files]
+    assert outs[1, 256 << 20] == outs[2, 256 << 20] == outs[2, 100_000]
+    assert list((tmp_path / "spill").iterdir()) == []  # the spilled buckets are gone
+    counts = [sum(1 for _ in tf.data.TFRecordDataset(str(tmp_path / f"w1-{256 << 20}-{s}.tfrecord")))
               for s in range(3)]
-    # Round-robin dealing: shard sizes differ by at most one record.
-    assert sum(counts) == summary.instances and max(counts) - min(counts) <= 1
-    assert summary.documents > 10 and summary.bytes_written == sum(len(b) for b in outs[1])
+    # Each record goes to a uniformly random shard: sizes ~ n/3 +- a few sd.
+    assert sum(counts) == summary.instances
+    sd = (summary.instances * 2 / 9) ** 0.5
+    assert all(abs(c - summary.instances / 3) < 4 * sd for c in counts)
+    assert summary.documents > 10 and summary.bytes_written == sum(
+        len(b) for b in outs[1, 256 << 20])
 
 
 def test_gzip_output_reads_back(tmp_path, corpus_lines, google_vocab_path):
@@ -68,3 +80,88 @@ def test_remote_paths_through_tf_gfile(corpus_lines, google_vocab_path):
     assert sorted(tf.io.gfile.listdir("ram://cpd_test/out")) == ["t-0.tfrecord", "t-1.tfrecord"]
     n = sum(1 for _ in tf.data.TFRecordDataset(outs))
     assert n == summary.instances > 50
+
+
+# ---- properties of the whole output ------------------------------------------------------
+
+_WORDS = 5  # words per document (document k writes only "d<k>w0" ... "d<k>w4")
+
+
+def _synthetic(tmp_path, num_docs, sents_per_doc, seed=0):
+    """A corpus whose every word names its document, and a whole-word vocab for it."""
+    rng = np.random.default_rng(seed)
+    docs = []
+    for k in range(num_docs):
+        docs.append("\n".join(" ".join(f"d{k}w{j}" for j in rng.integers(0, _WORDS, n))
+                              for n in rng.integers(4, 12, sents_per_doc)))
+    corpus = tmp_path / "synthetic.txt"
+    corpus.write_text("\n\n".join(docs) + "\n", encoding="utf-8")
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [
+        f"d{k}w{j}" for k in range(num_docs) for j in range(_WORDS)]) + "\n")
+    return corpus, vocab
+
+
+def _source_documents(path):
+    """(document of segment A, document of segment B or -1, is_random) of every record, in
+    file order: the majority document of each segment's unmasked tokens."""
+    tf = pytest.importorskip("tensorflow")
+    out = []
+    for raw in tf.data.TFRecordDataset(path):
+        f = tf.train.Example.FromString(raw.numpy()).features.feature
+        ids = np.array(f[schema.INPUT_IDS].int64_list.value)
+        seg = np.array(f[schema.SEGMENT_IDS].int64_list.value)
+        masked = set(f[schema.MASKED_LM_POSITIONS].int64_list.value)
+        keep = np.array([i not in masked for i in range(len(ids))]) & (ids >= 5)
+        doc = (ids - 5) // _WORDS
+
+        def majority(sel):
+            votes = collections.Counter(doc[sel].tolist())
+            return votes.most_common(1)[0][0] if votes else -1
+
+        out.append((majority(keep & (seg == 0)), majority(keep & (seg == 1)),
+                    f[schema.NEXT_SENTENCE_LABELS].int64_list.value[0]))
+    return out
+
+
+def test_output_order_is_independent_of_corpus_order_and_dupes_are_spread(tmp_path):
+    """300 documents, dupe_factor 4, a memory budget of 1/20 of the output (so a windowed
+    shuffle would leave corpus order): record position must not predict its document."""
+    corpus, vocab = _synthetic(tmp_path, num_docs=300, sents_per_doc=12)
+    files = tuple(str(tmp_path / f"o-{s}.tfrecord") for s in range(2))
+    config = _config(str(vocab), input_files=(str(corpus),), output_files=files,
+                     chunk_bytes=4000, dupe_factor=4, shuffle_memory_bytes=60_000,
+                     packing=PackingConfig(max_seq_length=32))
+    summary = pipeline.run(config)
+    assert summary.instances > 3000
+    for path in files:
+        docs = np.array([a for a, _, _ in _source_documents(path)])
+        n = len(docs)
+        ranks = np.argsort(np.argsort(docs, kind="stable"))
+        rho = np.corrcoef(np.arange(n), ranks)[0, 1]  # Spearman's rank correlation
+        assert abs(rho) < 4 / n ** 0.5, rho  # 4 sd of rho under a random order
+        # Adjacent records of one document, over what a random order gives: dupes of a
+        # document are written together by one task, so any local shuffle bunches them.
+        counts = np.bincount(docs)
+        expected = float((counts * (counts - 1)).sum()) / (n * (n - 1))
+        observed = float(np.mean(docs[1:] == docs[:-1]))
+        assert observed / expected < 1.5, (observed, expected)
+
+
+def test_random_next_segments_never_come_from_a_long_documents_own_text(tmp_path):
+    """4 documents of ~24 KB cut into chunks of 6 KB: every chunk holds pieces of one
+    document (the first one too, before any other was read)."""
+    corpus, vocab = _synthetic(tmp_path, num_docs=4, sents_per_doc=600)
+    config = _config(str(vocab), input_files=(str(corpus),),
+                     output_files=(str(tmp_path / "o.tfrecord"),), chunk_bytes=6000,
+                     dupe_factor=2, packing=PackingConfig(max_seq_length=32))
+    pipeline.run(config)
+    records = _source_documents(str(tmp_path / "o.tfrecord"))
+    random_next = [(a, b) for a, b, r in records if r == 1]
+    is_next = [(a, b) for a, b, r in records if r == 0]
+    assert len(random_next) > 500 and len(is_next) > 500
+    assert sum(a == b for a, b in random_next) == 0  # never A's own document
+    assert sum(a != b for a, b in is_next) == 0
+    # Negatives come from every other document, not one neighbour.
+    for doc in range(4):
+        assert {b for a, b in random_next if a == doc} == {0, 1, 2, 3} - {doc}
