@@ -31,6 +31,9 @@ from typing import Dict, List, Optional
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # bert_tf, when the package is not installed
+sys.path.insert(0, str(REPO / "benchmarks"))
+import machine  # noqa: E402
+
 SHARED = REPO.parent / "shared" / "data"
 DEFAULT_CORPUS = SHARED / "wikitext2" / "wiki.valid+test.bert.txt"
 DEFAULT_VOCAB = SHARED / "vocab" / "bert-base-uncased-vocab.txt"
@@ -173,6 +176,7 @@ def main() -> None:
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="bench_cpd_"))
     try:
         corpus = scaled_corpus(args.corpus, args.scale, tmp)
+        print(machine.describe())
         print(f"corpus {corpus.stat().st_size / 1e6:.1f} MB (x{args.scale}), dupe_factor "
               f"{args.dupe_factor}, {args.num_workers} worker(s), {os.cpu_count()} cores; "
               f"load average {os.getloadavg()[0]:.1f}")

@@ -1,0 +1,162 @@
+"""Where the instances of `create_pretraining_data` go, traced back to their source documents.
+
+    .venv/bin/python benchmarks/bench_corpus_order.py [--reference_script=.../create_pretraining_data.py]
+
+Runs the job on the WikiText sample (dupe_factor 5) and on the same text regrouped into 4
+"books" of ~0.6 MB, then traces every record to its source document: masked tokens are put
+back, and each segment is matched by the 6-grams of token ids that occur in one document
+only. Prints, per job (and for the original script when given):
+
+- |Spearman rho| between a record's position in its output file and its document's
+  position in the corpus (0 for a random order);
+- records whose document equals the previous record's, over what a random order gives
+  (1.0 for a random order; dupes written together push it up);
+- on the books: IsRandom records whose B segment comes from A's own document.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import pathlib
+import sys
+import tempfile
+from typing import Dict, List, Tuple
+
+import numpy as np
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+import machine  # noqa: E402
+from bench_create_pretraining_data import (  # noqa: E402
+    DEFAULT_CORPUS, DEFAULT_VOCAB, prepare_reference, run_ours, run_reference)
+
+_N = 6  # n-gram length used to identify a document
+
+
+def read_documents(path: pathlib.Path) -> List[List[str]]:
+    docs, doc = [], []
+    for line in path.read_text(encoding="utf-8").split("\n"):
+        if line.strip():
+            doc.append(line.strip())
+        elif doc:
+            docs.append(doc)
+            doc = []
+    if doc:
+        docs.append(doc)
+    return docs
+
+
+def as_books(docs: List[List[str]], n: int) -> List[List[str]]:
+    """The documents regrouped, in order, into `n` documents of about equal size."""
+    per = -(-len(docs) // n)
+    return [[line for d in docs[i:i + per] for line in d] for i in range(0, len(docs), per)]
+
+
+def write_corpus(docs: List[List[str]], path: pathlib.Path) -> None:
+    path.write_text("\n\n".join("\n".join(d) for d in docs) + "\n", encoding="utf-8")
+
+
+def ngram_index(docs: List[List[str]], tokenizer) -> Dict[Tuple[int, ...], int]:
+    """6-grams of token ids that occur in exactly one document -> that document."""
+    owner: Dict[Tuple[int, ...], int] = {}
+    for k, doc in enumerate(docs):
+        ids = [i for sent in tokenizer.encode_batch(doc) for i in sent]
+        for g in {tuple(ids[j:j + _N]) for j in range(len(ids) - _N + 1)}:
+            owner[g] = k if owner.get(g, k) == k else -1
+    return {g: k for g, k in owner.items() if k >= 0}
+
+
+def trace(path: pathlib.Path, index: Dict[Tuple[int, ...], int]) -> List[Tuple[int, int, int]]:
+    """(document of A, document of B or -1, is_random) per record, in file order."""
+    import tensorflow as tf
+
+    from bert_tf import schema
+
+    spec = schema.parsing_spec(128, 20)
+    out = []
+    for batch in tf.data.TFRecordDataset(str(path)).batch(2048).map(
+            lambda x: tf.io.parse_example(x, spec)):
+        ids = batch[schema.INPUT_IDS].numpy()
+        seg = batch[schema.SEGMENT_IDS].numpy()
+        mask = batch[schema.INPUT_MASK].numpy()
+        pos = batch[schema.MASKED_LM_POSITIONS].numpy()
+        lab = batch[schema.MASKED_LM_IDS].numpy()
+        w = batch[schema.MASKED_LM_WEIGHTS].numpy()
+        rnd = batch[schema.NEXT_SENTENCE_LABELS].numpy().reshape(-1)
+        for r in range(len(ids)):
+            row = ids[r].copy()
+            keep = w[r] > 0
+            row[pos[r][keep]] = lab[r][keep]  # put the masked tokens back
+            n = int(mask[r].sum())
+            docs = []
+            for s in (0, 1):
+                sel = row[1:n][seg[r][1:n] == s][:-1]  # drop the segment's closing [SEP]
+                votes = collections.Counter(
+                    index[g] for g in (tuple(sel[j:j + _N].tolist())
+                                       for j in range(len(sel) - _N + 1)) if g in index)
+                docs.append(votes.most_common(1)[0][0] if votes else -1)
+            out.append((docs[0], docs[1], int(rnd[r])))
+    return out
+
+
+def order_figures(records: List[Tuple[int, int, int]]) -> Tuple[float, float]:
+    docs = np.array([a for a, _, _ in records if a >= 0])
+    n = len(docs)
+    # Spearman's rho: Pearson's on ranks, tied documents sharing their mean rank.
+    _, inverse, counts = np.unique(docs, return_inverse=True, return_counts=True)
+    ranks = (np.cumsum(counts) - counts + (counts - 1) / 2)[inverse]
+    rho = float(np.corrcoef(np.arange(n), ranks)[0, 1])
+    counts = np.bincount(docs)
+    expected = float((counts * (counts - 1)).sum()) / (n * (n - 1))
+    return abs(rho), float(np.mean(docs[1:] == docs[:-1])) / expected
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--corpus", type=pathlib.Path, default=DEFAULT_CORPUS)
+    parser.add_argument("--vocab", type=pathlib.Path, default=DEFAULT_VOCAB)
+    parser.add_argument("--dupe_factor", type=int, default=5)
+    parser.add_argument("--num_workers", type=int, default=2)
+    parser.add_argument("--reference_script", type=pathlib.Path, default=None)
+    args = parser.parse_args()
+    if not args.corpus.is_file():
+        args.corpus = REPO / "data" / "corpus" / "wikitext2.bert.txt"
+    if not args.vocab.is_file():
+        args.vocab = REPO / "data" / "vocab" / "bert-base-uncased-vocab.txt"
+    from bert_tf import tokenization
+
+    tokenizer = tokenization.FullTokenizer(str(args.vocab), True)
+    print(machine.describe())
+    tmp = pathlib.Path(tempfile.mkdtemp(prefix="bench_order_"))
+    docs = read_documents(args.corpus)
+    books = as_books(docs, 4)
+    write_corpus(docs, tmp / "articles.txt")
+    write_corpus(books, tmp / "books.txt")
+    jobs = [("ours", None)]
+    if args.reference_script:
+        jobs.append(("original", prepare_reference(args.reference_script.resolve(), tmp)))
+    for name, corpus_docs in (("articles", docs), ("books", books)):
+        index = ngram_index(corpus_docs, tokenizer)
+        print(f"== {name}: {len(corpus_docs)} documents, {len(index)} unique 6-grams")
+        for job, script in jobs:
+            out = tmp / f"{job}-{name}.tfrecord"
+            if script is None:
+                res = run_ours(tmp / f"{name}.txt", args.vocab, out, args)
+            else:
+                res = run_reference(script, tmp / f"{name}.txt", args.vocab, out, args)
+            records = trace(out, index)
+            rho, adjacency = order_figures(records)
+            rnd = [(a, b) for a, b, r in records if r == 1 and a >= 0 and b >= 0]
+            same = sum(a == b for a, b in rnd) / max(len(rnd), 1)
+            traced = sum(a >= 0 for a, _, _ in records) / len(records)
+            print(f"{job:<9} {len(records)} records ({100 * traced:.1f}% traced), "
+                  f"{res['wall']:.1f} s: |Spearman rho| {rho:.3f}, same document as the "
+                  f"previous record {adjacency:.2f}x random, IsRandom from A's document "
+                  f"{100 * same:.1f}% ({len(rnd)} traced)")
+
+
+if __name__ == "__main__":
+    main()
