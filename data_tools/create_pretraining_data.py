@@ -25,7 +25,7 @@ from absl import app, flags, logging
 from bert_tf import fileio
 from bert_tf import errors
 from bert_tf.errors import UserError, cli_main
-from data_tools import instances, masking, pipeline, tfrecord_writer
+from data_tools import instances, masking, pipeline
 from data_tools.job_config import PipelineConfig
 
 FLAGS = flags.FLAGS
@@ -104,39 +104,6 @@ def output_paths(output_file: str, num_output_shards: int | None) -> List[str]:
     return names
 
 
-def validate(max_seq_length: int, max_predictions_per_seq: int, masked_lm_prob: float,
-             short_seq_prob: float, dupe_factor: int, max_ngram_size: int, nsp: bool,
-             whole_word_mask_mode: str, output_compression: str, num_workers: int,
-             chunk_mb: float, shuffle_memory_mb: float) -> None:
-    """Rejects impossible flag values with a one-line UserError."""
-    if max_seq_length < 5:
-        raise UserError(f"--max_seq_length={max_seq_length}: must be >= 5")
-    room = instances.PackingConfig(max_seq_length=max_seq_length, nsp=nsp).max_num_tokens
-    if not 1 <= max_predictions_per_seq <= room:
-        raise UserError(f"--max_predictions_per_seq={max_predictions_per_seq}: must be in "
-                        f"[1, {room}] (at most max_seq_length - {max_seq_length - room} "
-                        "tokens can be masked)")
-    if not 0.0 < masked_lm_prob <= 1.0:
-        raise UserError(f"--masked_lm_prob={masked_lm_prob}: must be in (0, 1]")
-    if not 0.0 <= short_seq_prob <= 1.0:
-        raise UserError(f"--short_seq_prob={short_seq_prob}: must be in [0, 1]")
-    if dupe_factor < 1:
-        raise UserError(f"--dupe_factor={dupe_factor}: must be >= 1")
-    if not 1 <= max_ngram_size <= 16:
-        raise UserError(f"--max_ngram_size={max_ngram_size}: must be in [1, 16]")
-    if whole_word_mask_mode not in masking.MODES:
-        raise UserError(f"--whole_word_mask_mode={whole_word_mask_mode!r}: expected one of "
-                        f"{', '.join(masking.MODES)}")
-    if output_compression not in tfrecord_writer.COMPRESSIONS:
-        raise UserError(f"--output_compression={output_compression!r}: expected '' or 'gzip'")
-    if num_workers < 1:
-        raise UserError(f"--num_workers={num_workers}: must be >= 1")
-    if not chunk_mb > 0:
-        raise UserError(f"--chunk_mb={chunk_mb}: must be > 0")
-    if not shuffle_memory_mb >= 1:
-        raise UserError(f"--shuffle_memory_mb={shuffle_memory_mb}: must be >= 1")
-
-
 def config_from_flags() -> PipelineConfig:
     """Validates the flags and turns them into a frozen `PipelineConfig`."""
     for name in ("input_file", "output_file", "vocab_file"):
@@ -148,18 +115,12 @@ def config_from_flags() -> PipelineConfig:
             else (os.cpu_count() or 1)
     compression = FLAGS.output_compression.strip().lower()
     compression = "" if compression == "none" else compression
-    validate(FLAGS.max_seq_length, FLAGS.max_predictions_per_seq, FLAGS.masked_lm_prob,
-             FLAGS.short_seq_prob, FLAGS.dupe_factor, FLAGS.max_ngram_size, not FLAGS.no_nsp,
-             FLAGS.whole_word_mask_mode, compression, num_workers, FLAGS.chunk_mb,
-             FLAGS.shuffle_memory_mb)
-    inputs = fileio.expand_patterns(FLAGS.input_file, "input_file")
-    outputs = output_paths(FLAGS.output_file, FLAGS.num_output_shards)
-    overlap = set(map(os.path.abspath, inputs)) & set(map(os.path.abspath, outputs))
-    if overlap:
-        raise UserError(f"--output_file would overwrite an input file: {sorted(overlap)[0]}")
-    return PipelineConfig(
-        input_files=tuple(inputs),
-        output_files=tuple(outputs),
+    if not FLAGS.chunk_mb > 0:
+        raise UserError(f"--chunk_mb={FLAGS.chunk_mb}: must be > 0")
+    if not FLAGS.shuffle_memory_mb >= 1:
+        raise UserError(f"--shuffle_memory_mb={FLAGS.shuffle_memory_mb}: must be >= 1")
+    # Flag values are checked by PipelineConfig itself; the files only after that.
+    settings = dict(
         vocab_file=FLAGS.vocab_file,
         do_lower_case=FLAGS.do_lower_case,
         packing=instances.PackingConfig(max_seq_length=FLAGS.max_seq_length,
@@ -181,6 +142,13 @@ def config_from_flags() -> PipelineConfig:
         log_examples=max(0, FLAGS.log_examples),
         progress_seconds=FLAGS.progress_seconds,
     )
+    PipelineConfig(input_files=(), output_files=(), **settings)
+    inputs = fileio.expand_patterns(FLAGS.input_file, "input_file")
+    outputs = output_paths(FLAGS.output_file, FLAGS.num_output_shards)
+    overlap = set(map(os.path.abspath, inputs)) & set(map(os.path.abspath, outputs))
+    if overlap:
+        raise UserError(f"--output_file would overwrite an input file: {sorted(overlap)[0]}")
+    return PipelineConfig(input_files=tuple(inputs), output_files=tuple(outputs), **settings)
 
 
 def _raise_interrupt(signum, frame):

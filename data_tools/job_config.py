@@ -1,11 +1,16 @@
-"""The frozen configuration of the create-pretraining-data job (built from flags)."""
+"""The frozen configuration of the create-pretraining-data job (built from flags).
+
+The config checks itself when it is built, so every way in (flags, a notebook, a test) gets
+the same one-line `UserError`, named after the command-line flag.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 from typing import Tuple
 
-from data_tools import instances, masking
+from bert_tf.errors import UserError
+from data_tools import instances, masking, tfrecord_writer
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,3 +57,35 @@ class PipelineConfig:
     temp_dir: str = ""
     log_examples: int = 3
     progress_seconds: float = 5.0
+
+    def __post_init__(self) -> None:
+        packing = self.packing
+        seq = packing.max_seq_length
+        if seq < 5:
+            raise UserError(f"--max_seq_length={seq}: must be >= 5")
+        room = packing.max_num_tokens
+        if not 1 <= self.max_predictions_per_seq <= room:
+            raise UserError(f"--max_predictions_per_seq={self.max_predictions_per_seq}: must "
+                            f"be in [1, {room}] (at most max_seq_length - {seq - room} tokens "
+                            "can be masked)")
+        if not 0.0 < self.masked_lm_prob <= 1.0:
+            raise UserError(f"--masked_lm_prob={self.masked_lm_prob}: must be in (0, 1]")
+        if not 0.0 <= packing.short_seq_prob <= 1.0:
+            raise UserError(f"--short_seq_prob={packing.short_seq_prob}: must be in [0, 1]")
+        if self.dupe_factor < 1:
+            raise UserError(f"--dupe_factor={self.dupe_factor}: must be >= 1")
+        if not 1 <= self.max_ngram_size <= 16:
+            raise UserError(f"--max_ngram_size={self.max_ngram_size}: must be in [1, 16]")
+        if self.whole_word_mask_mode not in masking.MODES:
+            raise UserError(f"--whole_word_mask_mode={self.whole_word_mask_mode!r}: expected "
+                            f"one of {', '.join(masking.MODES)}")
+        if self.output_compression not in tfrecord_writer.COMPRESSIONS:
+            raise UserError(f"--output_compression={self.output_compression!r}: expected '' "
+                            "or 'gzip'")
+        if self.num_workers < 1:
+            raise UserError(f"--num_workers={self.num_workers}: must be >= 1")
+        if self.chunk_bytes < 1:
+            raise UserError(f"--chunk_mb={self.chunk_bytes / 1e6}: must be > 0")
+        if self.shuffle_memory_bytes < 1:
+            raise UserError(f"--shuffle_memory_mb={self.shuffle_memory_bytes / 2**20:g}: must "
+                            "be > 0")

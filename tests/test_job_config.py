@@ -4,6 +4,8 @@ import dataclasses
 
 import pytest
 
+from bert_tf.errors import UserError
+from data_tools.instances import PackingConfig
 from data_tools.job_config import PipelineConfig
 
 
@@ -21,3 +23,23 @@ def test_config_is_frozen():
     config = PipelineConfig(input_files=("a",), output_files=("b",), vocab_file="v")
     with pytest.raises(dataclasses.FrozenInstanceError):
         config.dupe_factor = 3
+
+
+@pytest.mark.parametrize("change,message", [
+    (dict(packing=PackingConfig(max_seq_length=4)), "--max_seq_length=4: must be >= 5"),
+    (dict(max_predictions_per_seq=126), r"--max_predictions_per_seq=126: must be in \[1, 125\]"),
+    (dict(masked_lm_prob=0.0), r"--masked_lm_prob=0.0: must be in \(0, 1\]"),
+    (dict(packing=PackingConfig(short_seq_prob=1.5)), "--short_seq_prob=1.5"),
+    (dict(dupe_factor=0), "--dupe_factor=0: must be >= 1"),
+    (dict(max_ngram_size=17), "--max_ngram_size=17"),
+    (dict(whole_word_mask_mode="x"), "--whole_word_mask_mode='x': expected one of"),
+    (dict(output_compression="zip"), "--output_compression='zip'"),
+    (dict(num_workers=0), "--num_workers=0"),
+    (dict(shuffle_memory_bytes=0), "--shuffle_memory_mb=0: must be > 0"),
+])
+def test_config_checks_itself_with_the_flag_names(change, message):
+    with pytest.raises(UserError, match=message):
+        PipelineConfig(input_files=("a",), output_files=("b",), vocab_file="v", **change)
+    ok = PipelineConfig(input_files=("a",), output_files=("b",), vocab_file="v")
+    with pytest.raises(UserError, match=message):  # replace() checks again
+        dataclasses.replace(ok, **change)
