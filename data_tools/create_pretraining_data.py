@@ -71,7 +71,7 @@ flags.DEFINE_integer("num_output_shards", None,
 flags.DEFINE_float("chunk_mb", 0.5,
                    "Text per parallel task, in MB. Random next sentences are drawn from the "
                    "task's documents. The output depends on it (not on --num_workers).")
-flags.DEFINE_float("shuffle_memory_mb", 32,
+flags.DEFINE_float("shuffle_memory_mb", 16,
                    "Memory for the global shuffle of all records; beyond it, records are "
                    "spilled to temporary files (the output does not depend on it).")
 flags.DEFINE_string("temp_dir", None,

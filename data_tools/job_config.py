@@ -53,7 +53,7 @@ class PipelineConfig:
     use_v2_feature_names: bool = False
     num_workers: int = 1
     chunk_bytes: int = 512 * 1024
-    shuffle_memory_bytes: int = 32 * 2**20
+    shuffle_memory_bytes: int = 16 * 2**20
     temp_dir: str = ""
     log_examples: int = 3
     progress_seconds: float = 5.0
