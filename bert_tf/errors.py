@@ -1,8 +1,9 @@
 """User-facing errors: bad input is reported as one line, with no traceback.
 
 Library code raises `UserError` with a message that names the problem (which file, which
-flag, which feature). The `python -m` entry points wrap their main function with `cli_main`,
-which prints `error: <message>` to stderr and exits non-zero. Anything else is a bug and keeps
+flag, which feature). The entry points wrap their main function with `cli_main`, which
+prints `error: <message>` to stderr and exits non-zero, and start it with `run_app` (both the
+`python -m` form and the installed `bert-tf-*` console scripts). Anything else is a bug and keeps
 its traceback.
 """
 
@@ -71,3 +72,14 @@ def parse_flags(argv: List[str]) -> List[str]:
     except flags.Error as e:
         print(f"error: {e}", file=sys.stderr, flush=True)
         sys.exit(EXIT_USER_ERROR)
+
+
+def run_app(main: Callable[[List[str]], Any]) -> None:
+    """Runs an entry point's `main(argv)` with absl, parsing flags with `parse_flags`.
+
+    Each entry module calls it from `console_main()`, the zero-argument function its
+    console script (setup.cfg `console_scripts`) and its `python -m` form both run.
+    """
+    from absl import app
+
+    app.run(main, flags_parser=parse_flags)

@@ -20,7 +20,7 @@ import sys
 import time
 from typing import Iterator, List
 
-from absl import app, flags
+from absl import flags
 
 from bert_tf import fileio
 from bert_tf import errors
@@ -101,5 +101,10 @@ def main(argv: List[str]) -> None:
     print(run(FLAGS.input_file, FLAGS.vocab_file, config), flush=True)
 
 
+def console_main() -> None:
+    """The `bert-tf-build-vocab` console script."""
+    errors.run_app(cli_main(main))
+
+
 if __name__ == "__main__":
-    app.run(cli_main(main), flags_parser=errors.parse_flags)
+    console_main()

@@ -20,7 +20,7 @@ import os
 import signal
 from typing import List, Sequence
 
-from absl import app, flags, logging
+from absl import flags, logging
 
 from bert_tf import fileio
 from bert_tf import errors
@@ -165,5 +165,10 @@ def main(argv: Sequence[str]) -> None:
     pipeline.run(config_from_flags())
 
 
+def console_main() -> None:
+    """The `bert-tf-create-data` console script."""
+    errors.run_app(main)
+
+
 if __name__ == "__main__":
-    app.run(main, flags_parser=errors.parse_flags)
+    console_main()
