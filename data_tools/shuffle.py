@@ -98,12 +98,12 @@ def _split(block: _Block, bucket_of: np.ndarray, num_buckets: int) -> List[_Bloc
 class _BucketFile:
     """A temporary file of blocks: [n, nbytes] int64, keys uint64[n], lengths int64[n], data."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, buffer_bytes: int):
         self.path = path
         self.size = 0
         try:
             self._f: Optional[IO] = (fileio.open_file(path, "wb") if fileio.is_remote(path)
-                                     else open(path, "wb", buffering=1 << 18))
+                                     else open(path, "wb", buffering=buffer_bytes))
         except Exception as e:  # OSError locally, tf.errors remotely
             raise UserError(f"cannot write temporary file {path}: {reason(e)}") from None
 
@@ -203,7 +203,8 @@ class ExternalShuffle:
         self._bucket_bits = min(max(int(buckets - 1).bit_length(), 1),
                                 _MAX_BUCKETS.bit_length() - 1)
         self._dir = self._make_dir()
-        self._buckets = [self._new_file() for _ in range(1 << self._bucket_bits)]
+        self._buckets = [self._new_file(1 << self._bucket_bits)
+                         for _ in range(1 << self._bucket_bits)]
 
     def _make_dir(self) -> str:
         path = os.path.join(self.temp_dir or ".", f".bert_tf-shuffle-{uuid.uuid4().hex[:12]}")
@@ -214,9 +215,13 @@ class ExternalShuffle:
                             f"{self.temp_dir or '.'}: {reason(e)} (see --temp_dir)") from None
         return path
 
-    def _new_file(self) -> _BucketFile:
+    def _new_file(self, open_files: int) -> _BucketFile:
+        # The write buffers of all open bucket files together stay within a quarter of the
+        # budget (8 KB to 256 KB each).
+        buffer_bytes = min(max(self.memory_bytes // (4 * open_files), 1 << 13), 1 << 18)
         self.files_created += 1
-        return _BucketFile(os.path.join(self._dir, f"bucket-{self.files_created:06d}"))
+        return _BucketFile(os.path.join(self._dir, f"bucket-{self.files_created:06d}"),
+                           buffer_bytes)
 
     def _spill(self, block: _Block) -> None:
         parts = _split(block, _top_bits(block.keys, 0, self._bucket_bits), len(self._buckets))
@@ -240,7 +245,7 @@ class ExternalShuffle:
             # Larger than planned (the estimate was low): split it by the next key bits into
             # sub-buckets read one at a time, so no read exceeds about the budget.
             bits = min(max(int(-(-bucket.size // self.memory_bytes) - 1).bit_length(), 1), 8)
-            subs = [self._new_file() for _ in range(1 << bits)]
+            subs = [self._new_file(1 << bits) for _ in range(1 << bits)]
             for part_block in self._read_in_parts(bucket):
                 parts = _split(part_block, _top_bits(part_block.keys, shift, bits), len(subs))
                 for sub, part in zip(subs, parts):
