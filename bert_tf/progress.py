@@ -1,7 +1,11 @@
 """Training progress: console lines and TensorBoard summaries.
 
-Every `log_every_n_steps` (at steps_per_loop boundaries) the trainer hands over the global
-sums of the steps since the last report; this module turns them into
+The trainer hands over the global sums of every train-loop call (`add`) and asks at each
+loop boundary whether a report is due (`due`): after the first loop of the run, then every
+`log_every_n_steps` steps or every `report_seconds` (30 s) of wall time, whichever comes first.
+The host only sees loop boundaries, so with `steps_per_loop` > 1 the first line comes after
+the first loop and a time-based line at the first boundary after 30 s. Each report turns
+the sums of the steps since the last one into
 
     step 200/1000 | loss 6.912345 | mlm_loss 6.21 mlm_acc 0.0912 | nsp_loss 0.69 nsp_acc 0.512
         | lr 1.00e-04 | 54.3 examples/s | eta 0:04:55
@@ -14,7 +18,8 @@ from __future__ import annotations
 
 import datetime
 import os
-from typing import Dict, Optional, Sequence
+import time
+from typing import Callable, Dict, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -54,6 +59,11 @@ def format_eta(seconds: float) -> str:
     return str(datetime.timedelta(seconds=int(round(seconds))))
 
 
+# Wall-time interval of the progress lines when log_every_n_steps is not reached first: a
+# CPU run of a base-size model takes minutes per 100 steps, and a silent console looks hung.
+REPORT_SECONDS = 30.0
+
+
 class ProgressLogger:
     """Accumulates per-step results and reports them at logging boundaries.
 
@@ -62,17 +72,44 @@ class ProgressLogger:
         total_steps: num_train_steps, for the ETA.
         global_batch_size: examples per step (all replicas and micro-batches).
         write_summaries: False on non-chief workers.
+        log_every_n_steps: `due` at (the first loop boundary past) every multiple of it.
+        report_seconds: `due` after this much wall time since the last report (0 or less:
+            no time-based reports).
+        clock: monotonic seconds (injectable for tests).
     """
 
     def __init__(self, output_dir: str, total_steps: int, global_batch_size: int,
-                 write_summaries: bool = True):
+                 write_summaries: bool = True, log_every_n_steps: int = 100,
+                 report_seconds: float = REPORT_SECONDS,
+                 clock: Callable[[], float] = time.monotonic):
         self.total_steps = total_steps
         self.global_batch_size = global_batch_size
+        self.log_every_n_steps = log_every_n_steps
+        self.report_seconds = report_seconds
+        self._clock = clock
+        self._last_step: Optional[int] = None  # no report yet in this run
+        self._last_time = 0.0
         self._train_writer = None
         self._eval_writer = None
         self._output_dir = output_dir
         self._write = write_summaries
         self._reset()
+
+    def due(self, step: int) -> bool:
+        """Whether a report is due at `step` (a loop boundary).
+
+        True at the first boundary of the run (so a slow run shows a line after its first
+        step, not after log_every_n_steps), then at the first boundary at or past each
+        multiple of log_every_n_steps, or once report_seconds of wall time have passed since
+        the last report.
+        """
+        if not self._losses:
+            return False
+        if self._last_step is None:
+            return True
+        if step // self.log_every_n_steps > self._last_step // self.log_every_n_steps:
+            return True  # crossed a multiple of N: lines at steps 100, 200, ... also on resume
+        return self.report_seconds > 0 and self._clock() - self._last_time >= self.report_seconds
 
     def _reset(self) -> None:
         self._sums: Dict[str, float] = {}
@@ -104,6 +141,8 @@ class ProgressLogger:
         """
         if not self._losses:
             return None
+        first = self._last_step is None
+        self._last_step, self._last_time = step, self._clock()
         elapsed = max(self._seconds, 1e-9)
         steps = len(self._losses)
         values = train_loop.metrics_from_sums(self._sums)
@@ -120,8 +159,10 @@ class ProgressLogger:
             nsp = [f"{_SHORT[k]} {values[k]:.4f}"
                    for k in ("next_sentence_loss", "next_sentence_accuracy")]
             parts.append(" ".join(nsp))
-        parts += [f"lr {learning_rate:.3e}", f"{values['examples_per_second']:.1f} examples/s",
-                  f"eta {format_eta(eta)}"]
+        speed = f"{values['examples_per_second']:.1f} examples/s"
+        if first:
+            speed += " (incl. graph tracing)"  # the first call builds the tf.function
+        parts += [f"lr {learning_rate:.3e}", speed, f"eta {format_eta(eta)}"]
         logging.info(" | ".join(parts))
         if self._write:
             if self._train_writer is None:

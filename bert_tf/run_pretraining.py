@@ -78,11 +78,17 @@ flags.DEFINE_string("vocab_file", None,
                     "of [MASK], [CLS], [SEP] and [PAD] from it.")
 flags.DEFINE_float("masked_lm_prob", 0.15, "Fraction of tokens --dynamic_masking predicts.")
 flags.DEFINE_integer("seed", 12345, "Seeds initialization, dropout, shuffling and dynamic masks.")
-flags.DEFINE_integer("log_every_n_steps", 100, "Progress report interval (at loop boundaries).")
+flags.DEFINE_integer("log_every_n_steps", 100,
+                     "Progress line every N steps; also after the first loop and every 30 s "
+                     "(at loop boundaries).")
 flags.DEFINE_integer("keep_checkpoint_max", 5, "Recent checkpoints to keep.")
 flags.DEFINE_integer("max_steps_per_run", 0,
                      "Stop this process after N steps with a checkpoint (0 = no limit); rerun "
                      "with the same --output_dir to continue.")
+flags.DEFINE_float("max_train_minutes", 0,
+                   "Stop training after this many minutes of wall time (0 = no limit), at the "
+                   "next loop boundary, with a checkpoint; eval still runs. A safety net for "
+                   "time-limited jobs (where it stops depends on the machine).")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -219,6 +225,7 @@ def config_from_flags() -> RunConfig:
         log_every_n_steps=FLAGS.log_every_n_steps,
         max_eval_steps=FLAGS.max_eval_steps,
         max_steps_per_run=FLAGS.max_steps_per_run,
+        max_train_minutes=FLAGS.max_train_minutes,
         init_checkpoint=FLAGS.init_checkpoint or "",
         use_nsp=not FLAGS.no_nsp,
         seed=FLAGS.seed,

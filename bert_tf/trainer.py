@@ -57,10 +57,14 @@ class TrainerConfig:
         keep_checkpoint_max: number of recent checkpoints kept.
         steps_per_loop: train steps per tf.function call (host round trips are costly on TPU).
         gradient_accumulation_steps: k micro-batches summed per optimizer step.
-        log_every_n_steps: progress report interval (reported at loop boundaries).
+        log_every_n_steps: progress report interval; there is also a report after the first
+            loop and every 30 s (all at loop boundaries, see bert_tf.progress).
         max_eval_steps: eval batches at most.
         max_steps_per_run: stop this process after this many steps (0 = no limit), saving a
             checkpoint; rerun with the same output_dir to continue (time-limited jobs).
+        max_train_minutes: stop training after this much wall time (0 = no limit), at the
+            next loop boundary, saving a checkpoint; eval then runs as usual. A safety net for
+            time-limited jobs: where the run stops depends on the machine.
         init_checkpoint: warm-start model weights from this checkpoint (prefix or directory)
             when output_dir has no checkpoint yet.
         use_nsp: train the next-sentence head too.
@@ -80,6 +84,7 @@ class TrainerConfig:
     log_every_n_steps: int = 100
     max_eval_steps: int = 100
     max_steps_per_run: int = 0
+    max_train_minutes: float = 0.0
     init_checkpoint: str = ""
     use_nsp: bool = True
     seed: int = 12345
@@ -95,6 +100,8 @@ class TrainerConfig:
                 raise UserError(f"--{name} must be positive, got {getattr(self, name)}")
         if self.max_steps_per_run < 0:
             raise UserError(f"--max_steps_per_run must be >= 0, got {self.max_steps_per_run}")
+        if not self.max_train_minutes >= 0:
+            raise UserError(f"--max_train_minutes must be >= 0, got {self.max_train_minutes}")
         if not self.output_dir:
             raise UserError("--output_dir is required")
 
@@ -246,11 +253,13 @@ class Trainer:
         if cfg.max_steps_per_run:
             stop = min(stop, start + cfg.max_steps_per_run)
         progress = ProgressLogger(cfg.output_dir, cfg.num_train_steps, cfg.train_batch_size,
-                                  write_summaries=self.is_chief)
+                                  write_summaries=self.is_chief,
+                                  log_every_n_steps=cfg.log_every_n_steps)
         all_losses = []
-        step, last_logged, last_report = start, start, None
+        step, last_report = start, None
         if start >= cfg.num_train_steps:
             logging.info("already trained to step %d (num_train_steps=%d)", start, stop)
+        train_start = time.monotonic()
         try:
             while step < stop:
                 to_save = cfg.save_checkpoints_steps - step % cfg.save_checkpoints_steps
@@ -266,9 +275,13 @@ class Trainer:
                         f"non-finite loss ({losses[bad[0]]}) at step {step + bad[0] + 1}; "
                         f"stopped without saving it (last checkpoint: {saver.latest or 'none'})")
                 step = int(self.step.numpy())
-                if step - last_logged >= cfg.log_every_n_steps or step == stop:
+                if (cfg.max_train_minutes and step < stop
+                        and time.monotonic() - train_start >= 60 * cfg.max_train_minutes):
+                    logging.info("--max_train_minutes=%g reached at step %d: saving a checkpoint "
+                                 "and stopping training", cfg.max_train_minutes, step)
+                    stop = step
+                if progress.due(step) or step == stop:
                     last_report = progress.report(step, self.learning_rate())
-                    last_logged = step
                 if step % cfg.save_checkpoints_steps == 0 or step == stop:
                     path = saver.save()
                     logging.info("saved checkpoint %s", path)

@@ -4,6 +4,7 @@
 - a run stopped half-way (--max_steps_per_run) and resumed in a new process follows the
   uninterrupted run's per-step losses and ends with the same weights and optimizer state
   (dropout on, so the RNG state and input position must be restored too);
+- --max_train_minutes stops at a loop boundary with a checkpoint, then evaluates;
 - Ctrl-C stops with exit 130 and leaves only complete checkpoints;
 - a non-finite loss stops with one `error:` line naming the step and saves nothing after it;
 - init_checkpoint warm-starts a longer-sequence "phase 2" and reports unused variables;
@@ -209,8 +210,20 @@ def test_init_checkpoint_warm_starts_a_longer_sequence_phase(straight, data, tmp
     assert keys == ["global_step", "loss", "masked_lm_accuracy", "masked_lm_loss"]
 
 
+def test_max_train_minutes_stops_at_a_loop_boundary_saves_and_evaluates(data, tmp_path):
+    # A budget spent by the first step: the run stops after it, saves, then evaluates.
+    proc = run_module(MODULE, common_flags(data, tmp_path, max_train_minutes=1e-6,
+                                           do_eval="true", log_every_n_steps=100))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "--max_train_minutes=1e-06 reached at step 1: saving a checkpoint" in proc.stderr
+    assert progress_steps(proc.stderr) == [1]  # the first step's line, then the stop
+    assert tf.train.latest_checkpoint(os.fspath(tmp_path)).endswith("ckpt-1")
+    assert "global_step = 1\n" in (tmp_path / "eval_results.txt").read_text()
+
+
 @pytest.mark.parametrize("overrides, message", [
     ({"unknown_flag": "1"}, r"error: Unknown command line flag 'unknown_flag'"),
+    ({"max_train_minutes": -1}, r"error: --max_train_minutes must be >= 0, got -1.0"),
     ({"do_train": "false"}, r"error: at least one of --do_train or --do_eval must be true"),
     ({"max_seq_length": 128},
      r"error: --max_seq_length=128 exceeds max_position_embeddings=64 of the bert_config"),

@@ -204,12 +204,14 @@ def test_progress_is_written_as_tensorboard_scalars(baseline):
     assert {"loss", "masked_lm_loss", "masked_lm_accuracy", "next_sentence_loss",
             "next_sentence_accuracy", "learning_rate", "examples_per_second"} <= set(scalars)
     losses = baseline["result"].losses
-    # Reports at steps 2 and 4, each the mean of its two step losses.
-    assert [s for s, _ in scalars["loss"]] == [2, 4]
+    # Reports after the first step, then at steps 2 and 4, each the mean of its step losses.
+    assert [s for s, _ in scalars["loss"]] == [1, 2, 4]
     np.testing.assert_allclose([v for _, v in scalars["loss"]],
-                               [losses[:2].mean(), losses[2:].mean()], rtol=1e-6)
-    # Warmup of 1 step then linear decay over 4: lr(2) = 1e-3 * (1 - 2/4), lr(4) = 0.
-    np.testing.assert_allclose([v for _, v in scalars["learning_rate"]], [5e-4, 0.0], atol=1e-9)
+                               [losses[0], losses[1], losses[2:].mean()], rtol=1e-6)
+    # Warmup of 1 step then linear decay over 4: lr(1) = 1e-3 * (1 - 1/4), lr(2) = 1e-3 *
+    # (1 - 2/4), lr(4) = 0.
+    np.testing.assert_allclose([v for _, v in scalars["learning_rate"]], [7.5e-4, 5e-4, 0.0],
+                               atol=1e-9)
 
 
 def test_batch_sizes_must_divide(tmp_path):
