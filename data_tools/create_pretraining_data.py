@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import signal
-from typing import List, Sequence
+from typing import Sequence
 
 from absl import flags, logging
 
@@ -27,6 +27,7 @@ from bert_tf import errors
 from bert_tf.errors import UserError, cli_main
 from data_tools import instances, masking, pipeline
 from data_tools.job_config import PipelineConfig
+from data_tools.tfrecord_writer import output_paths
 
 FLAGS = flags.FLAGS
 
@@ -79,29 +80,6 @@ flags.DEFINE_string("temp_dir", None,
                     "outputs). Removed when the job ends, also on errors and Ctrl-C.")
 flags.DEFINE_integer("log_examples", 3, "Number of decoded instances logged at the start.")
 flags.DEFINE_float("progress_seconds", 5.0, "Seconds between progress lines (0: none).")
-
-
-def output_paths(output_file: str, num_output_shards: int | None) -> List[str]:
-    """The output shard paths from --output_file and --num_output_shards.
-
-    Raises:
-        UserError: no output, or the two flags disagree.
-    """
-    names = fileio.split_list(output_file)
-    if not names:
-        raise UserError("--output_file is empty")
-    if len(names) == 1 and "{shard}" in names[0]:
-        n = 1 if num_output_shards is None else num_output_shards
-        if n < 1:
-            raise UserError(f"--num_output_shards={n}: must be >= 1")
-        return [names[0].replace("{shard}", f"{i:05d}").replace("{num_shards}", f"{n:05d}")
-                for i in range(n)]
-    if any("{shard}" in name for name in names):
-        raise UserError("--output_file: use {shard} in a single name, not in a list")
-    if num_output_shards is not None and num_output_shards != len(names):
-        raise UserError(f"--num_output_shards={num_output_shards} but --output_file lists "
-                        f"{len(names)} file(s); put {{shard}} in a single name instead")
-    return names
 
 
 def config_from_flags() -> PipelineConfig:

@@ -13,22 +13,17 @@ corpus size.
 
 from __future__ import annotations
 
-import collections
-import concurrent.futures
-import concurrent.futures.process
 import dataclasses
-import multiprocessing
 import os
-import signal
 import sys
 import time
-from typing import Deque, Dict, Iterable, Iterator, List, Tuple
+from typing import Dict, Iterable, Iterator, List, Tuple
 
 from absl import logging
 
 from bert_tf import fileio, schema, tokenization
 from bert_tf.errors import UserError
-from data_tools import corpus, shuffle, tfrecord_writer
+from data_tools import corpus, parallel, shuffle, tfrecord_writer
 from data_tools.job_config import PipelineConfig
 from data_tools.tasks import InstanceStats, TaskResult, process_chunk
 
@@ -57,11 +52,7 @@ _WORKER: Dict[str, object] = {}
 
 
 def _init_worker(config: PipelineConfig, tokenizer: tokenization.FullTokenizer) -> None:
-    # Ctrl-C reaches the whole process group; the parent alone handles it and terminates us.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    # The entry point turns SIGTERM into KeyboardInterrupt; the parent ends workers with
-    # SIGTERM, which must simply end a worker.
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    # Started by data_tools.parallel, which sets the signal handlers.
     _WORKER["config"] = config
     _WORKER["tokenizer"] = tokenizer
 
@@ -80,29 +71,9 @@ def _map_ordered(chunks: Iterable[corpus.Chunk], config: PipelineConfig,
         for chunk in chunks:
             yield process_chunk(chunk, config, tokenizer, examples_for(chunk))
         return
-    # fork shares the loaded tokenizer for free; after TensorFlow was imported (remote paths)
-    # forking is unsafe, as it is on macOS, so spawn (the tokenizer is pickled to each worker).
-    method = ("fork" if sys.platform.startswith("linux") and "tensorflow" not in sys.modules
-              else "spawn")
-    executor = concurrent.futures.ProcessPoolExecutor(
-        config.num_workers, mp_context=multiprocessing.get_context(method),
-        initializer=_init_worker, initargs=(config, tokenizer))
-    pending: Deque[concurrent.futures.Future] = collections.deque()
-    try:
-        for chunk in chunks:
-            pending.append(executor.submit(_worker_task, chunk, examples_for(chunk)))
-            while len(pending) > config.num_workers + 1:
-                yield pending.popleft().result()
-        while pending:
-            yield pending.popleft().result()
-    except concurrent.futures.process.BrokenProcessPool:
-        raise UserError("a worker process died (killed, or out of memory?); no output "
-                        "was written") from None
-    finally:
-        # On Ctrl-C or an error, stop the workers now rather than after their current task.
-        for process in list((getattr(executor, "_processes", None) or {}).values()):
-            process.terminate()
-        executor.shutdown(wait=True, cancel_futures=True)
+    yield from parallel.map_ordered(_worker_task,
+                                    ((chunk, examples_for(chunk)) for chunk in chunks),
+                                    config.num_workers, _init_worker, (config, tokenizer))
 
 
 class _Progress:

@@ -62,6 +62,29 @@ def frame_records(records: Rows) -> Rows:
     )
 
 
+def output_paths(output_file: str, num_output_shards: int | None) -> List[str]:
+    """The output shard paths from --output_file and --num_output_shards.
+
+    Raises:
+        UserError: no output, or the two flags disagree.
+    """
+    names = fileio.split_list(output_file)
+    if not names:
+        raise UserError("--output_file is empty")
+    if len(names) == 1 and "{shard}" in names[0]:
+        n = 1 if num_output_shards is None else num_output_shards
+        if n < 1:
+            raise UserError(f"--num_output_shards={n}: must be >= 1")
+        return [names[0].replace("{shard}", f"{i:05d}").replace("{num_shards}", f"{n:05d}")
+                for i in range(n)]
+    if any("{shard}" in name for name in names):
+        raise UserError("--output_file: use {shard} in a single name, not in a list")
+    if num_output_shards is not None and num_output_shards != len(names):
+        raise UserError(f"--num_output_shards={num_output_shards} but --output_file lists "
+                        f"{len(names)} file(s); put {{shard}} in a single name instead")
+    return names
+
+
 class ShardedWriter:
     """Writes byte blocks to N output files under temporary names; renames them on success.
 

@@ -1,0 +1,115 @@
+r"""Turns raw documents into BERT's input format: one sentence per line, a blank line
+between documents (the input of `data_tools.build_vocab` and `create_pretraining_data`).
+
+    python -m data_tools.prepare_corpus --input_file='dump/*.jsonl.gz' --input_format=jsonl \
+      --output_file='corpus/part-{shard}-of-{num_shards}.txt' --num_output_shards=8 --dedup
+
+Inputs: plain text or JSON Lines (one object per document, its text in --text_field, as
+WikiExtractor's --json output), gzip-compressed or not, local or gs://. In plain text a
+document is a file, a line or a block between blank lines (--document_per). A document's
+line breaks are paragraph breaks: no sentence crosses one. Sentences are split by sentencex
+(--language picks its rules); whitespace is normalised; empty, short (--min_sentences,
+--min_chars) and, with --dedup, duplicate documents are dropped and counted. The output is
+the same for any --num_workers.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from typing import Sequence
+
+from absl import flags, logging
+
+from bert_tf import errors, fileio
+from bert_tf.errors import UserError, cli_main
+from data_tools import prepare_job, raw_corpus, sentences
+from data_tools.tfrecord_writer import output_paths
+
+FLAGS = flags.FLAGS
+
+flags.DEFINE_string("input_file", None, "Input file(s): comma-separated files or globs "
+                    "(local or gs://; .gz or gzip data is decompressed).")
+flags.DEFINE_string("output_file", None,
+                    "Output text file(s): a comma-separated list (one per shard), or one name "
+                    "containing {shard} (and optionally {num_shards}) with "
+                    "--num_output_shards.")
+flags.DEFINE_integer("num_output_shards", None,
+                     "Number of output files when --output_file contains {shard}; documents "
+                     "are dealt to them in turn.")
+flags.DEFINE_enum("input_format", raw_corpus.FORMAT_TEXT, list(raw_corpus.FORMATS),
+                  "'text', or 'jsonl': one JSON object per line and per document.")
+flags.DEFINE_string("text_field", "text", "With --input_format=jsonl: the field holding "
+                    "the document's text.")
+flags.DEFINE_enum("document_per", raw_corpus.PER_BLANK_LINE, list(raw_corpus.DOCUMENT_PER),
+                  "With --input_format=text: one document per file, per line, or per block "
+                  "of lines between blank lines.")
+flags.DEFINE_string("language", sentences.DEFAULT_LANGUAGE,
+                    "Language code for the sentence splitter's rules (en, de, fr, es, ru, "
+                    "zh, ja, ...; unknown codes fall back to related languages, then English).")
+flags.DEFINE_integer("min_sentences", 1, "Drop documents with fewer sentences.")
+flags.DEFINE_integer("min_chars", 0, "Drop documents with fewer characters.")
+flags.DEFINE_bool("dedup", False,
+                  "Drop documents identical (after whitespace normalisation) to an earlier "
+                  "one; keeps 8 bytes per document in memory.")
+flags.DEFINE_integer("num_workers", None, "Worker processes (default: all cores).")
+flags.DEFINE_float("chunk_mb", 1.0, "Text per parallel task, in MB (the output does not "
+                   "depend on it).")
+flags.DEFINE_float("progress_seconds", 5.0, "Seconds between progress lines (0: none).")
+
+
+def config_from_flags() -> prepare_job.PrepareConfig:
+    """Validates the flags and turns them into a frozen `PrepareConfig`."""
+    for name in ("input_file", "output_file"):
+        if not FLAGS[name].value:
+            raise UserError(f"--{name} is required")
+    num_workers = FLAGS.num_workers
+    if num_workers is None:
+        num_workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
+            else (os.cpu_count() or 1)
+    if not FLAGS.chunk_mb > 0:
+        raise UserError(f"--chunk_mb={FLAGS.chunk_mb}: must be > 0")
+    settings = dict(
+        input_format=FLAGS.input_format,
+        text_field=FLAGS.text_field,
+        document_per=FLAGS.document_per,
+        language=FLAGS.language,
+        min_sentences=FLAGS.min_sentences,
+        min_chars=FLAGS.min_chars,
+        dedup=FLAGS.dedup,
+        num_workers=num_workers,
+        chunk_bytes=max(1, int(FLAGS.chunk_mb * 1e6)),
+        progress_seconds=FLAGS.progress_seconds,
+    )
+    # Flag values are checked by PrepareConfig itself; the files only after that.
+    prepare_job.PrepareConfig(input_files=(), output_files=(), **settings)
+    inputs = fileio.expand_patterns(FLAGS.input_file, "input_file")
+    outputs = output_paths(FLAGS.output_file, FLAGS.num_output_shards)
+    overlap = set(map(os.path.abspath, inputs)) & set(map(os.path.abspath, outputs))
+    if overlap:
+        raise UserError(f"--output_file would overwrite an input file: {sorted(overlap)[0]}")
+    return prepare_job.PrepareConfig(input_files=tuple(inputs), output_files=tuple(outputs),
+                                     **settings)
+
+
+def _raise_interrupt(signum, frame):
+    # SIGTERM (e.g. a job scheduler) cleans up like Ctrl-C: temporary outputs are removed.
+    raise KeyboardInterrupt
+
+
+@cli_main
+def main(argv: Sequence[str]) -> None:
+    if len(argv) > 1:
+        raise UserError(f"unexpected arguments: {' '.join(argv[1:])}")
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    logging.set_verbosity(logging.INFO)
+    prepare_job.run(config_from_flags())
+
+
+def console_main() -> None:
+    """The console-script form of `python -m data_tools.prepare_corpus`."""
+    errors.run_app(main)
+
+
+if __name__ == "__main__":
+    console_main()
