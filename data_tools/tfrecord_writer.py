@@ -121,6 +121,9 @@ class ShardedWriter:
                 tmp = fileio.temp_name(path)
                 try:
                     f = fileio.open_file(tmp, "wb")
+                    # tf.io.gfile creates a remote file only on its first write: an empty
+                    # shard would otherwise have no temporary file to rename.
+                    f.write(b"")
                 except Exception as e:
                     raise UserError(f"cannot write {path}: {reason(e)}") from None
                 self._temps.append(tmp)

@@ -1,0 +1,154 @@
+"""Tests for data_tools.prepare_job: filtering, JSON handling, the dedup hash set, sharding,
+determinism across workers and chunk sizes, remote paths, and data_tools.parallel."""
+
+import dataclasses
+import os
+
+import numpy as np
+import pytest
+
+from bert_tf.errors import UserError
+from data_tools import parallel, prepare_job, raw_corpus
+from data_tools.prepare_job import PrepareConfig, SeenHashes
+
+
+def _chunk(items, index=0):
+    return raw_corpus.Chunk(index, list(items), [(0, i + 1) for i in range(len(items))],
+                            sum(map(len, items)))
+
+
+def test_process_chunk_filters_empty_and_short_documents():
+    config = PrepareConfig(("in.txt",), ("out.txt",), min_sentences=2, min_chars=30)
+    result = prepare_job.process_chunk(_chunk([
+        "One. Two.",                      # 2 sentences, 8 characters: short
+        " \u3000 ",                         # empty
+        "A single long sentence that passes the character bar.",  # 1 sentence: short
+        "First sentence here. Second\tsentence  here.\nThird, a paragraph.",
+    ]), config)
+    assert result.documents == [
+        "First sentence here.\nSecond sentence here.\nThird, a paragraph.\n"]
+    assert (result.sentence_counts, result.empty, result.short) == ([3], 1, 2)
+    assert result.hashes is None
+
+
+def test_process_chunk_json_broken_lines_missing_and_non_string_fields():
+    config = PrepareConfig(("dump.jsonl",), ("o",), input_format="jsonl", dedup=True)
+    lines = ['{"id": "1", "text": "Hello there. Bye."}', '{"id": 2, "text": ', '[1, 2]',
+             '{"text": null}', '{"text": "Hello there. Bye."}']
+    result = prepare_job.process_chunk(_chunk(lines), config)
+    assert result.documents == ["Hello there.\nBye.\n"] * 2
+    assert (result.json_ok, result.json_broken, result.empty) == (3, 2, 1)
+    assert result.warnings[0].startswith("dump.jsonl:2: broken JSON line skipped (")
+    assert result.warnings[1] == "dump.jsonl:3: broken JSON line skipped (a JSON list, not " \
+                                 "an object)"
+    assert result.hashes.dtype == np.dtype("<u8") and result.hashes[0] == result.hashes[1]
+    with pytest.raises(UserError, match=r"^--text_field='body': no such field in "
+                                        r"dump\.jsonl:1 \(its fields: id, text\)$"):
+        prepare_job.process_chunk(_chunk(lines[:1]),
+                                  dataclasses.replace(config, text_field="body"))
+    with pytest.raises(UserError, match=r"^--text_field='id' in dump\.jsonl:1 is a JSON int"):
+        prepare_job.process_chunk(_chunk(['{"id": 7}']),
+                                  dataclasses.replace(config, text_field="id"))
+
+
+def test_seen_hashes_matches_a_python_set_and_stays_compact():
+    rng = np.random.default_rng(0)
+    seen, reference = SeenHashes(), set()
+    for _ in range(300):
+        batch = rng.integers(0, 3000, size=rng.integers(0, 40)).astype(np.uint64)
+        batch[::7] = np.uint64(2**64 - 1 - int(rng.integers(0, 3)))  # high bit set too
+        new = seen.add_new(batch)
+        expected = []
+        for h in batch.tolist():
+            expected.append(h not in reference)
+            reference.add(h)
+        assert new.tolist() == expected
+    assert len(seen) == len(reference)
+    assert len(seen._levels) <= int(np.log2(len(reference))) + 1
+
+
+@pytest.mark.parametrize("field, message", [
+    ("min_sentences", r"^--min_sentences=-1: must be >= 0$"),
+    ("min_chars", r"^--min_chars=-1: must be >= 0$"),
+    ("num_workers", r"^--num_workers=-1: must be >= 1$"),
+])
+def test_config_checks_itself(field, message):
+    with pytest.raises(UserError, match=message):
+        PrepareConfig((), (), **{field: -1})
+    with pytest.raises(UserError, match=r"^--input_format='csv': expected one of text, jsonl$"):
+        PrepareConfig((), (), input_format="csv")
+    with pytest.raises(UserError, match=r"^--document_per='page'"):
+        PrepareConfig((), (), document_per="page")
+    assert PrepareConfig((), (), language="DE").language == "de"
+
+
+def _corpus(tmp_path, corpus_lines, n=1500):
+    """Raw paragraphs: each document's sentences joined into lines of 4 sentences, with
+    every 5th document repeated (duplicates for --dedup)."""
+    docs, doc = [], []
+    for line in corpus_lines[:n] + [""]:
+        if line.strip():
+            doc.append(line)
+        elif doc:
+            docs.append("\n".join(" ".join(doc[i:i + 4]) for i in range(0, len(doc), 4)))
+            doc = []
+    repeats = docs[::5]
+    path = tmp_path / "raw.txt"
+    path.write_text("\n\n".join(docs + repeats) + "\n", encoding="utf-8")
+    return path, len(docs), len(repeats)
+
+
+def test_run_is_identical_for_any_workers_and_chunk_size(tmp_path, corpus_lines):
+    src, num_docs, num_repeats = _corpus(tmp_path, corpus_lines)
+    outputs = {}
+    for workers, chunk in ((1, 1 << 20), (2, 5000), (2, 77)):
+        outs = tuple(str(tmp_path / f"w{workers}-{chunk}-{i}.txt") for i in range(3))
+        summary = prepare_job.run(PrepareConfig((str(src),), outs, dedup=True,
+                                                num_workers=workers, chunk_bytes=chunk))
+        outputs[workers, chunk] = [open(p, "rb").read() for p in outs]
+        assert sorted(os.listdir(tmp_path)) == sorted(
+            ["raw.txt"] + [os.path.basename(p) for k in outputs for p in
+                           [f"w{k[0]}-{k[1]}-{i}.txt" for i in range(3)]])  # no temp files
+    first = outputs[1, 1 << 20]
+    assert all(out == first for out in outputs.values())
+    texts = [b.decode() for b in first]
+    docs = [d for t in texts for d in t.split("\n\n")]
+    assert (summary.documents, summary.duplicates) == (len(docs), num_repeats)
+    assert len(docs) == num_docs > 10
+    assert len(set(docs)) == len(docs)  # duplicates gone
+    assert summary.sentences == sum(t.count("\n") for t in texts) - (len(docs) - 3)
+    assert all(t.endswith("\n") and not t.endswith("\n\n") and "\n\n\n" not in t
+               for t in texts)
+    sizes = [t.count("\n\n") + 1 for t in texts]
+    assert max(sizes) - min(sizes) <= 1  # dealt in turn
+
+
+def test_run_reads_and_writes_remote_paths(corpus_lines):
+    tf = pytest.importorskip("tensorflow")
+    src = "ram://prepare_job_test/in.txt"
+    with tf.io.gfile.GFile(src, "w") as f:
+        f.write("\n".join(corpus_lines[:300]) + "\n")
+    outs = ("ram://prepare_job_test/out/a.txt", "ram://prepare_job_test/out/b.txt")
+    summary = prepare_job.run(PrepareConfig((src,), outs, document_per="file",
+                                            num_workers=2, chunk_bytes=1000))
+    assert sorted(tf.io.gfile.listdir("ram://prepare_job_test/out")) == ["a.txt", "b.txt"]
+    with tf.io.gfile.GFile(outs[0]) as f:
+        text = f.read()
+    assert summary.documents == 1 and summary.sentences == text.count("\n") >= 280
+    with tf.io.gfile.GFile(outs[1]) as f:
+        assert f.read() == ""  # fewer documents than shards: an empty shard
+
+
+def _square(x):
+    return x * x
+
+
+def _die(x):
+    os._exit(3)
+
+
+def test_map_ordered_keeps_order_and_reports_a_dead_worker():
+    assert list(parallel.map_ordered(_square, ((i,) for i in range(20)), 2)) == \
+        [i * i for i in range(20)]
+    with pytest.raises(UserError, match=r"^a worker process died"):
+        list(parallel.map_ordered(_die, [(1,)], 2))
