@@ -121,13 +121,17 @@ class ShardedWriter:
                 tmp = fileio.temp_name(path)
                 try:
                     f = fileio.open_file(tmp, "wb")
-                    # tf.io.gfile creates a remote file only on its first write: an empty
-                    # shard would otherwise have no temporary file to rename.
-                    f.write(b"")
                 except Exception as e:
                     raise UserError(f"cannot write {path}: {reason(e)}") from None
                 self._temps.append(tmp)
                 self._files.append(f)
+                if fileio.is_remote(tmp):
+                    # tf.io.gfile creates a remote file only on its first write: an empty
+                    # shard would otherwise have no temporary file to rename.
+                    try:
+                        f.write(b"")
+                    except Exception as e:
+                        raise UserError(f"cannot write {path}: {reason(e)}") from None
                 self._compressors.append(
                     zlib.compressobj(_GZIP_LEVEL, zlib.DEFLATED, _GZIP_WBITS, _GZIP_MEM_LEVEL)
                     if self.compression == COMPRESSION_GZIP else None)
