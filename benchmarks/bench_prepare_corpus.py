@@ -5,7 +5,9 @@ sentences joined into paragraphs of --paragraph sentences, repeated --repeat tim
 different article order. Both input formats are measured: plain text (a blank line between
 documents) and gzip-compressed JSON Lines (as WikiExtractor --json writes), each with
 --dedup, whose duplicates (the repeats) are dropped. Also prints sentencex's own speed on the
-same paragraphs in one process: the ceiling for one worker.
+same paragraphs in one process: the ceiling for one worker. Beside wall-clock MB/s, MB per
+CPU-second (this process and its workers) shows the cost of parallelism when other jobs
+share the cores.
 
     python benchmarks/bench_prepare_corpus.py [--corpus=...] [--repeat=4] [--workers=1,2]
 """
@@ -17,6 +19,7 @@ import gzip
 import json
 import os
 import random
+import resource
 import sys
 import tempfile
 import time
@@ -43,6 +46,13 @@ def _articles(path: str, per_paragraph: int):
                                           for i in range(0, len(article), per_paragraph)))
                 article = []
     return articles
+
+
+def _cpu_seconds() -> float:
+    """CPU time of this process and its finished children (the workers), user + system."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def main() -> None:
@@ -82,11 +92,14 @@ def main() -> None:
                 config = prepare_job.PrepareConfig((path,), (out,), input_format=fmt,
                                                    dedup=True, num_workers=workers,
                                                    progress_seconds=0)
+                cpu = _cpu_seconds()
                 start = time.perf_counter()
                 summary = prepare_job.run(config)
                 seconds = time.perf_counter() - start
+                cpu = _cpu_seconds() - cpu
                 print(f"{fmt:<6} {workers} worker(s): {seconds:6.2f} s, "
-                      f"{summary.text_bytes / 1e6 / seconds:6.2f} MB/s of text; "
+                      f"{summary.text_bytes / 1e6 / seconds:6.2f} MB/s of text "
+                      f"({summary.text_bytes / 1e6 / cpu:5.2f} MB per CPU-second); "
                       f"{summary.documents} documents, {summary.sentences} sentences, "
                       f"{summary.duplicates} duplicates dropped", flush=True)
 

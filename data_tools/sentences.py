@@ -6,9 +6,10 @@ It was chosen by `benchmarks/bench_sentence_splitters.py` over blingfire, pysbd,
 NLTK's Punkt and spaCy's sentencizer: the most accurate on the hand-checked cases and the
 fastest (README, "Preparing a raw corpus").
 
-A document's newlines are paragraph breaks: each line is split on its own, so no sentence
-crosses one. Whitespace inside a sentence (tabs, runs of spaces, no-break and other Unicode
-spaces, stray line separators) becomes one space; blank sentences are dropped.
+A document's line breaks (those of `str.splitlines`: \n, \r\n, \r, U+2028, form feed, ...)
+are paragraph breaks: each line is split on its own, so no sentence crosses one. Whitespace
+inside a sentence (tabs, runs of spaces, no-break and other Unicode spaces) becomes one
+space; blank sentences are dropped.
 """
 
 from __future__ import annotations
@@ -23,8 +24,6 @@ from bert_tf.errors import UserError
 DEFAULT_LANGUAGE = "en"
 # ISO 639-1/639-3 codes with optional subtags ("en", "pt-br", "zh_Hant"), as sentencex takes.
 _LANGUAGE = re.compile(r"[a-z]{2,3}([-_][a-z0-9]{2,8})*")
-# Paragraph breaks: \n, \r\n or \r, and Unicode's paragraph/line separators.
-_PARAGRAPH_BREAK = re.compile(r"\r\n|[\n\r\u2028\u2029\x85]")
 
 
 def check_language(code: str) -> str:
@@ -46,6 +45,10 @@ def check_language(code: str) -> str:
 
 def normalize(text: str) -> str:
     """`text` with every run of whitespace made one space, and none at either end."""
+    # Fast path: no whitespace but single ASCII spaces (isprintable() is False for tabs,
+    # no-break and other Unicode spaces, and line breaks).
+    if text.isprintable() and "  " not in text and text[:1] != " " and text[-1:] != " ":
+        return text
     return " ".join(text.split())
 
 
@@ -73,14 +76,15 @@ def split_document(text: str, language: str = DEFAULT_LANGUAGE) -> List[str]:
     """The sentences of a document whose line breaks are paragraph breaks.
 
     Args:
-        text: the document; "\\n", "\\r\\n", "\\r", U+2028 and U+2029 end paragraphs.
+        text: the document; "\\n", "\\r\\n", "\\r", U+2028, U+2029 and the other breaks of
+            `str.splitlines` (form feed, vertical tab, ...) end paragraphs.
         language: a code accepted by `check_language`.
 
     Returns:
         The sentences of every paragraph in order (empty for a blank document).
     """
     out: List[str] = []
-    for paragraph in _PARAGRAPH_BREAK.split(text):
+    for paragraph in text.splitlines():
         if paragraph and not paragraph.isspace():
             out.extend(split_paragraph(paragraph, language))
     return out
