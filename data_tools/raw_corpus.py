@@ -4,8 +4,8 @@ The parent process of `data_tools.prepare_corpus` streams its inputs through `it
 each chunk (about `chunk_bytes` of text, whole documents) is one task for a worker, which
 parses JSON, splits sentences and filters (`data_tools.prepare_job`).
 
-- Compression: a file is gunzipped when its name ends in ".gz" or it starts with gzip's magic
-  bytes, so renamed or extension-less dumps work too.
+- Compression: gzip when a file's name ends in ".gz" or it starts with gzip's magic bytes,
+  bzip2 (WikiExtractor --compress) for ".bz2" or its magic, so renamed dumps work too.
 - Encoding: UTF-8; a leading byte-order mark is dropped; invalid bytes are replaced by U+FFFD
   and counted (one warning per file).
 - Documents: with --input_format=jsonl every non-blank line is one JSON object, passed on
@@ -17,6 +17,7 @@ Memory: a chunk and one line at a time (a document of a whole file is held whole
 
 from __future__ import annotations
 
+import bz2
 import dataclasses
 import gzip
 import io
@@ -116,9 +117,13 @@ def iter_lines(path: str, stats: ReadStats) -> Iterator[str]:
     bad = 0
     try:
         with io.BufferedReader(_CountingReader(raw, stats), _BLOCK) as stored:
-            compressed = path.endswith(".gz") or stored.peek(2)[:2] == _GZIP_MAGIC
-            lines = (io.BufferedReader(gzip.GzipFile(fileobj=stored, mode="rb"), _BLOCK)
-                     if compressed else stored)
+            head = stored.peek(4)[:4]
+            if path.endswith(".gz") or head[:2] == _GZIP_MAGIC:
+                lines = io.BufferedReader(gzip.GzipFile(fileobj=stored, mode="rb"), _BLOCK)
+            elif path.endswith(".bz2") or (head[:3] == b"BZh" and head[3:4].isdigit()):
+                lines = io.BufferedReader(bz2.BZ2File(stored, mode="rb"), _BLOCK)
+            else:
+                lines = stored
             for number, line in enumerate(lines, 1):
                 stats.lines += 1
                 stats.text_bytes += len(line)
@@ -132,7 +137,8 @@ def iter_lines(path: str, stats: ReadStats) -> Iterator[str]:
                     text = text[1:]
                 yield text
     except (OSError, EOFError, zlib.error) as e:
-        # gzip.BadGzipFile is an OSError; a truncated stream raises EOFError.
+        # gzip.BadGzipFile and bz2's "Invalid data stream" are OSErrors; a truncated stream
+        # raises EOFError.
         raise UserError(f"cannot read input file {path}: {reason(e)}") from None
     except Exception as e:
         if type(e).__module__.startswith("tensorflow"):  # remote read errors

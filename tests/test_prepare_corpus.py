@@ -3,11 +3,13 @@
 the same bytes for one and two workers, and every kind of bad input (one-line error or a
 counted warning, exit code, nothing partial left)."""
 
-import gzip
+import bz2
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -20,7 +22,10 @@ def _run(module, args, repo_root, timeout=300):
 
 
 def _prepare(args, repo_root):
-    return _run("prepare_corpus", list(args) + ["--progress_seconds=0"], repo_root)
+    args = list(args)
+    if not any(a.startswith("--progress_seconds") for a in args):
+        args.append("--progress_seconds=0")
+    return _run("prepare_corpus", args, repo_root)
 
 
 def _error_line(proc):
@@ -32,9 +37,10 @@ def _error_line(proc):
     return lines[0]
 
 
-def _wikiextractor_jsonl(corpus_lines, path, max_lines=2000):
+def _wikiextractor_json(corpus_lines, root, max_lines=2000):
     """The bundled corpus as WikiExtractor --json writes it: one article per line, with id,
-    url, title and text (paragraphs separated by newlines), gzip-compressed."""
+    revid, url, title and text (paragraphs separated by newlines), in files root/AA/wiki_00
+    (plain) and root/AB/wiki_00.bz2 (as with --compress)."""
     articles, sentences = [], []
     for line in corpus_lines[:max_lines] + [""]:
         if line.strip():
@@ -46,23 +52,28 @@ def _wikiextractor_jsonl(corpus_lines, path, max_lines=2000):
                              "url": f"https://en.wikipedia.org/wiki?curid={n + 12}",
                              "text": "\n".join(paragraphs)})
             sentences = []
-    with gzip.open(path, "wt", encoding="utf-8") as f:
-        for article in articles:
-            f.write(json.dumps(article, ensure_ascii=False) + "\n")
+    half = len(articles) // 2
+    lines = [json.dumps(a, ensure_ascii=False) + "\n" for a in articles]
+    (root / "AA").mkdir(parents=True)
+    (root / "AA" / "wiki_00").write_text("".join(lines[:half]), encoding="utf-8")
+    (root / "AB").mkdir()
+    (root / "AB" / "wiki_00.bz2").write_bytes(bz2.compress("".join(lines[half:]).encode()))
     return articles
 
 
 def test_wikiextractor_json_to_pretraining_data_same_bytes_for_1_and_2_workers(
         tmp_path, corpus_lines, repo_root):
-    src = tmp_path / "wiki_00.gz"  # WikiExtractor --compress names files so
-    articles = _wikiextractor_jsonl(corpus_lines, src)
+    src = tmp_path / "text"
+    articles = _wikiextractor_json(corpus_lines, src)
     outputs = {}
     for workers in (1, 2):
         out = tmp_path / f"w{workers}" / "corpus-{shard}-of-{num_shards}.txt"
-        proc = _prepare([f"--input_file={src}", f"--output_file={out}", "--input_format=jsonl",
-                         "--num_output_shards=2", f"--num_workers={workers}", "--chunk_mb=0.05",
-                         "--dedup"], repo_root)
+        proc = _prepare([f"--input_file={src}/*/wiki_*", f"--output_file={out}",
+                         "--input_format=jsonl", "--num_output_shards=2",
+                         f"--num_workers={workers}", "--chunk_mb=0.05", "--dedup",
+                         "--progress_seconds=0.000001"], repo_root)
         assert proc.returncode == 0, proc.stderr
+        assert "progress: " in proc.stderr and "% of input" in proc.stderr
         names = sorted(os.listdir(tmp_path / f"w{workers}"))
         assert names == ["corpus-00000-of-00002.txt", "corpus-00001-of-00002.txt"]
         outputs[workers] = [(tmp_path / f"w{workers}" / n).read_bytes() for n in names]
@@ -172,3 +183,32 @@ def test_missing_input_and_input_as_output(tmp_path, repo_root):
     src.write_text("Text.\n")
     proc = _prepare([f"--input_file={src}", f"--output_file={src}"], repo_root)
     assert _error_line(proc) == f"error: --output_file would overwrite an input file: {src}"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupt_leaves_nothing(tmp_path, corpus_path, repo_root, sig):
+    src = tmp_path / "big.txt"
+    src.write_bytes(corpus_path.read_bytes() * 12)  # 28 MB: a few seconds of work
+    out_dir = tmp_path / "out"
+    env = dict(os.environ, PYTHONPATH=str(repo_root))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "data_tools.prepare_corpus", f"--input_file={src}",
+         f"--output_file={out_dir}/part-{{shard}}.txt", "--num_output_shards=2",
+         "--num_workers=2", "--chunk_mb=0.2", "--document_per=line"],
+        cwd=repo_root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not (out_dir.is_dir() and len(os.listdir(out_dir)) == 2):  # the temp shards
+            assert proc.poll() is None and time.monotonic() < deadline, "run ended too early"
+            time.sleep(0.01)
+        time.sleep(0.3)  # the workers are busy now
+        os.kill(proc.pid, sig)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130 and "error: interrupted" in stderr, stderr
+    assert "Traceback" not in stderr
+    assert os.listdir(out_dir) == []

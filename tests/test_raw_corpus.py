@@ -1,6 +1,7 @@
 """Tests for data_tools.raw_corpus: gzip by name or magic, encodings, document boundaries,
 chunks, and reading through tf.io.gfile (ram://, as gs://)."""
 
+import bz2
 import gzip
 
 import pytest
@@ -31,24 +32,31 @@ def test_document_per_blank_line_line_and_file(tmp_path):
         ("First doc line one.\nline two.\nSecond doc.\nThird doc.", 0, 1), ("Only line", 1, 1)]
 
 
-def test_gzip_by_suffix_and_by_magic_bytes(tmp_path):
+def test_gzip_and_bzip2_by_suffix_and_by_magic_bytes(tmp_path):
     plain = tmp_path / "p.txt"
     plain.write_text(TEXT, encoding="utf-8")
-    by_suffix = tmp_path / "s.txt.gz"
-    by_suffix.write_bytes(gzip.compress(TEXT.encode()))
-    by_magic = tmp_path / "dump.bin"  # a renamed dump: detected from its first two bytes
-    by_magic.write_bytes(gzip.compress(TEXT.encode()))
+    paths = []
+    for name, compress in (("s.txt.gz", gzip.compress), ("dump.bin", gzip.compress),
+                           ("s.txt.bz2", bz2.compress), ("wiki_00", bz2.compress)):
+        paths.append(tmp_path / name)  # renamed dumps are detected from their first bytes
+        paths[-1].write_bytes(compress(TEXT.encode()))
     expected, _ = _docs([plain])
-    for path in (by_suffix, by_magic):
+    for path in paths:
         docs, stats = _docs([path])
         assert docs == expected
         assert stats.bytes_read == path.stat().st_size and stats.text_bytes == len(TEXT)
 
 
-def test_corrupt_gzip_is_one_user_error(tmp_path):
-    path = tmp_path / "bad.txt.gz"
-    path.write_bytes(gzip.compress(TEXT.encode() * 50)[:60])
-    with pytest.raises(UserError, match=r"^cannot read input file .*bad\.txt\.gz: "):
+@pytest.mark.parametrize("name, data", [
+    ("bad.txt.gz", gzip.compress(TEXT.encode() * 50)[:60]),  # truncated
+    ("bad.txt.gz", b"\x1f\x8bnot really gzip data"),
+    ("bad.txt.bz2", bz2.compress(TEXT.encode() * 50)[:60]),
+    ("bad.txt.bz2", b"BZh9 not really bzip2 data"),
+])
+def test_corrupt_compressed_input_is_one_user_error(tmp_path, name, data):
+    path = tmp_path / name
+    path.write_bytes(data)
+    with pytest.raises(UserError, match=rf"^cannot read input file .*{name}: \w"):
         _docs([path])
 
 
