@@ -210,8 +210,11 @@ def main(argv) -> None:
             f.seed)
 
 
-if __name__ == "__main__":
-    from absl import app
-
+def console_main() -> None:
+    """The `bert-tf-convert` console script (and `python -m bert_tf.convert_checkpoint`)."""
     _define_flags()
-    app.run(main, flags_parser=errors.parse_flags)
+    errors.run_app(main)
+
+
+if __name__ == "__main__":
+    console_main()

@@ -80,6 +80,17 @@ def run_app(main: Callable[[List[str]], Any]) -> None:
     Each entry module calls it from `console_main()`, the zero-argument function its
     console script (setup.cfg `console_scripts`) and its `python -m` form both run.
     """
-    from absl import app
+    from absl import app, flags
 
+    if main.__module__ != "__main__":
+        # A console script's own __main__ defines no flags, so absl's --help/--helpshort
+        # (the flags of the program named by argv[0]) would list none: declare the package's
+        # flags as the program's. `python -m` needs nothing (its module is __main__).
+        for module, module_flags in flags.FLAGS.flags_by_module_dict().items():
+            if module.split(".")[0] in ("bert_tf", "data_tools"):
+                for flag in module_flags:
+                    flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
+        main_module = sys.modules.get("__main__")
+        if main_module is not None and not main_module.__doc__:
+            main_module.__doc__ = sys.modules[main.__module__].__doc__  # the usage text
     app.run(main, flags_parser=parse_flags)

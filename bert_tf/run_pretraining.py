@@ -15,7 +15,7 @@ import dataclasses
 import os
 from typing import TYPE_CHECKING, Optional
 
-from absl import app, flags, logging
+from absl import flags, logging
 
 from bert_tf import errors, fileio
 from bert_tf.errors import UserError, cli_main
@@ -281,5 +281,10 @@ def main(argv) -> None:
     run(config_from_flags())
 
 
+def console_main() -> None:
+    """The `bert-tf-pretrain` console script (and `python -m bert_tf.run_pretraining`)."""
+    errors.run_app(main)
+
+
 if __name__ == "__main__":
-    app.run(main, flags_parser=errors.parse_flags)
+    console_main()

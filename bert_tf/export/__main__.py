@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 
-from absl import app, flags, logging
+from absl import flags, logging
 
 from bert_tf import errors
 from bert_tf.errors import UserError, cli_main
@@ -113,5 +113,10 @@ def main(argv) -> None:
     export(config_from_flags())
 
 
+def console_main() -> None:
+    """The `bert-tf-export` console script (and `python -m bert_tf.export`)."""
+    errors.run_app(main)
+
+
 if __name__ == "__main__":
-    app.run(main, flags_parser=errors.parse_flags)
+    console_main()
