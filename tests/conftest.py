@@ -10,8 +10,8 @@ import pytest
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 CORPUS_PATH = REPO_ROOT / "data" / "corpus" / "wikitext2.bert.txt"
-# CI checks the repository out with `shared/` beside it.
-GOOGLE_VOCAB_PATH = REPO_ROOT.parent / "shared" / "data" / "vocab" / "bert-base-uncased-vocab.txt"
+# Google's uncased vocab ships with the repository (Apache-2.0, see data/vocab/README.md).
+GOOGLE_VOCAB_PATH = REPO_ROOT / "data" / "vocab" / "bert-base-uncased-vocab.txt"
 
 
 @pytest.fixture(scope="session")
@@ -37,7 +37,5 @@ def corpus_lines() -> List[str]:
 
 @pytest.fixture(scope="session")
 def google_vocab_path() -> str:
-    """Google's bert-base-uncased vocab (30,522 tokens); the test is skipped if it is absent."""
-    if not GOOGLE_VOCAB_PATH.is_file():
-        pytest.skip(f"Google vocab not found at {GOOGLE_VOCAB_PATH}")
+    """Google's bert-base-uncased vocab (30,522 tokens), bundled under data/vocab/."""
     return os.fspath(GOOGLE_VOCAB_PATH)
