@@ -10,6 +10,7 @@ import time
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from bert_tf import schema
 
@@ -60,7 +61,6 @@ def test_byte_identical_for_one_and_two_workers_and_records_are_consistent(
 
 
 def _check_records(paths, compression=None, v2=False):
-    tf = pytest.importorskip("tensorflow")
     spec = schema.parsing_spec(SEQ, PRED, use_v2_feature_names=v2)
     ids_name = schema.stored_name(schema.INPUT_IDS, v2)
     seg_name = schema.stored_name(schema.SEGMENT_IDS, v2)
@@ -128,7 +128,6 @@ def test_mlm_only_whole_word_ngram_flags_and_progress(tmp_path, small_corpus,
                       "--progress_seconds=0.000001"), repo_root)
     assert proc.returncode == 0, proc.stderr
     assert "progress: " in proc.stderr and "ETA" in proc.stderr and "IsNext" not in proc.stderr
-    tf = pytest.importorskip("tensorflow")
     spec = schema.parsing_spec(SEQ, 126)
     for raw in tf.data.TFRecordDataset(str(out)).take(300):
         ex = {k: v.numpy() for k, v in tf.io.parse_single_example(raw, spec).items()}
@@ -156,7 +155,6 @@ def test_bad_utf8_empty_file_and_one_sentence_documents(tmp_path, google_vocab_p
 
 
 def _check_records_count(path):
-    tf = pytest.importorskip("tensorflow")
     return sum(1 for _ in tf.data.TFRecordDataset(str(path)))
 
 

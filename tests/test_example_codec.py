@@ -4,11 +4,11 @@ import collections
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from bert_tf import schema
 from data_tools.example_codec import encode_examples, example_bytes
 
-tf = pytest.importorskip("tensorflow")
 
 SEQ, PRED = 16, 4
 

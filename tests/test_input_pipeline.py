@@ -419,7 +419,6 @@ def test_reads_data_tools_records_and_dynamic_counts_match_the_writer(
     import subprocess
     import sys
 
-    pytest.importorskip("data_tools.create_pretraining_data")
     from bert_tf.dynamic_masking import remask_batch
 
     text = tmp_path / "corpus.txt"

@@ -6,7 +6,7 @@ dupes) and no random next segment from A's own document when documents are long.
 import collections
 
 import numpy as np
-import pytest
+import tensorflow as tf
 
 from bert_tf import schema
 from data_tools.instances import PackingConfig
@@ -30,7 +30,6 @@ def _small_corpus(tmp_path, corpus_lines, n_lines=2500):
 
 def test_run_is_identical_for_any_worker_count_and_memory_budget(
         tmp_path, corpus_lines, google_vocab_path):
-    tf = pytest.importorskip("tensorflow")
     small = _small_corpus(tmp_path, corpus_lines)
     outs = {}
     for workers, memory in ((1, 256 << 20), (2, 256 << 20), (2, 100_000)):
@@ -53,7 +52,6 @@ def test_run_is_identical_for_any_worker_count_and_memory_budget(
 
 
 def test_gzip_output_reads_back(tmp_path, corpus_lines, google_vocab_path):
-    tf = pytest.importorskip("tensorflow")
     small = _small_corpus(tmp_path, corpus_lines, 600)
     plain, gz = str(tmp_path / "p.tfrecord"), str(tmp_path / "g.tfrecord.gz")
     for out, comp in ((plain, ""), (gz, "gzip")):
@@ -69,7 +67,6 @@ def test_gzip_output_reads_back(tmp_path, corpus_lines, google_vocab_path):
 def test_remote_paths_through_tf_gfile(corpus_lines, google_vocab_path):
     """ram:// is a TensorFlow filesystem: inputs, outputs and temporary names go through
     tf.io.gfile exactly like gs:// (TensorFlow is loaded, so workers are spawned)."""
-    tf = pytest.importorskip("tensorflow")
     src = "ram://cpd_test/in.txt"
     with tf.io.gfile.GFile(src, "w") as f:
         f.write("\n".join(corpus_lines[:600]) + "\n")
@@ -106,7 +103,6 @@ def _synthetic(tmp_path, num_docs, sents_per_doc, seed=0):
 def _source_documents(path):
     """(document of segment A, document of segment B or -1, is_random) of every record, in
     file order: the majority document of each segment's unmasked tokens."""
-    tf = pytest.importorskip("tensorflow")
     out = []
     for raw in tf.data.TFRecordDataset(path):
         f = tf.train.Example.FromString(raw.numpy()).features.feature

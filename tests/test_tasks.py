@@ -4,6 +4,7 @@ with TensorFlow (v1 and v2 names), and the MLM-only and whole-word modes."""
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from bert_tf import schema, tokenization
 from data_tools import corpus, example_codec, instances, masking, tasks, tfrecord_writer
@@ -90,7 +91,6 @@ def test_every_instance_is_consistent(nsp_batches, tokenizer):
 
 
 def test_records_parse_back_identical(nsp_batches, tokenizer, tmp_path):
-    tf = pytest.importorskip("tensorflow")
     config, batches = nsp_batches
     batch = batches[0]
     for v2 in (False, True):

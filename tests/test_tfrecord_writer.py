@@ -4,12 +4,11 @@ import os
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from bert_tf.errors import UserError
 from data_tools.bytes_ops import Rows
 from data_tools.tfrecord_writer import ShardedWriter, frame_records
-
-tf = pytest.importorskip("tensorflow")
 
 
 def _records(n=120, seed=0):

@@ -9,6 +9,7 @@ import sys
 
 import numpy as np
 import pytest
+import tokenizers
 
 from bert_tf import tokenization
 from bert_tf.errors import UserError
@@ -56,7 +57,6 @@ def small_vocab_file(tmp_path):
 
 def hf_oracle(vocab_file: str, lower: bool):
     """Hugging Face `tokenizers` configured as the reference BERT tokenizer."""
-    tokenizers = pytest.importorskip("tokenizers")
     from tokenizers import normalizers, pre_tokenizers
     from tokenizers.models import WordPiece
 
