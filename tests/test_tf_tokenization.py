@@ -115,10 +115,92 @@ def test_inside_tf_function_with_variable_batch(pair):
         want = [py_tok.encode(t) for t in texts[:n]]
         assert row_lengths.numpy().tolist() == [len(w) for w in want]
         assert flat.numpy().tolist() == [i for w in want for i in w]
-    assert len(lengths.get_concrete_function().graph.get_operations()) > 0
     # Works on tf.data too.
     ds = tf.data.Dataset.from_tensor_slices(texts).batch(2).map(tf_tok.tokenize)
     assert [x for b in ds for x in b.to_list()] == [py_tok.encode(t) for t in texts]
+
+
+# Google's uncased vocab, golden tokens written out (each line of the vocab is one token, its
+# line number the id): accents stripped, CJK split per character, punctuation split, Greek
+# lower-cased, unknown characters and words over 200 characters -> [UNK], zero-width and
+# control characters deleted, no-break and ideographic spaces split words, no NFKC (full-width
+# letters stay unknown), and the 200-character limit is inclusive.
+GOLDEN = [
+    ("H\u00e9llo, W\u00f6rld! \u00c7a va? Na\u00efve caf\u00e9",
+     "hello , world ! ca va ? naive cafe"),
+    ("The unaffable \u039f\u0394\u039f\u03a3 runs.",
+     "the una ##ffa ##ble \u03bf ##\u03b4 ##\u03bf\u03c2 runs ."),
+    ("\u5317\u4eac\u5927\u5b66 is in \u4e2d\u56fd\u3002",
+     "\u5317 \u4eac \u5927 \u5b66 is in \u4e2d \u56fd \u3002"),
+    ("don't stop\u2014it's 3.14%! (see: #42) $5",
+     "don ' t stop \u2014 it ' s 3 . 14 % ! ( see : # 42 ) $ 5"),
+    ("\u2603 \U0001F642 zxqvjkwp " + "a" * 201 + " " + "b" * 200,
+     "[UNK] [UNK] z ##x ##q ##v ##jk ##w ##p [UNK] bb" + " ##bb" * 99),
+    ("tab\there\u00a0nbsp\u200bzero\u3000ideo", "tab here n ##bs ##p ##zer ##o id ##eo"),
+    ("", ""),
+    ("\uff26\uff55\uff4c\uff4c \uff21\uff22\uff23 and \ufb01 ligature",
+     "[UNK] [UNK] and \ufb01 liga ##ture"),
+]
+PAIR_SEQ = 16
+
+
+class _PairEncoder(tf.Module):
+    """What a serving model exports: text in, packed and truncated BERT inputs out."""
+
+    def __init__(self, tokenizer: tf_tokenization.TFBertTokenizer):
+        super().__init__()
+        self.tokenizer = tokenizer
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)] * 2)
+    def encode_pair(self, a, b):
+        tok = self.tokenizer
+        return tok.pack([tok.tokenize(a), tok.tokenize(b)], max_seq_length=PAIR_SEQ)
+
+
+def _graph_op_types(concrete) -> set:
+    """Op types of a concrete function's graph, nested functions included."""
+    graph_def = concrete.graph.as_graph_def()
+    types = {node.op for node in graph_def.node}
+    for function in graph_def.library.function:
+        types |= {node.op for node in function.node_def}
+    return types
+
+
+def test_golden_sentences_in_graph_and_after_saved_model(google_vocab_path, tmp_path):
+    with open(google_vocab_path, encoding="utf-8") as f:
+        vocab = {line.rstrip("\n"): i for i, line in enumerate(f)}
+    texts = [text for text, _ in GOLDEN]
+    want = [[vocab[t] for t in tokens.split()] for _, tokens in GOLDEN]
+    assert want[1][:4] == [1996, 14477, 20961, 3468] and want[4][:2] == [100, 100]
+    py_tok = tokenization.FullTokenizer(google_vocab_path, do_lower_case=True)
+    assert py_tok.encode_batch(texts) == want  # the Python tokenizer agrees with the golden
+    b_texts = texts[3:] + texts[:3]
+    want_pairs = [_reference_pack(a, b, PAIR_SEQ) for a, b in zip(want, want[3:] + want[:3])]
+    # Longest-first truncation, by hand: 9 + 21 tokens into a budget of 13 -> 7 + 6.
+    assert want_pairs[0][0] == [101, 7592, 1010, 2088, 999, 6187, 12436, 1029, 102,
+                                2123, 1005, 1056, 2644, 1517, 2009, 102]
+
+    def check(tokenize, encode_pair):
+        assert tokenize(tf.constant(texts)).to_list() == want
+        packed = encode_pair(tf.constant(texts), tf.constant(b_texts))
+        for name, k in (("input_ids", 0), ("input_mask", 1), ("segment_ids", 2)):
+            assert packed[name].numpy().tolist() == [p[k] for p in want_pairs], name
+
+    module = _PairEncoder(tf_tokenization.TFBertTokenizer(google_vocab_path, do_lower_case=True))
+    check(module.tokenizer.tokenize, module.encode_pair)
+    # Graph ops only: nothing calls back into Python (a SavedModel could not run it).
+    op_types = _graph_op_types(module.encode_pair.get_concrete_function())
+    assert not op_types & {"PyFunc", "PyFuncStateless", "EagerPyFunc"}, op_types
+    assert "FastWordpieceTokenizeWithOffsets" in op_types, sorted(op_types)
+
+    path = str(tmp_path / "pair_encoder")
+    tf.saved_model.save(module, path, signatures={
+        "serving_default": module.encode_pair.get_concrete_function()})
+    del module
+    loaded = tf.saved_model.load(path)
+    check(loaded.tokenizer.tokenize, loaded.encode_pair)
+    served = loaded.signatures["serving_default"](a=tf.constant(texts), b=tf.constant(b_texts))
+    assert served["input_ids"].numpy().tolist() == [p[0] for p in want_pairs]
 
 
 def test_saved_model_round_trip(small_vocab_file, tmp_path):
