@@ -31,7 +31,7 @@ from typing import Dict, Iterator, Tuple
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import losses, schema
+from bert_tf import checkpointing, losses, schema
 
 
 def metrics_from_sums(sums: Dict[str, object]) -> Dict[str, float]:
@@ -105,6 +105,7 @@ class StepFunctions:
         self.use_nsp = use_nsp
         self.accumulation_steps = accumulation_steps
         self.keys = losses.sum_keys(use_nsp)
+        self._seed_states = checkpointing.seed_state_variables(model)  # dropout RNG
         self._gradients = tf.function(self._local_gradients, jit_compile=use_xla)
         if xla_optimizer and strategy.num_replicas_in_sync == 1:
             self._apply = tf.function(self._apply_gradients, jit_compile=True)
@@ -175,7 +176,20 @@ class StepFunctions:
         global_weight, global_examples = ctx.all_reduce(
             tf.distribute.ReduceOp.SUM, [local_weight, local_examples]
         )
+        # The seed-generator states are mirrored, so without this every replica would draw
+        # the same dropout masks. Each replica shifts its own copy's seed by its replica id
+        # for this step's draws (aggregation NONE: the assign stays local), then shifts back:
+        # the states stay equal across replicas, as checkpointed and restored.
+        shift = self.strategy.num_replicas_in_sync > 1 and self._seed_states
+        if shift:
+            offset = tf.stack([tf.cast(ctx.replica_id_in_sync_group, tf.int64),
+                               tf.constant(0, tf.int64)])
+            for state in self._seed_states:
+                state.assign(state + offset)
         grads, sums = self._gradients(batch, global_weight, global_examples)
+        if shift:
+            for state in self._seed_states:
+                state.assign(state - offset)
         if self.strategy.num_replicas_in_sync > 1:
             present = [i for i, g in enumerate(grads) if g is not None]
             reduced = ctx.all_reduce(tf.distribute.ReduceOp.SUM, [grads[i] for i in present])

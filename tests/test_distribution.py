@@ -4,6 +4,8 @@
   and weights), with replicas holding different numbers of masked tokens and gradient
   clipping active: proves the global-batch reduction and the all-reduce before clipping.
 - Two-process MultiWorkerMirroredStrategy on loopback == the same single-device run.
+- Two replicas fed the same examples draw different dropout masks (identical losses with
+  dropout 0, different with dropout 0.3).
 - mixed_bfloat16 and mixed_float16 (with dynamic loss scaling) train with finite,
   decreasing losses.
 
@@ -67,6 +69,69 @@ def test_mirrored_two_replicas_equal_one_device_with_the_whole_batch(mirrored_an
     # per block of 8), so averaging per-replica means would have given other losses.
     weights = synthetic_examples(64, seed=3)["masked_lm_weights"]
     assert weights[0:4].sum() == 16 and weights[4:8].sum() == 4
+
+
+def replica_dropout_probe(out: str, steps: int = 2) -> None:
+    """Runs in a subprocess (logical devices): the real per-replica train step, every replica
+    fed the same batch, with dropout 0 and 0.3. Saves each replica's local loss sums and its
+    copy of a dropout seed-generator state after every step."""
+    from bert_tf.checkpointing import seed_state_variables
+
+    strategy = distribution.create_strategy(distribution.DistributionConfig(
+        distribution_strategy="mirrored", num_cpu_devices=2))
+    examples = synthetic_examples(4, seed=1)
+    arrays = {}
+    for rate in (0.0, 0.3):
+        bert = tiny_bert_config(hidden_dropout_prob=rate, attention_probs_dropout_prob=rate)
+        opt = optimization.OptimizerConfig(learning_rate=1e-3, num_train_steps=steps,
+                                           num_warmup_steps=0)
+        t = trainer.Trainer(
+            trainer.TrainerConfig(output_dir=os.path.join(os.path.dirname(out), str(rate)),
+                                  train_batch_size=8, num_train_steps=steps, use_xla=False),
+            strategy, model_fn=lambda: BertPretrainingModel(bert),
+            optimizer_fn=lambda: optimization.create_optimizer(opt))
+        iterator = iter(t.distribute_dataset(
+            lambda context, batch: tf.data.Dataset.from_tensors(examples).repeat(), 4))
+        step = tf.function(lambda it: strategy.run(t.steps._replica_train_step, args=(next(it),)))
+        seeds = seed_state_variables(t.model)
+        # Dropout 0 builds no seed generator; 0.3: embeddings + 2 x (attention, 2 residual).
+        assert len(seeds) >= (5 if rate else 0), len(seeds)
+        for i in range(steps):
+            sums = step(iterator)
+            for key in ("mlm_weighted_ce", "nsp_ce"):
+                arrays[f"{rate}/{i}/{key}"] = np.array(
+                    [float(v) for v in strategy.experimental_local_results(sums[key])])
+            if seeds:
+                arrays[f"{rate}/{i}/seed_states"] = np.stack(
+                    [np.stack([c.numpy() for c in v.value.values]) for v in seeds])
+    np.savez(out, **arrays)
+
+
+def test_replicas_draw_different_dropout_masks(tmp_path):
+    """Both replicas of MirroredStrategy get the same examples. With dropout 0.3 their
+    losses differ (different masks); with dropout 0 they are identical. Each replica's copy
+    of the dropout RNG state is the same after the step, so one checkpointed state resumes
+    every replica on its own stream."""
+    out = tmp_path / "probe.npz"
+    code = (f"import sys; sys.path.insert(0, {os.path.dirname(WORKER)!r}); "
+            f"import test_distribution; test_distribution.replica_dropout_probe({os.fspath(out)!r})")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, env=subprocess_env(),
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = np.load(out)
+    for i in range(2):
+        for key in ("mlm_weighted_ce", "nsp_ce"):
+            same = data[f"0.0/{i}/{key}"]
+            assert same.shape == (2,) and np.all(np.isfinite(same))
+            assert same[0] == same[1], (i, key, same)
+            dropped = data[f"0.3/{i}/{key}"]
+            # Different masks: the summed losses of the same 4 examples differ.
+            assert abs(dropped[0] - dropped[1]) > 1e-4 * abs(dropped[0]), (i, key, dropped)
+        states = data[f"0.3/{i}/seed_states"]  # [generators, replicas, 2]
+        np.testing.assert_array_equal(states[:, 0], states[:, 1])
+        np.testing.assert_array_equal(states[:, 0, 1], i + 1)  # one draw per step each
+    # Dropout changes the losses: the 0.3 run really drew masks.
+    assert data["0.3/0/mlm_weighted_ce"][0] != data["0.0/0/mlm_weighted_ce"][0]
 
 
 def free_port() -> int:
