@@ -9,7 +9,6 @@ import tensorflow as tf
 from bert_tf import schema
 from data_tools.example_codec import encode_examples, example_bytes
 
-
 SEQ, PRED = 16, 4
 
 

@@ -10,7 +10,6 @@ import pytest
 
 from bert_tf.tokenization import FullTokenizer
 
-
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NOTEBOOK = os.path.join(REPO, "notebooks", "pretrain_bert_colab_tpu.ipynb")
 
