@@ -71,28 +71,37 @@ def test_mirrored_two_replicas_equal_one_device_with_the_whole_batch(mirrored_an
     assert weights[0:4].sum() == 16 and weights[4:8].sum() == 4
 
 
+def _mirrored_trainer(strategy, rate: float, steps: int, output_dir: str) -> trainer.Trainer:
+    """The tiny BERT's Trainer with dropout `rate` on both dropout settings."""
+    bert = tiny_bert_config(hidden_dropout_prob=rate, attention_probs_dropout_prob=rate)
+    opt = optimization.OptimizerConfig(learning_rate=1e-3, num_train_steps=steps,
+                                       num_warmup_steps=0)
+    return trainer.Trainer(
+        trainer.TrainerConfig(output_dir=output_dir, train_batch_size=8,
+                              num_train_steps=steps, use_xla=False),
+        strategy, model_fn=lambda: BertPretrainingModel(bert),
+        optimizer_fn=lambda: optimization.create_optimizer(opt))
+
+
 def replica_dropout_probe(out: str, steps: int = 2) -> None:
     """Runs in a subprocess (logical devices): the real per-replica train step, every replica
     fed the same batch, with dropout 0 and 0.3. Saves each replica's local loss sums and its
-    copy of a dropout seed-generator state after every step."""
+    copy of the dropout seed-generator states after every step."""
     from bert_tf.checkpointing import seed_state_variables
 
     strategy = distribution.create_strategy(distribution.DistributionConfig(
         distribution_strategy="mirrored", num_cpu_devices=2))
     examples = synthetic_examples(4, seed=1)
+
+    def same_batch_everywhere(context, per_replica_batch):
+        return tf.data.Dataset.from_tensors(examples).repeat()
+
     arrays = {}
     for rate in (0.0, 0.3):
-        bert = tiny_bert_config(hidden_dropout_prob=rate, attention_probs_dropout_prob=rate)
-        opt = optimization.OptimizerConfig(learning_rate=1e-3, num_train_steps=steps,
-                                           num_warmup_steps=0)
-        t = trainer.Trainer(
-            trainer.TrainerConfig(output_dir=os.path.join(os.path.dirname(out), str(rate)),
-                                  train_batch_size=8, num_train_steps=steps, use_xla=False),
-            strategy, model_fn=lambda: BertPretrainingModel(bert),
-            optimizer_fn=lambda: optimization.create_optimizer(opt))
-        iterator = iter(t.distribute_dataset(
-            lambda context, batch: tf.data.Dataset.from_tensors(examples).repeat(), 4))
-        step = tf.function(lambda it: strategy.run(t.steps._replica_train_step, args=(next(it),)))
+        t = _mirrored_trainer(strategy, rate, steps, os.path.join(os.path.dirname(out), str(rate)))
+        iterator = iter(t.distribute_dataset(same_batch_everywhere, 4))
+        step = tf.function(
+            lambda it, t=t: strategy.run(t.steps._replica_train_step, args=(next(it),)))
         seeds = seed_state_variables(t.model)
         # Dropout 0 builds no seed generator; 0.3: embeddings + 2 x (attention, 2 residual).
         assert len(seeds) >= (5 if rate else 0), len(seeds)
@@ -107,6 +116,7 @@ def replica_dropout_probe(out: str, steps: int = 2) -> None:
     np.savez(out, **arrays)
 
 
+@pytest.mark.slow  # one subprocess builds and traces two mirrored Trainers (~40 s CPU)
 def test_replicas_draw_different_dropout_masks(tmp_path):
     """Both replicas of MirroredStrategy get the same examples. With dropout 0.3 their
     losses differ (different masks); with dropout 0 they are identical. Each replica's copy
@@ -114,7 +124,8 @@ def test_replicas_draw_different_dropout_masks(tmp_path):
     every replica on its own stream."""
     out = tmp_path / "probe.npz"
     code = (f"import sys; sys.path.insert(0, {os.path.dirname(WORKER)!r}); "
-            f"import test_distribution; test_distribution.replica_dropout_probe({os.fspath(out)!r})")
+            "import test_distribution; "
+            f"test_distribution.replica_dropout_probe({os.fspath(out)!r})")
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, env=subprocess_env(),
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
