@@ -24,6 +24,7 @@ Nothing grows with the corpus. Beam is imported only by this module (the `[beam]
 
 from __future__ import annotations
 
+import logging as std_logging
 import math
 import os
 import pickle
@@ -48,9 +49,13 @@ try:
     import apache_beam as beam
     from apache_beam.metrics.metric import MetricsFilter
     from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+    from apache_beam.runners.runner import create_runner
 except ImportError:  # the optional [beam] extra
     raise UserError("--beam_pipeline_options needs Apache Beam: pip install "
                     "'bert_tf[beam]' (or 'apache-beam>=2.77')") from None
+
+# Beam's INFO lines (type hints, every worker's start and stop) would bury the job's own.
+std_logging.getLogger("apache_beam").setLevel(std_logging.WARNING)
 
 NAMESPACE = "bert_tf"
 _STAGING_FILE_BYTES = 64 << 20  # compressed chunks per staging file
@@ -69,7 +74,8 @@ def pipeline_options(options: str, paths: Sequence[str]) -> "PipelineOptions":
     try:
         opts = PipelineOptions(shlex.split(options))
         runner = opts.view_as(StandardOptions).runner or "DirectRunner"
-    except (ValueError, SystemExit) as e:
+        create_runner(runner)  # an unknown runner fails here, not after the staging pass
+    except (ValueError, ImportError, SystemExit) as e:
         raise UserError(f"--beam_pipeline_options={options!r}: {reason(e)}") from None
     if "dataflow" in str(runner).lower():
         local = [p for p in paths if p and not fileio.is_remote(p)]
@@ -246,7 +252,8 @@ def execute(p) -> Dict[str, int]:
     except UserError:
         raise
     except Exception as e:
-        found = re.findall(r"UserError: (.+)", str(e))
+        found = re.findall(r"UserError: (.+?)(?: \[while running '[^\n]*'\])?$", str(e),
+                           re.MULTILINE)
         if found:  # raised by a worker: keep its one line
             raise UserError(found[-1].strip()) from None
         raise
