@@ -5,7 +5,7 @@ runs the same job as `data_tools.pipeline` and writes the same bytes:
 
 1. The launcher streams the inputs through `corpus.iter_chunks` (the local runner's chunks,
    so the same tasks and per-task seeds) and stages each chunk, pickled and zlib-compressed,
-   in files under the temporary directory (`stage_chunks`). This pass is sequential: it
+   in files under the temporary directory (`beam_io.stage_chunks`). This pass is sequential: it
    reads the corpus once, at about 45 MB/s here, against about 0.8 MB/s per worker for the
    tasks themselves (dupe_factor 10).
 2. Workers run `tasks.process_chunk` on each chunk and give each record the global
@@ -19,261 +19,26 @@ runs the same job as `data_tools.pipeline` and writes the same bytes:
 
 Memory per worker: one task (a chunk and its records, as a local worker) or one group
 (about --shuffle_memory_mb of records, held twice while sorted), plus Beam's own buffers.
-Nothing grows with the corpus. Beam is imported only by this module (the `[beam]` extra).
+Nothing grows with the corpus. Only the Beam modules import Beam (the `[beam]` extra).
 """
 
 from __future__ import annotations
 
-import logging as std_logging
 import math
-import os
-import pickle
-import re
-import shlex
-import shutil
 import time
-import uuid
-import zlib
-from typing import Callable, Dict, Iterable, Iterator, List, Sequence, Tuple
+from typing import Iterator, Tuple
 
 import numpy as np
 from absl import logging
 
 from bert_tf import fileio, tokenization
-from bert_tf.errors import UserError, reason
-from data_tools import corpus, pipeline, shuffle, tfrecord_writer
+from bert_tf.errors import UserError
+from data_tools import beam_io, corpus, pipeline, shuffle
+from data_tools.beam_io import NAMESPACE, beam
 from data_tools.job_config import PipelineConfig
 from data_tools.tasks import InstanceStats, process_chunk
 
-try:
-    import apache_beam as beam
-    from apache_beam.metrics.metric import MetricsFilter
-    from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
-    from apache_beam.runners.runner import create_runner
-except ImportError:  # the optional [beam] extra
-    raise UserError("--beam_pipeline_options needs Apache Beam: pip install "
-                    "'bert_tf[beam]' (or 'apache-beam>=2.77')") from None
-
-# Beam's INFO lines (type hints, every worker's start and stop) would bury the job's own.
-std_logging.getLogger("apache_beam").setLevel(std_logging.WARNING)
-
-NAMESPACE = "bert_tf"
-_STAGING_FILE_BYTES = 64 << 20  # compressed chunks per staging file
-_COPY_BLOCK = 16 << 20
 _MAX_BUCKET_BITS = 24
-
-
-# ---- launcher helpers, shared with data_tools.beam_prepare -----------------------------
-
-def pipeline_options(options: str, paths: Sequence[str]) -> "PipelineOptions":
-    """Parses --beam_pipeline_options; checks that a cloud runner can reach every path.
-
-    Raises:
-        UserError: unparsable options, or a local path given to the DataflowRunner.
-    """
-    try:
-        opts = PipelineOptions(shlex.split(options))
-        runner = opts.view_as(StandardOptions).runner or "DirectRunner"
-        create_runner(runner)  # an unknown runner fails here, not after the staging pass
-    except (ValueError, ImportError, SystemExit) as e:
-        raise UserError(f"--beam_pipeline_options={options!r}: {reason(e)}") from None
-    if "dataflow" in str(runner).lower():
-        local = [p for p in paths if p and not fileio.is_remote(p)]
-        if local:
-            raise UserError(f"--beam_pipeline_options: {runner} workers cannot read the "
-                            f"local path {local[0]}: use gs:// paths (and --temp_dir)")
-    return opts
-
-
-def staging_dir(temp_dir: str, first_output: str) -> str:
-    """A new private directory for staged chunks and part files (created here).
-
-    Raises:
-        UserError: it cannot be created.
-    """
-    base = temp_dir or os.path.dirname(first_output) or "."
-    path = os.path.join(base, f".beam-staging-{uuid.uuid4().hex[:12]}")
-    try:
-        fileio.makedirs(path)
-    except Exception as e:
-        raise UserError(f"cannot create temporary directory {path}: {reason(e)} "
-                        "(--temp_dir chooses where it goes)") from None
-    return path
-
-
-def remove_tree(path: str) -> None:
-    """Removes a directory and everything in it, ignoring errors."""
-    try:
-        if fileio.is_remote(path):
-            import tensorflow as tf  # remote paths have TensorFlow loaded already
-
-            tf.io.gfile.rmtree(path)
-        else:
-            shutil.rmtree(path, ignore_errors=True)
-    except Exception:  # cleanup must not hide the real error
-        pass
-
-
-def stage_chunks(chunks: Iterable[object], directory: str) -> List[str]:
-    """Writes every chunk (pickled, zlib) into staging files; returns their paths.
-
-    Each staging file has an index beside it (`<file>.idx`: int64 [n, 2] offset, length).
-    """
-    paths: List[str] = []
-    f, index, size = None, [], 0
-
-    def close() -> None:
-        f.close()
-        with fileio.open_file(paths[-1] + ".idx", "wb") as idx:
-            idx.write(np.asarray(index, np.int64).reshape(-1, 2).tobytes())
-
-    try:
-        for chunk in chunks:
-            if f is None or size >= _STAGING_FILE_BYTES:
-                if f is not None:
-                    close()
-                paths.append(os.path.join(directory, f"chunks-{len(paths):06d}"))
-                f, index, size = fileio.open_file(paths[-1], "wb"), [], 0
-            blob = zlib.compress(pickle.dumps(chunk, protocol=pickle.HIGHEST_PROTOCOL), 1)
-            f.write(blob)
-            index.append((size, len(blob)))
-            size += len(blob)
-        if f is not None:
-            close()
-            f = None
-    except OSError as e:
-        raise UserError(f"cannot write temporary file in {directory}: {reason(e)}") from None
-    finally:
-        if f is not None:
-            f.close()
-    return paths
-
-
-def chunk_refs(path: str) -> Iterator[Tuple[str, int, int]]:
-    """(staging file, offset, length) of each chunk in one staging file."""
-    with fileio.open_file(path + ".idx", "rb") as f:
-        index = np.frombuffer(f.read(), np.int64).reshape(-1, 2)
-    for offset, length in index.tolist():
-        yield path, offset, length
-
-
-def load_chunk(ref: Tuple[str, int, int]):
-    """The chunk staged at `ref`."""
-    path, offset, length = ref
-    with fileio.open_file(path, "rb") as f:
-        f.seek(offset)
-        return pickle.loads(zlib.decompress(f.read(length)))
-
-
-def read_chunks(p, staging_paths: Sequence[str]):
-    """PCollection of chunk refs, spread over the workers."""
-    return (p | "StagingFiles" >> beam.Create(list(staging_paths))
-            | "ChunkRefs" >> beam.FlatMap(chunk_refs)
-            | "SpreadChunks" >> beam.Reshuffle())
-
-
-def write_part(directory: str, shard: int, bucket: int, data: bytes) -> Tuple[int, Tuple[int, str]]:
-    """Writes one sorted group of a shard; returns (shard, (bucket, path))."""
-    path = os.path.join(directory, f"part-{shard:05d}-{bucket:08d}")
-    with fileio.open_file(path, "wb") as f:  # deterministic: a retried bundle rewrites it
-        f.write(data)
-    return shard, (bucket, path)
-
-
-def _concat_shard(item, temp_paths: Sequence[str], compression: str) -> None:
-    """Concatenates one shard's parts, in bucket order, into its temporary output file."""
-    shard, groups = item
-    parts = sorted(groups["parts"])
-    compressor = (zlib.compressobj(tfrecord_writer._GZIP_LEVEL, zlib.DEFLATED,
-                                   tfrecord_writer._GZIP_WBITS, tfrecord_writer._GZIP_MEM_LEVEL)
-                  if compression == tfrecord_writer.COMPRESSION_GZIP else None)
-    with fileio.open_file(temp_paths[shard], "wb") as out:
-        out.write(b"")  # remote files exist only after a first write
-        for _, path in parts:
-            with fileio.open_file(path, "rb") as f:
-                while True:
-                    block = f.read(_COPY_BLOCK)
-                    if not block:
-                        break
-                    beam.metrics.Metrics.counter(NAMESPACE, "shard_bytes").inc(len(block))
-                    out.write(compressor.compress(block) if compressor else block)
-        if compressor is not None:
-            out.write(compressor.flush())
-
-
-def finish_shards(p, parts, temp_paths: Sequence[str], compression: str = "") -> None:
-    """Writes every shard (also those without parts) from (shard, (bucket, path)) parts."""
-    shards = (p | "Shards" >> beam.Create(list(range(len(temp_paths))))
-              | "ShardKeys" >> beam.Map(lambda s: (s, None)))
-    _ = ({"parts": parts, "shard": shards} | "PartsOfShard" >> beam.CoGroupByKey()
-         | "ConcatParts" >> beam.Map(_concat_shard, list(temp_paths), compression))
-
-
-def prepare_outputs(paths: Sequence[str]) -> List[str]:
-    """Creates an empty temporary file beside each output (checks it can be written).
-
-    Raises:
-        UserError: an output directory cannot be created or written.
-    """
-    temps: List[str] = []
-    try:
-        for path in paths:
-            parent = os.path.dirname(path)
-            if parent and not fileio.exists(parent):
-                fileio.makedirs(parent)
-            temps.append(fileio.temp_name(path))
-            with fileio.open_file(temps[-1], "wb") as f:
-                f.write(b"")
-    except Exception as e:
-        remove_files(temps)
-        raise UserError(f"cannot write {paths[len(temps) - 1] if temps else paths[0]}: "
-                        f"{reason(e)}") from None
-    return temps
-
-
-def remove_files(paths: Iterable[str]) -> None:
-    for path in paths:
-        try:
-            if fileio.exists(path):
-                fileio.remove(path)
-        except Exception:
-            pass
-
-
-def execute(p) -> Dict[str, int]:
-    """Runs the pipeline to the end; returns its counters (namespace `bert_tf`) by name.
-
-    Raises:
-        UserError: a worker raised one (its message, one line), or the pipeline failed.
-    """
-    try:
-        result = p.run()
-        state = result.wait_until_finish()
-    except UserError:
-        raise
-    except Exception as e:
-        found = re.findall(r"UserError: (.+?)(?: \[while running '[^\n]*'\])?$", str(e),
-                           re.MULTILINE)
-        if found:  # raised by a worker: keep its one line
-            raise UserError(found[-1].strip()) from None
-        raise
-    if str(state).split(".")[-1] != "DONE":
-        raise UserError(f"the Beam pipeline ended in state {state}")
-    counters: Dict[str, int] = {}
-    for c in result.metrics().query(MetricsFilter().with_namespace(NAMESPACE))["counters"]:
-        value = c.committed if c.committed is not None else c.attempted
-        counters[c.key.metric.name] = counters.get(c.key.metric.name, 0) + int(value or 0)
-    return counters
-
-
-def publish(temps: Sequence[str], finals: Sequence[str]) -> None:
-    """Renames every temporary output to its final name."""
-    for tmp, path in zip(temps, finals):
-        try:
-            fileio.rename(tmp, path)
-        except Exception as e:
-            raise UserError(f"cannot finish the output file {path}: {reason(e)}") from None
-
 
 # ---- the create-pretraining-data pipeline ----------------------------------------------
 
@@ -295,7 +60,7 @@ class _Tasks(beam.DoFn):
 
     def process(self, ref):
         config = self.config
-        chunk = load_chunk(ref)
+        chunk = beam_io.load_chunk(ref)
         result = process_chunk(chunk, config, self.tokenizer,
                                config.log_examples if chunk.index == 0 else 0)
         for example in result.examples:
@@ -372,7 +137,7 @@ def _sort_group(item, directory: str):
     data = b"".join([views[b][s:s + n] for b, s, n in zip(
         block_of[order].tolist(), starts[order].tolist(), lengths[order].tolist())])
     del blocks, views
-    return write_part(directory, shard, bucket, data)
+    return beam_io.write_part(directory, shard, bucket, data)
 
 
 def load_tokenizer(config: PipelineConfig) -> tokenization.FullTokenizer:
@@ -393,28 +158,28 @@ def run(config: PipelineConfig, options: str) -> pipeline.RunSummary:
         UserError: as `pipeline.run`, before the pipeline starts where possible.
     """
     start = time.monotonic()
-    opts = pipeline_options(options, list(config.input_files) + list(config.output_files)
-                            + [config.vocab_file, config.temp_dir])
-    tokenizer = load_tokenizer(config)  # a bad vocab fails here, not on a worker
-    del tokenizer
+    opts = beam_io.pipeline_options(options, list(config.input_files)
+                                    + list(config.output_files)
+                                    + [config.vocab_file, config.temp_dir])
+    load_tokenizer(config)  # a bad vocab fails here, not on a worker
     total_bytes = sum(fileio.size(p) for p in config.input_files)
     outputs = list(config.output_files)
     logging.info("Beam: reading %d input file(s), %.1f MB; writing %d shard(s)",
                  len(config.input_files), total_bytes / 1e6, len(outputs))
-    temps = prepare_outputs(outputs)
+    temps = beam_io.prepare_outputs(outputs)
     staging = ""
     try:
-        staging = staging_dir(config.temp_dir, outputs[0])
+        staging = beam_io.staging_dir(config.temp_dir, outputs[0])
         corpus_stats = corpus.CorpusStats()
-        staged = stage_chunks(corpus.iter_chunks(config.input_files, config.chunk_bytes,
-                                                 corpus_stats), staging)
+        chunks = corpus.iter_chunks(config.input_files, config.chunk_bytes, corpus_stats)
+        staged = beam_io.stage_chunks(chunks, staging)
         logging.info("staged %.1f MB of text in %d file(s) under %s in %.1f s",
                      corpus_stats.bytes_read / 1e6, len(staged), staging,
                      time.monotonic() - start)
         if not staged:
             raise _no_text(config)
         p = beam.Pipeline(options=opts)
-        blocks = read_chunks(p, staged) | "Tasks" >> beam.ParDo(_Tasks(config))
+        blocks = beam_io.read_chunks(p, staged) | "Tasks" >> beam.ParDo(_Tasks(config))
         bits = (blocks | "BlockBytes" >> beam.Map(lambda kv: len(kv[1][3]))
                 | "TotalBytes" >> beam.CombineGlobally(sum)
                 | "BucketBits" >> beam.Map(bucket_bits, len(outputs),
@@ -423,17 +188,17 @@ def run(config: PipelineConfig, options: str) -> pipeline.RunSummary:
                  | "Buckets" >> beam.FlatMap(_split_buckets, beam.pvalue.AsSingleton(bits))
                  | "GroupBuckets" >> beam.GroupByKey()
                  | "SortGroups" >> beam.Map(_sort_group, staging))
-        finish_shards(p, parts, temps, config.output_compression)
-        counters = execute(p)
+        beam_io.finish_shards(p, parts, temps, config.output_compression)
+        counters = beam_io.execute(p)
         if not counters.get("instances"):
             raise _no_text(config)
-        publish(temps, outputs)
+        beam_io.publish(temps, outputs)
     except BaseException:
-        remove_files(temps)
+        beam_io.remove_files(temps)
         raise
     finally:
         if staging:
-            remove_tree(staging)
+            beam_io.remove_tree(staging)
     stats = InstanceStats(**{name: counters.get(name, 0) for name in _STATS_FIELDS},
                           decisions=tuple(counters.get(n, 0) for n in
                                           ("mask", "keep", "random")))

@@ -1,7 +1,7 @@
 """The prepare-corpus job as an Apache Beam pipeline (`--beam_pipeline_options`).
 
 Writes the same bytes as `data_tools.prepare_job.run`: the launcher stages
-`raw_corpus.iter_chunks`' chunks (as `data_tools.beam_pipeline` does); workers run
+`raw_corpus.iter_chunks`' chunks (`data_tools.beam_io`); workers run
 `prepare_job.process_chunk` on each. With --dedup, the first occurrence of each document hash
 in (chunk, position) order is kept, as the local run keeps the first it reads: a
 `CombinePerKey(min)` over the hashes. The kept documents are numbered in corpus order from
@@ -22,9 +22,9 @@ import numpy as np
 from absl import logging
 
 from bert_tf import fileio
-from data_tools import beam_pipeline as bp
+from data_tools import beam_io as bp
 from data_tools import prepare_job, raw_corpus
-from data_tools.beam_pipeline import NAMESPACE, beam
+from data_tools.beam_io import NAMESPACE, beam
 
 _GROUP_BYTES = 64 << 20  # text per (shard, chunk range) group
 _COUNTERS = ("documents", "sentences", "empty", "short", "duplicates", "json_ok",

@@ -13,7 +13,7 @@ import pytest
 
 beam = pytest.importorskip("apache_beam")
 
-from data_tools import beam_pipeline, beam_prepare, prepare_job  # noqa: E402
+from data_tools import beam_io, beam_pipeline, beam_prepare, prepare_job  # noqa: E402
 from data_tools import tfrecord_writer  # noqa: E402
 
 DIRECT = ("--runner=DirectRunner --direct_num_workers=2 "
@@ -158,10 +158,10 @@ def test_gzip_shards_equal_the_local_writers_whatever_the_part_sizes(tmp_path):
         for i in range(0, 300, 7):  # the local runner writes in its own pieces
             w.write(0, b"".join(records[i:i + 7]))
     cuts = [0, 1, 50, 51, 200, 300]
-    parts = [beam_pipeline.write_part(str(tmp_path), 0, b, b"".join(records[lo:hi]))[1]
+    parts = [beam_io.write_part(str(tmp_path), 0, b, b"".join(records[lo:hi]))[1]
              for b, (lo, hi) in enumerate(zip(cuts, cuts[1:]))]
     temp = str(tmp_path / "beam.gz")
-    beam_pipeline._concat_shard((0, {"parts": parts[::-1], "shard": [None]}), [temp], "gzip")
+    beam_io._concat_shard((0, {"parts": parts[::-1], "shard": [None]}), [temp], "gzip")
     assert (tmp_path / "beam.gz").read_bytes() == (tmp_path / "local.gz").read_bytes()
 
 
