@@ -11,8 +11,9 @@ runs the same job as `data_tools.pipeline` and writes the same bytes:
 2. Workers run `tasks.process_chunk` on each chunk and give each record the global
    shuffle's key (`shuffle.record_keys`); shard = key % num_shards.
 3. Records are grouped by (shard, bucket), the bucket being the key's top bits, with enough
-   buckets that a group holds about --shuffle_memory_mb of records (the total is counted in
-   the pipeline). Each group is sorted by key and written as one part file.
+   buckets that a group holds about --shuffle_memory_mb of records (the total estimated
+   from the first chunk, which the launcher also runs, so a job that fails on real text
+   fails before the pipeline). Each group is sorted by key and written as one part file.
 4. Each shard's parts are concatenated in bucket order (gzip-compressed if asked) into a
    temporary file beside the output; the launcher renames every shard when the pipeline
    succeeded and removes temporary files whatever happened.
@@ -26,7 +27,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Iterator, Tuple
+from typing import Iterator, List, Tuple
 
 import numpy as np
 from absl import logging
@@ -47,10 +48,12 @@ _STATS_FIELDS = ("instances", "tokens", "maskable_tokens", "short", "predictions
 
 
 class _Tasks(beam.DoFn):
-    """chunk ref -> (shard, (task, keys uint64 bytes, frame lengths int64 bytes, frames))."""
+    """chunk ref -> ((shard, bucket), (task, keys uint64 bytes, frame lengths int64 bytes,
+    frames)), the bucket being the keys' top `bits` bits."""
 
-    def __init__(self, config: PipelineConfig):
+    def __init__(self, config: PipelineConfig, bits: int):
         self.config = config
+        self.bits = bits
 
     def setup(self) -> None:
         self.tokenizer = load_tokenizer(self.config)
@@ -77,10 +80,14 @@ class _Tasks(beam.DoFn):
         if not len(lengths):
             return
         keys = shuffle.record_keys(config.random_seed, result.index, len(lengths))
-        num_shards = len(config.output_files)
-        shard_of = (keys % np.uint64(num_shards)).astype(np.int64)
-        for shard, sel in _groups(shard_of):
-            yield shard, _take(result.index, keys, lengths, memoryview(result.frames), sel)
+        group_of = (keys % np.uint64(len(config.output_files))).astype(np.int64)
+        if self.bits:  # (shard, bucket) as one int: shard << bits | key's top bits
+            group_of = (group_of << self.bits) | (keys >> np.uint64(64 - self.bits)).astype(
+                np.int64)
+        view = memoryview(result.frames)
+        for group, sel in _groups(group_of):
+            yield ((group >> self.bits, group & ((1 << self.bits) - 1)),
+                   _take(result.index, keys, lengths, view, sel))
 
 
 def _groups(group_of: np.ndarray) -> Iterator[Tuple[int, np.ndarray]]:
@@ -97,20 +104,6 @@ def _take(task: int, keys: np.ndarray, lengths: np.ndarray, view: memoryview,
     starts = (np.cumsum(lengths) - lengths)[sel]
     data = b"".join([view[s:s + n] for s, n in zip(starts.tolist(), lengths[sel].tolist())])
     return task, keys[sel].tobytes(), lengths[sel].tobytes(), data
-
-
-def _split_buckets(item, bits: int):
-    """(shard, block) -> ((shard, bucket), block) by the keys' top `bits` bits."""
-    shard, (task, key_bytes, length_bytes, data) = item
-    if bits == 0:
-        yield (shard, 0), (task, key_bytes, length_bytes, data)
-        return
-    keys = np.frombuffer(key_bytes, np.uint64)
-    lengths = np.frombuffer(length_bytes, np.int64)
-    bucket_of = (keys >> np.uint64(64 - bits)).astype(np.int64)
-    view = memoryview(data)
-    for bucket, sel in _groups(bucket_of):
-        yield (shard, bucket), _take(task, keys, lengths, view, sel)
 
 
 def bucket_bits(total_bytes: int, num_groups: int, budget: int) -> int:
@@ -172,20 +165,19 @@ def run(config: PipelineConfig, options: str) -> pipeline.RunSummary:
         staging = beam_io.staging_dir(config.temp_dir, outputs[0])
         corpus_stats = corpus.CorpusStats()
         chunks = corpus.iter_chunks(config.input_files, config.chunk_bytes, corpus_stats)
-        staged = beam_io.stage_chunks(chunks, staging)
-        logging.info("staged %.1f MB of text in %d file(s) under %s in %.1f s",
-                     corpus_stats.bytes_read / 1e6, len(staged), staging,
-                     time.monotonic() - start)
+        ratio = [0.0]  # record bytes per text byte, from the first chunk
+        staged = beam_io.stage_chunks(_first_run_here(chunks, config, ratio), staging)
         if not staged:
             raise _no_text(config)
+        bits = bucket_bits(int(ratio[0] * total_bytes), len(outputs),
+                           config.shuffle_memory_bytes)
+        logging.info("staged %.1f MB of text in %d file(s) in %.1f s; about %.0f MB of "
+                     "records, in %d group(s) per shard", corpus_stats.bytes_read / 1e6,
+                     len(staged), time.monotonic() - start, ratio[0] * total_bytes / 1e6,
+                     1 << bits)
         p = beam.Pipeline(options=opts)
-        blocks = beam_io.read_chunks(p, staged) | "Tasks" >> beam.ParDo(_Tasks(config))
-        bits = (blocks | "BlockBytes" >> beam.Map(lambda kv: len(kv[1][3]))
-                | "TotalBytes" >> beam.CombineGlobally(sum)
-                | "BucketBits" >> beam.Map(bucket_bits, len(outputs),
-                                           config.shuffle_memory_bytes))
-        parts = (blocks
-                 | "Buckets" >> beam.FlatMap(_split_buckets, beam.pvalue.AsSingleton(bits))
+        parts = (beam_io.read_chunks(p, staged)
+                 | "Tasks" >> beam.ParDo(_Tasks(config, bits))
                  | "GroupBuckets" >> beam.GroupByKey()
                  | "SortGroups" >> beam.Map(_sort_group, staging))
         beam_io.finish_shards(p, parts, temps, config.output_compression)
@@ -214,6 +206,18 @@ def run(config: PipelineConfig, options: str) -> pipeline.RunSummary:
     logging.info("statistics: %s", stats.describe(config.packing.nsp,
                                                   config.packing.max_seq_length))
     return summary
+
+
+def _first_run_here(chunks: Iterator[corpus.Chunk], config: PipelineConfig,
+                    ratio: List[float]) -> Iterator[corpus.Chunk]:
+    """The chunks; the first one also runs here, which tries the whole job on real text
+    before the pipeline starts and measures its record bytes per text byte (`ratio[0]`),
+    whence the number of key buckets."""
+    for chunk in chunks:
+        if chunk.index == 0:
+            result = process_chunk(chunk, config, load_tokenizer(config))
+            ratio[0] = result.frames.nbytes / max(chunk.num_bytes, 1)
+        yield chunk
 
 
 def _no_text(config: PipelineConfig) -> UserError:

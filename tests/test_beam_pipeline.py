@@ -61,6 +61,7 @@ def test_create_pretraining_data_on_direct_runner_writes_the_local_bytes(
     # The counters came back from the workers: the instances of every shard.
     frames = sum(tfrecord_writer_frames(b) for b in local)
     assert f"Beam: wrote {frames} instances to 2 shard(s)" in proc.stderr
+    assert "in 2 group(s) per shard" in proc.stderr  # parts were concatenated
 
 
 def tfrecord_writer_frames(data: bytes) -> int:
