@@ -26,11 +26,17 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 os.environ["PYTHONPATH"] = ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")  # workers
 
 from absl import logging  # noqa: E402
-
-from data_tools import beam_io, beam_pipeline, beam_prepare, corpus  # noqa: E402
-from data_tools import pipeline, prepare_job  # noqa: E402
-from data_tools.job_config import PipelineConfig  # noqa: E402
 from machine import describe  # noqa: E402
+
+from data_tools import (  # noqa: E402
+    beam_io,
+    beam_pipeline,
+    beam_prepare,
+    corpus,
+    pipeline,
+    prepare_job,
+)
+from data_tools.job_config import PipelineConfig  # noqa: E402
 
 
 def _cpu_seconds() -> float:

@@ -13,8 +13,13 @@ import pytest
 
 beam = pytest.importorskip("apache_beam")
 
-from data_tools import beam_io, beam_pipeline, beam_prepare, prepare_job  # noqa: E402
-from data_tools import tfrecord_writer  # noqa: E402
+from data_tools import (  # noqa: E402
+    beam_io,
+    beam_pipeline,
+    beam_prepare,
+    prepare_job,
+    tfrecord_writer,
+)
 
 DIRECT = ("--runner=DirectRunner --direct_num_workers=2 "
           "--direct_running_mode=multi_processing")
