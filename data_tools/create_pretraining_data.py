@@ -80,6 +80,10 @@ flags.DEFINE_string("temp_dir", None,
                     "outputs). Removed when the job ends, also on errors and Ctrl-C.")
 flags.DEFINE_integer("log_examples", 3, "Number of decoded instances logged at the start.")
 flags.DEFINE_float("progress_seconds", 5.0, "Seconds between progress lines (0: none).")
+flags.DEFINE_string("beam_pipeline_options", None,
+                    "Run the job as an Apache Beam pipeline with these options (e.g. "
+                    "\"--runner=DataflowRunner --project=P --region=R --temp_location=gs://..."
+                    "\"); same output bytes as the local run. Needs the [beam] extra.")
 
 
 def config_from_flags() -> PipelineConfig:
@@ -140,7 +144,13 @@ def main(argv: Sequence[str]) -> None:
         raise UserError(f"unexpected arguments: {' '.join(argv[1:])}")
     signal.signal(signal.SIGTERM, _raise_interrupt)
     logging.set_verbosity(logging.INFO)
-    pipeline.run(config_from_flags())
+    config = config_from_flags()
+    if FLAGS.beam_pipeline_options is not None:
+        from data_tools import beam_pipeline  # imports Apache Beam (the [beam] extra)
+
+        beam_pipeline.run(config, FLAGS.beam_pipeline_options)
+    else:
+        pipeline.run(config)
 
 
 def console_main() -> None:

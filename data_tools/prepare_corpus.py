@@ -56,6 +56,10 @@ flags.DEFINE_integer("num_workers", None, "Worker processes (default: all cores)
 flags.DEFINE_float("chunk_mb", 1.0, "Text per parallel task, in MB (the output does not "
                    "depend on it).")
 flags.DEFINE_float("progress_seconds", 5.0, "Seconds between progress lines (0: none).")
+flags.DEFINE_string("beam_pipeline_options", None,
+                    "Run the job as an Apache Beam pipeline with these options (e.g. "
+                    "\"--runner=DataflowRunner --project=P --region=R --temp_location=gs://..."
+                    "\"); same output bytes as the local run. Needs the [beam] extra.")
 
 
 def config_from_flags() -> prepare_job.PrepareConfig:
@@ -103,7 +107,13 @@ def main(argv: Sequence[str]) -> None:
         raise UserError(f"unexpected arguments: {' '.join(argv[1:])}")
     signal.signal(signal.SIGTERM, _raise_interrupt)
     logging.set_verbosity(logging.INFO)
-    prepare_job.run(config_from_flags())
+    config = config_from_flags()
+    if FLAGS.beam_pipeline_options is not None:
+        from data_tools import beam_prepare  # imports Apache Beam (the [beam] extra)
+
+        beam_prepare.run(config, FLAGS.beam_pipeline_options)
+    else:
+        prepare_job.run(config)
 
 
 def console_main() -> None:

@@ -1,0 +1,256 @@
+"""The machinery the Beam forms of the data jobs share (`data_tools.beam_pipeline`,
+`data_tools.beam_prepare`): options, staging, part files, shards, running and publishing.
+
+The launcher stages the local runner's chunks (pickled, zlib-compressed) in files under a
+private temporary directory, so the workers get exactly the local tasks. Workers write each
+sorted group of a shard as one part file there; one step per shard concatenates its parts
+into a temporary file beside the output, and the launcher renames every shard once the
+pipeline succeeded (`publish`) and removes the temporaries whatever happened. Beam is
+imported here only (the optional `[beam]` extra); importing this module without it raises a
+one-line `UserError`.
+"""
+
+from __future__ import annotations
+
+import logging as std_logging
+import os
+import pickle
+import re
+import shlex
+import shutil
+import uuid
+import zlib
+from typing import Dict, Iterable, Iterator, List, Sequence, Tuple
+
+import numpy as np
+
+from bert_tf import fileio
+from bert_tf.errors import UserError, reason
+from data_tools import tfrecord_writer
+
+try:
+    import apache_beam as beam
+    from apache_beam.metrics.metric import MetricsFilter
+    from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+    from apache_beam.runners.runner import create_runner
+except ImportError:  # the optional [beam] extra
+    raise UserError("--beam_pipeline_options needs Apache Beam: pip install "
+                    "'bert_tf[beam]' (or 'apache-beam>=2.77')") from None
+
+# Beam's INFO lines (type hints, every worker's start and stop) would bury the job's own.
+std_logging.getLogger("apache_beam").setLevel(std_logging.WARNING)
+
+NAMESPACE = "bert_tf"
+_STAGING_FILE_BYTES = 64 << 20  # compressed chunks per staging file
+_COPY_BLOCK = 16 << 20
+
+
+def pipeline_options(options: str, paths: Sequence[str]) -> "PipelineOptions":
+    """Parses --beam_pipeline_options; checks that a cloud runner can reach every path.
+
+    Raises:
+        UserError: unparsable options, or a local path given to the DataflowRunner.
+    """
+    try:
+        opts = PipelineOptions(shlex.split(options))
+        runner = opts.view_as(StandardOptions).runner or "DirectRunner"
+        create_runner(runner)  # an unknown runner fails here, not after the staging pass
+    except (ValueError, ImportError, SystemExit) as e:
+        raise UserError(f"--beam_pipeline_options={options!r}: {reason(e)}") from None
+    if "dataflow" in str(runner).lower():
+        local = [p for p in paths if p and not fileio.is_remote(p)]
+        if local:
+            raise UserError(f"--beam_pipeline_options: {runner} workers cannot read the "
+                            f"local path {local[0]}: use gs:// paths (and --temp_dir)")
+    return opts
+
+
+def staging_dir(temp_dir: str, first_output: str) -> str:
+    """A new private directory for staged chunks and part files (created here).
+
+    Raises:
+        UserError: it cannot be created.
+    """
+    base = temp_dir or os.path.dirname(first_output) or "."
+    path = os.path.join(base, f".beam-staging-{uuid.uuid4().hex[:12]}")
+    try:
+        fileio.makedirs(path)
+    except Exception as e:
+        raise UserError(f"cannot create temporary directory {path}: {reason(e)} "
+                        "(--temp_dir chooses where it goes)") from None
+    return path
+
+
+def remove_tree(path: str) -> None:
+    """Removes a directory and everything in it, ignoring errors."""
+    try:
+        if fileio.is_remote(path):
+            import tensorflow as tf  # remote paths have TensorFlow loaded already
+
+            tf.io.gfile.rmtree(path)
+        else:
+            shutil.rmtree(path, ignore_errors=True)
+    except Exception:  # cleanup must not hide the real error
+        pass
+
+
+def stage_chunks(chunks: Iterable[object], directory: str) -> List[str]:
+    """Writes every chunk (pickled, zlib) into staging files; returns their paths.
+
+    Each staging file has an index beside it (`<file>.idx`: int64 [n, 2] offset, length).
+    """
+    paths: List[str] = []
+    f, index, size = None, [], 0
+
+    def close() -> None:
+        f.close()
+        with fileio.open_file(paths[-1] + ".idx", "wb") as idx:
+            idx.write(np.asarray(index, np.int64).reshape(-1, 2).tobytes())
+
+    try:
+        for chunk in chunks:
+            if f is None or size >= _STAGING_FILE_BYTES:
+                if f is not None:
+                    close()
+                paths.append(os.path.join(directory, f"chunks-{len(paths):06d}"))
+                f, index, size = fileio.open_file(paths[-1], "wb"), [], 0
+            blob = zlib.compress(pickle.dumps(chunk, protocol=pickle.HIGHEST_PROTOCOL), 1)
+            f.write(blob)
+            index.append((size, len(blob)))
+            size += len(blob)
+        if f is not None:
+            close()
+            f = None
+    except OSError as e:
+        raise UserError(f"cannot write temporary file in {directory}: {reason(e)}") from None
+    finally:
+        if f is not None:
+            f.close()
+    return paths
+
+
+def chunk_refs(path: str) -> Iterator[Tuple[str, int, int]]:
+    """(staging file, offset, length) of each chunk in one staging file."""
+    with fileio.open_file(path + ".idx", "rb") as f:
+        index = np.frombuffer(f.read(), np.int64).reshape(-1, 2)
+    for offset, length in index.tolist():
+        yield path, offset, length
+
+
+def load_chunk(ref: Tuple[str, int, int]):
+    """The chunk staged at `ref`."""
+    path, offset, length = ref
+    with fileio.open_file(path, "rb") as f:
+        f.seek(offset)
+        return pickle.loads(zlib.decompress(f.read(length)))
+
+
+def read_chunks(p, staging_paths: Sequence[str]):
+    """PCollection of chunk refs, spread over the workers."""
+    return (p | "StagingFiles" >> beam.Create(list(staging_paths))
+            | "ChunkRefs" >> beam.FlatMap(chunk_refs)
+            | "SpreadChunks" >> beam.Reshuffle())
+
+
+def write_part(directory: str, shard: int, bucket: int,
+               data: bytes) -> Tuple[int, Tuple[int, str]]:
+    """Writes one sorted group of a shard; returns (shard, (bucket, path))."""
+    path = os.path.join(directory, f"part-{shard:05d}-{bucket:08d}")
+    with fileio.open_file(path, "wb") as f:  # deterministic: a retried bundle rewrites it
+        f.write(data)
+    return shard, (bucket, path)
+
+
+def _concat_shard(item, temp_paths: Sequence[str], compression: str) -> None:
+    """Concatenates one shard's parts, in bucket order, into its temporary output file."""
+    shard, groups = item
+    parts = sorted(groups["parts"])
+    compressor = (zlib.compressobj(tfrecord_writer._GZIP_LEVEL, zlib.DEFLATED,
+                                   tfrecord_writer._GZIP_WBITS, tfrecord_writer._GZIP_MEM_LEVEL)
+                  if compression == tfrecord_writer.COMPRESSION_GZIP else None)
+    with fileio.open_file(temp_paths[shard], "wb") as out:
+        out.write(b"")  # remote files exist only after a first write
+        for _, path in parts:
+            with fileio.open_file(path, "rb") as f:
+                while True:
+                    block = f.read(_COPY_BLOCK)
+                    if not block:
+                        break
+                    beam.metrics.Metrics.counter(NAMESPACE, "shard_bytes").inc(len(block))
+                    out.write(compressor.compress(block) if compressor else block)
+        if compressor is not None:
+            out.write(compressor.flush())
+
+
+def finish_shards(p, parts, temp_paths: Sequence[str], compression: str = "") -> None:
+    """Writes every shard (also those without parts) from (shard, (bucket, path)) parts."""
+    shards = (p | "Shards" >> beam.Create(list(range(len(temp_paths))))
+              | "ShardKeys" >> beam.Map(lambda s: (s, None)))
+    _ = ({"parts": parts, "shard": shards} | "PartsOfShard" >> beam.CoGroupByKey()
+         | "ConcatParts" >> beam.Map(_concat_shard, list(temp_paths), compression))
+
+
+def prepare_outputs(paths: Sequence[str]) -> List[str]:
+    """Creates an empty temporary file beside each output (checks it can be written).
+
+    Raises:
+        UserError: an output directory cannot be created or written.
+    """
+    temps: List[str] = []
+    try:
+        for path in paths:
+            parent = os.path.dirname(path)
+            if parent and not fileio.exists(parent):
+                fileio.makedirs(parent)
+            temps.append(fileio.temp_name(path))
+            with fileio.open_file(temps[-1], "wb") as f:
+                f.write(b"")
+    except Exception as e:
+        remove_files(temps)
+        raise UserError(f"cannot write {paths[len(temps) - 1] if temps else paths[0]}: "
+                        f"{reason(e)}") from None
+    return temps
+
+
+def remove_files(paths: Iterable[str]) -> None:
+    for path in paths:
+        try:
+            if fileio.exists(path):
+                fileio.remove(path)
+        except Exception:
+            pass
+
+
+def execute(p) -> Dict[str, int]:
+    """Runs the pipeline to the end; returns its counters (namespace `bert_tf`) by name.
+
+    Raises:
+        UserError: a worker raised one (its message, one line), or the pipeline failed.
+    """
+    try:
+        result = p.run()
+        state = result.wait_until_finish()
+    except UserError:
+        raise
+    except Exception as e:
+        found = re.findall(r"UserError: (.+?)(?: \[while running '[^\n]*'\])?$", str(e),
+                           re.MULTILINE)
+        if found:  # raised by a worker: keep its one line
+            raise UserError(found[-1].strip()) from None
+        raise
+    if str(state).split(".")[-1] != "DONE":
+        raise UserError(f"the Beam pipeline ended in state {state}")
+    counters: Dict[str, int] = {}
+    for c in result.metrics().query(MetricsFilter().with_namespace(NAMESPACE))["counters"]:
+        value = c.committed if c.committed is not None else c.attempted
+        counters[c.key.metric.name] = counters.get(c.key.metric.name, 0) + int(value or 0)
+    return counters
+
+
+def publish(temps: Sequence[str], finals: Sequence[str]) -> None:
+    """Renames every temporary output to its final name."""
+    for tmp, path in zip(temps, finals):
+        try:
+            fileio.rename(tmp, path)
+        except Exception as e:
+            raise UserError(f"cannot finish the output file {path}: {reason(e)}") from None

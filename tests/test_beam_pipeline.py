@@ -1,0 +1,178 @@
+"""Tests of the data jobs on Apache Beam (`--beam_pipeline_options`): the DirectRunner with two
+worker processes writes, shard for shard, the bytes of the local runner (create_pretraining_data
+with several key buckets per shard, prepare_corpus with --dedup and several chunk groups per
+shard); bad input fails with one line before the pipeline starts; the core install never
+imports Beam."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+beam = pytest.importorskip("apache_beam")
+
+from data_tools import (  # noqa: E402
+    beam_io,
+    beam_pipeline,
+    beam_prepare,
+    prepare_job,
+    tfrecord_writer,
+)
+
+DIRECT = ("--runner=DirectRunner --direct_num_workers=2 "
+          "--direct_running_mode=multi_processing")
+
+
+def _run(module, args, repo_root, python=sys.executable):
+    env = dict(os.environ, PYTHONPATH=str(repo_root), TF_CPP_MIN_LOG_LEVEL="2")
+    return subprocess.run([python, "-m", f"data_tools.{module}"] + list(args), cwd=repo_root,
+                          env=env, capture_output=True, text=True, timeout=300)
+
+
+def _error_line(proc):
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1, proc.stderr
+    return lines[0]
+
+
+def _shards(directory):
+    names = sorted(n for n in os.listdir(directory))
+    return names, [(directory / n).read_bytes() for n in names]
+
+
+def test_create_pretraining_data_on_direct_runner_writes_the_local_bytes(
+        tmp_path, corpus_lines, google_vocab_path, repo_root):
+    small = tmp_path / "small.txt"
+    small.write_text("\n".join(corpus_lines[:3000]) + "\n", encoding="utf-8")
+    # 2.3 MB of records in 2 shards with a 1 MB budget: 2 key buckets per shard.
+    args = [f"--input_file={small}", f"--vocab_file={google_vocab_path}", "--dupe_factor=3",
+            "--num_output_shards=2", "--chunk_mb=0.05", "--shuffle_memory_mb=1",
+            "--progress_seconds=0", "--log_examples=0"]
+    out = {}
+    for mode, extra in (("local", ["--num_workers=2"]),
+                        ("beam", [f"--beam_pipeline_options={DIRECT}"])):
+        proc = _run("create_pretraining_data", args + extra + [
+            f"--output_file={tmp_path / mode / 'train-{shard}-of-{num_shards}.tfrecord'}"],
+            repo_root)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        out[mode] = _shards(tmp_path / mode)
+    names, local = out["local"]
+    assert names == ["train-00000-of-00002.tfrecord", "train-00001-of-00002.tfrecord"]
+    assert out["beam"] == out["local"] and all(len(b) > 500_000 for b in local)
+    # The counters came back from the workers: the instances of every shard.
+    frames = sum(tfrecord_writer_frames(b) for b in local)
+    assert f"Beam: wrote {frames} instances to 2 shard(s)" in proc.stderr
+    assert "in 2 group(s) per shard" in proc.stderr  # parts were concatenated
+
+
+def tfrecord_writer_frames(data: bytes) -> int:
+    """Number of TFRecord frames in `data` (length-prefixed, 16 bytes of framing each)."""
+    n, at = 0, 0
+    while at < len(data):
+        at += 16 + int.from_bytes(data[at:at + 8], "little")
+        n += 1
+    assert at == len(data)
+    return n
+
+
+def test_prepare_corpus_on_direct_runner_writes_the_local_bytes(
+        tmp_path, corpus_lines, repo_root, monkeypatch):
+    # JSON Lines with duplicate articles (a later copy is dropped), in two files.
+    articles, lines = [], []
+    for line in corpus_lines[:2500] + [""]:
+        if line.strip():
+            lines.append(line)
+        elif lines:
+            articles.append(" ".join(lines[:40]) + "\n" + " ".join(lines[40:80]))
+            lines = []
+    docs = articles + articles[3:9] + [""]  # 6 duplicates, 1 empty
+    src = tmp_path / "src"
+    src.mkdir()
+    half = len(docs) // 2
+    for name, part in (("a.jsonl", docs[:half]), ("b.jsonl", docs[half:])):
+        (src / name).write_text("".join(json.dumps({"text": d}) + "\n" for d in part))
+    config = dict(input_files=(str(src / "a.jsonl"), str(src / "b.jsonl")),
+                  input_format="jsonl", dedup=True, chunk_bytes=20_000, num_workers=1,
+                  progress_seconds=0)
+    local = prepare_job.run(prepare_job.PrepareConfig(output_files=tuple(
+        str(tmp_path / "local" / f"c-{i}") for i in range(3)), **config))
+    assert (local.duplicates, local.empty) == (6, 1)
+    # Groups of 3 chunks per shard: several part files per shard, concatenated in order.
+    monkeypatch.setattr(beam_prepare, "_GROUP_BYTES", 20_000)
+    monkeypatch.setenv("PYTHONPATH", str(repo_root))  # for the worker processes
+    beam_summary = beam_prepare.run(prepare_job.PrepareConfig(output_files=tuple(
+        str(tmp_path / "beam" / f"c-{i}") for i in range(3)), **config), DIRECT)
+    assert _shards(tmp_path / "beam") == _shards(tmp_path / "local")
+    for field in ("documents", "sentences", "empty", "short", "duplicates"):
+        assert getattr(beam_summary, field) == getattr(local, field), field
+    assert sorted(os.listdir(tmp_path / "beam")) == ["c-0", "c-1", "c-2"]  # no temp left
+
+
+def test_bad_input_fails_with_one_line_before_the_pipeline(tmp_path, google_vocab_path,
+                                                           repo_root):
+    text = tmp_path / "in.txt"
+    text.write_text("One sentence.\nTwo sentences.\n")
+    out = tmp_path / "out" / "x.tfrecord"
+    base = [f"--input_file={text}", f"--output_file={out}", "--progress_seconds=0"]
+    proc = _run("create_pretraining_data", base + [
+        f"--vocab_file={tmp_path / 'missing.txt'}", f"--beam_pipeline_options={DIRECT}"],
+        repo_root)
+    assert "vocab file not found" in _error_line(proc)
+    proc = _run("create_pretraining_data", base + [
+        f"--vocab_file={google_vocab_path}", "--beam_pipeline_options=--runner=DataflowRunner"],
+        repo_root)
+    assert "cannot read the local path" in _error_line(proc)
+    jsonl = tmp_path / "in.jsonl"
+    jsonl.write_text(json.dumps({"body": "no text field"}) + "\n")
+    proc = _run("prepare_corpus", [f"--input_file={jsonl}", "--input_format=jsonl",
+                                   f"--output_file={tmp_path / 'out' / 'c.txt'}",
+                                   f"--beam_pipeline_options={DIRECT}"], repo_root)
+    assert "--text_field='text': no such field" in _error_line(proc)
+    assert "staged" not in proc.stderr  # stopped while staging, before the pipeline
+    assert not os.path.exists(out.parent) or not os.listdir(out.parent)
+
+
+def test_core_install_never_imports_beam_and_says_so_when_missing(tmp_path, repo_root):
+    # As if Beam were not installed: importing it raises ImportError, so the entry point's
+    # import (a traceback) would fail here if it imported Beam without the flag.
+    code = ("import sys; sys.modules['apache_beam'] = None\n"
+            "from bert_tf import errors\n"
+            "from data_tools import create_pretraining_data as m\n"
+            "errors.run_app(m.main)\n")
+    text = tmp_path / "in.txt"
+    text.write_text("One sentence.\n")
+    env = dict(os.environ, PYTHONPATH=str(repo_root), TF_CPP_MIN_LOG_LEVEL="2")
+    proc = subprocess.run(
+        [sys.executable, "-c", code, f"--input_file={text}", f"--vocab_file={text}",
+         f"--output_file={tmp_path / 'o.tfrecord'}", f"--beam_pipeline_options={DIRECT}"],
+        cwd=repo_root, env=env, capture_output=True, text=True, timeout=120)
+    assert "needs Apache Beam: pip install 'bert_tf[beam]'" in _error_line(proc)
+    assert not os.path.exists(tmp_path / "o.tfrecord")
+    proc = subprocess.run([sys.executable, "-c", "import sys, data_tools.prepare_corpus; "
+                           "print('apache_beam' in sys.modules)"],
+                          cwd=repo_root, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.stdout.strip() == "False", proc.stderr
+
+
+def test_gzip_shards_equal_the_local_writers_whatever_the_part_sizes(tmp_path):
+    records = [bytes([i % 251]) * (100 + 37 * i) for i in range(300)]
+    with tfrecord_writer.ShardedWriter([str(tmp_path / "local.gz")], "gzip") as w:
+        for i in range(0, 300, 7):  # the local runner writes in its own pieces
+            w.write(0, b"".join(records[i:i + 7]))
+    cuts = [0, 1, 50, 51, 200, 300]
+    parts = [beam_io.write_part(str(tmp_path), 0, b, b"".join(records[lo:hi]))[1]
+             for b, (lo, hi) in enumerate(zip(cuts, cuts[1:]))]
+    temp = str(tmp_path / "beam.gz")
+    beam_io._concat_shard((0, {"parts": parts[::-1], "shard": [None]}), [temp], "gzip")
+    assert (tmp_path / "beam.gz").read_bytes() == (tmp_path / "local.gz").read_bytes()
+
+
+@pytest.mark.parametrize("total, groups, budget, bits", [
+    (0, 2, 1 << 20, 0), (2 << 20, 2, 1 << 20, 0), (2 * 2**20 + 2, 2, 2**20, 1),
+    (10 << 30, 4, 16 << 20, 8), (1 << 62, 1, 1, 24)])
+def test_bucket_bits_bound_each_group_by_the_budget(total, groups, budget, bits):
+    assert beam_pipeline.bucket_bits(total, groups, budget) == bits
