@@ -24,7 +24,6 @@ asserted.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import statistics
@@ -102,10 +101,10 @@ def child(args) -> None:
     import numpy as np
     import tensorflow as tf
 
-    from bert_tf import optimization, trainer
-    from bert_tf.input_pipeline import InputConfig
+    from bert_tf.data.input_pipeline import InputConfig
     from bert_tf.modeling.config import BertConfig
     from bert_tf.modeling.pretraining_model import BertPretrainingModel
+    from bert_tf.training import optimization, trainer
 
     bert_config = BertConfig.from_json_file(args.config)
     cfg = trainer.TrainerConfig(output_dir=tempfile.mkdtemp(dir=args.work),

@@ -31,7 +31,12 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 import machine  # noqa: E402
 from bench_create_pretraining_data import (  # noqa: E402
-    DEFAULT_CORPUS, DEFAULT_VOCAB, prepare_reference, run_ours, run_reference)
+    DEFAULT_CORPUS,
+    DEFAULT_VOCAB,
+    prepare_reference,
+    run_ours,
+    run_reference,
+)
 
 _N = 6  # n-gram length used to identify a document
 
@@ -73,7 +78,7 @@ def trace(path: pathlib.Path, index: Dict[Tuple[int, ...], int]) -> List[Tuple[i
     """(document of A, document of B or -1, is_random) per record, in file order."""
     import tensorflow as tf
 
-    from bert_tf import schema
+    from bert_tf.data import schema
 
     spec = schema.parsing_spec(128, 20)
     out = []
@@ -126,7 +131,7 @@ def main() -> None:
         args.corpus = REPO / "data" / "corpus" / "wikitext2.bert.txt"
     if not args.vocab.is_file():
         args.vocab = REPO / "data" / "vocab" / "bert-base-uncased-vocab.txt"
-    from bert_tf import tokenization
+    from bert_tf.text import tokenization
 
     tokenizer = tokenization.FullTokenizer(str(args.vocab), True)
     print(machine.describe())

@@ -122,7 +122,7 @@ def reference_stats(path: pathlib.Path, max_seq_length: int = 128) -> str:
     """The statistics line of `pipeline.InstanceStats` computed from a TFRecord file."""
     import tensorflow as tf
 
-    from bert_tf import schema
+    from bert_tf.data import schema
 
     spec = schema.parsing_spec(max_seq_length, 20)
     n = tokens = maskable = short = preds = rand = 0

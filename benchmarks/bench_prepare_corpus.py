@@ -29,9 +29,9 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from absl import logging  # noqa: E402
+from machine import describe  # noqa: E402
 
 from data_tools import prepare_job, sentences  # noqa: E402
-from machine import describe  # noqa: E402
 
 
 def _articles(path: str, per_paragraph: int):

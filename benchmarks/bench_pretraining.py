@@ -155,9 +155,9 @@ def keras_hub_contender(key, label, dims, args, data, jit_compile, policy="float
 
 def bert_tf_contender(key, label, dims, args, data, use_xla, use_nsp, policy="float32"
                       ) -> Contender:
-    from bert_tf import optimization, trainer
     from bert_tf.modeling.config import BertConfig
     from bert_tf.modeling.pretraining_model import BertPretrainingModel
+    from bert_tf.training import optimization, trainer
 
     layers, hidden, heads, intermediate = dims
     # keras-hub's BERT uses the tanh GELU; so does the original BERT code.

@@ -87,7 +87,7 @@ def main() -> None:
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         import tensorflow as tf
 
-        from bert_tf import tf_tokenization
+        from bert_tf.text import tf_tokenization
 
         tft = tf_tokenization.TFBertTokenizer(args.vocab_file, do_lower_case=lower)
         batches = [tf.constant(lines[i:i + 512]) for i in range(0, n, 512)]

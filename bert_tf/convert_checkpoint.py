@@ -27,8 +27,9 @@ import os
 import sys
 from typing import Optional
 
-from bert_tf import fileio
-from bert_tf.convert import (
+from bert_tf import errors, fileio
+from bert_tf.errors import UserError, cli_main
+from bert_tf.interop.model_files import (
     MLM_PREFIX,
     NSP_PREFIX,
     ModelFiles,
@@ -39,8 +40,6 @@ from bert_tf.convert import (
     find_beside,
     report_missing,
 )
-from bert_tf import errors
-from bert_tf.errors import UserError, cli_main
 
 FORMATS = ("google", "hf", "bert_tf")
 CONFIG_NAME = "bert_config.json"
@@ -128,11 +127,11 @@ def read_model(
     if not fileio.exists(path) and not fileio.exists(path + ".index"):
         raise UserError(f"--input={path} does not exist")
     if fmt == "google":
-        from bert_tf.convert import google_checkpoint
+        from bert_tf.interop import google_checkpoint
 
         return google_checkpoint.read(path, bert_config_file, vocab_file)
     if fmt == "hf":
-        from bert_tf.convert import hf_checkpoint
+        from bert_tf.interop import hf_checkpoint
 
         if bert_config_file:
             raise UserError("--bert_config_file does not apply to --from_format=hf "
@@ -146,11 +145,11 @@ def read_model(
 def write_model(fmt: str, files: ModelFiles, output: str, seed: int = 0) -> str:
     """Writes `files` in format `fmt`; returns the path to give to the next tool."""
     if fmt == "google":
-        from bert_tf.convert import google_checkpoint
+        from bert_tf.interop import google_checkpoint
 
         return google_checkpoint.write(files, output)
     if fmt == "hf":
-        from bert_tf.convert import hf_checkpoint
+        from bert_tf.interop import hf_checkpoint
 
         return hf_checkpoint.write(files, output)
     if fmt == "bert_tf":

@@ -21,11 +21,11 @@ from bert_tf import errors, fileio
 from bert_tf.errors import UserError, cli_main
 
 if TYPE_CHECKING:  # these modules import TensorFlow; flag errors should not wait for it
-    from bert_tf.distribution import DistributionConfig
-    from bert_tf.input_pipeline import InputConfig
+    from bert_tf.data.input_pipeline import InputConfig
     from bert_tf.modeling.config import BertConfig
-    from bert_tf.optimization import OptimizerConfig
-    from bert_tf.trainer import TrainerConfig
+    from bert_tf.training.distribution import DistributionConfig
+    from bert_tf.training.optimization import OptimizerConfig
+    from bert_tf.training.trainer import TrainerConfig
 
 FLAGS = flags.FLAGS
 
@@ -153,8 +153,8 @@ def config_from_flags() -> RunConfig:
     if not FLAGS.learning_rate > 0:
         raise UserError(f"--learning_rate must be positive, got {FLAGS.learning_rate}")
 
-    from bert_tf import (distribution, dynamic_masking, input_pipeline, input_validation,
-                         optimization, trainer)
+    from bert_tf.data import dynamic_masking, input_pipeline, input_validation
+    from bert_tf.training import distribution, optimization, trainer
 
     masking = None
     if FLAGS.dynamic_masking and FLAGS.do_train:
@@ -232,7 +232,7 @@ def config_from_flags() -> RunConfig:
         dtype_policy=FLAGS.dtype_policy,
     )
     if FLAGS.init_checkpoint:
-        from bert_tf import checkpointing
+        from bert_tf.training import checkpointing
 
         checkpointing.resolve_checkpoint(FLAGS.init_checkpoint)
     check_output_dir(output_dir)
@@ -246,8 +246,8 @@ def run(config: RunConfig) -> Optional[dict]:
     Returns:
         The eval results, if evaluated.
     """
-    from bert_tf import distribution, optimization, trainer
     from bert_tf.modeling.pretraining_model import BertPretrainingModel
+    from bert_tf.training import distribution, optimization, trainer
 
     strategy = distribution.create_strategy(config.distribution)
     use_xla = distribution.resolve_use_xla(config.distribution, strategy)

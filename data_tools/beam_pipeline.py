@@ -32,8 +32,9 @@ from typing import Iterator, List, Tuple
 import numpy as np
 from absl import logging
 
-from bert_tf import fileio, tokenization
+from bert_tf import fileio
 from bert_tf.errors import UserError
+from bert_tf.text import tokenization
 from data_tools import beam_io, corpus, pipeline, shuffle
 from data_tools.beam_io import NAMESPACE, beam
 from data_tools.job_config import PipelineConfig

@@ -22,8 +22,7 @@ from typing import Iterator, List
 
 from absl import flags
 
-from bert_tf import fileio
-from bert_tf import errors
+from bert_tf import errors, fileio
 from bert_tf.errors import UserError, cli_main, reason
 from data_tools import vocab_learner
 

@@ -10,7 +10,7 @@ masking with one decision per word, n-gram masking and an MLM-only mode.
       --vocab_file=out/vocab.txt --dupe_factor=10
 
 Input: one sentence per line, a blank line between documents (globs and comma lists).
-Output: one tf.train.Example per instance with the features of `bert_tf/schema.py`.
+Output: one tf.train.Example per instance with the features of `bert_tf/data/schema.py`.
 The same --random_seed, inputs and outputs give byte-identical files for any --num_workers.
 """
 
@@ -22,8 +22,7 @@ from typing import Sequence
 
 from absl import flags, logging
 
-from bert_tf import fileio
-from bert_tf import errors
+from bert_tf import errors, fileio
 from bert_tf.errors import UserError, cli_main
 from data_tools import instances, masking, pipeline
 from data_tools.job_config import PipelineConfig

@@ -21,8 +21,10 @@ from typing import Dict, Iterable, Iterator, List, Tuple
 
 from absl import logging
 
-from bert_tf import fileio, schema, tokenization
+from bert_tf import fileio
+from bert_tf.data import schema
 from bert_tf.errors import UserError
+from bert_tf.text import tokenization
 from data_tools import corpus, parallel, shuffle, tfrecord_writer
 from data_tools.job_config import PipelineConfig
 from data_tools.tasks import InstanceStats, TaskResult, process_chunk

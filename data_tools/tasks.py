@@ -14,7 +14,8 @@ from typing import Dict, Iterator, List, Tuple
 
 import numpy as np
 
-from bert_tf import schema, tokenization
+from bert_tf.data import schema
+from bert_tf.text import tokenization
 from data_tools import corpus, example_codec, instances, masking, tfrecord_writer
 from data_tools.bytes_ops import Rows
 from data_tools.job_config import PipelineConfig

@@ -9,7 +9,7 @@ for 8,000 (its size is only a bound, found by a threshold search): 1.123 pieces 
 percent fewer pieces at equal size does not pay for a 30-50x slower pure-Python learner
 with an inexact size, so `tokenizers` (Rust, already a dependency of keras-hub) learns.
 
-Words are produced by `bert_tf.tokenization.CachedBasicTokenizer`, i.e. exactly the clean-up,
+Words are produced by `bert_tf.text.tokenization.CachedBasicTokenizer`, i.e. exactly the clean-up,
 lower-casing, accent stripping and punctuation/CJK split that `FullTokenizer` applies before
 WordPiece, and handed to the trainer separated by single spaces (a word never contains a
 Unicode White_Space character after that split), so the learned pieces are the ones the
@@ -33,8 +33,8 @@ import dataclasses
 from collections import Counter
 from typing import Iterable, Iterator, List, Optional, Tuple
 
-from bert_tf import tokenization
 from bert_tf.errors import UserError
+from bert_tf.text import tokenization
 
 
 @dataclasses.dataclass(frozen=True)

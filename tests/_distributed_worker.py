@@ -22,7 +22,6 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import numpy as np  # noqa: E402
-
 from _pretraining_helpers import blocks_dataset_fn, synthetic_examples, tiny_bert_config  # noqa: E402
 
 STEPS = 3
@@ -31,8 +30,8 @@ CLIP_NORM = 0.1
 
 
 def train(strategy_name: str, output_dir: str, num_cpu_devices: int, use_xla: bool) -> dict:
-    from bert_tf import distribution, optimization, trainer
     from bert_tf.modeling.pretraining_model import BertPretrainingModel
+    from bert_tf.training import distribution, optimization, trainer
 
     strategy = distribution.create_strategy(distribution.DistributionConfig(
         distribution_strategy=strategy_name, num_cpu_devices=num_cpu_devices))

@@ -7,9 +7,9 @@ import math
 import keras
 import numpy as np
 import pytest
+import reference_bert as ref
 import tensorflow as tf
 
-import reference_bert as ref
 from bert_tf.modeling.activations import gelu_approximate, gelu_exact, get_activation
 
 # x, x * Phi(x) (exact), 0.5 x (1 + tanh(sqrt(2/pi)(x + 0.044715 x^3))) (approximate).

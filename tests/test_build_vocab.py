@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from bert_tf import tokenization
 from bert_tf.errors import UserError
+from bert_tf.text import tokenization
 from data_tools import vocab_learner
 from data_tools.vocab_learner import VocabConfig, learn_vocab
 

@@ -1,4 +1,4 @@
-"""Tests of bert_tf.checkpointing: saving/restoring the training state, interrupt-safe saves,
+"""Tests of bert_tf.training.checkpointing: saving/restoring the training state, interrupt-safe saves,
 stale temporaries, and warm-starting model weights with a report of missing/unused ones.
 """
 
@@ -10,11 +10,11 @@ import signal
 import numpy as np
 import pytest
 import tensorflow as tf
-
 from _pretraining_helpers import tiny_bert_config
-from bert_tf import checkpointing, optimization
+
 from bert_tf.errors import UserError
 from bert_tf.modeling.pretraining_model import BertPretrainingModel, dummy_pretraining_inputs
+from bert_tf.training import checkpointing, optimization
 
 
 def test_deferred_interrupts_delay_ctrl_c_until_the_block_ends():

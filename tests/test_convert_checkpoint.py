@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import convert
-from bert_tf.convert import google_checkpoint
 from bert_tf.convert_checkpoint import convert as run_convert
 from bert_tf.convert_checkpoint import read_native, write_native
+from bert_tf.interop import google_checkpoint
+from bert_tf.interop import model_files as convert
 from bert_tf.modeling.config import BertConfig
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -159,7 +159,7 @@ def test_sentence_transformers_model_warm_starts_with_fresh_heads(tmp_path):
     fresh = [line for line in log.splitlines() if "NOT in the checkpoint" in line]
     assert len(fresh) == 1 and "7 model variables" in fresh[0]
     assert "mlm_head" in fresh[0] and "nsp_head" in fresh[0]
-    from bert_tf.convert import hf_checkpoint
+    from bert_tf.interop import hf_checkpoint
 
     source_weights = hf_checkpoint.read(source).weights
     trained = read_native(out)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import schema
+from bert_tf.data import schema
 
 SEQ, PRED = 128, 20
 

@@ -1,4 +1,4 @@
-"""Tests of bert_tf.distribution and of training under distribution strategies on CPU.
+"""Tests of bert_tf.training.distribution and of training under distribution strategies on CPU.
 
 - MirroredStrategy over two logical CPU devices == one device with the whole batch (losses
   and weights), with replicas holding different numbers of masked tokens and gradient
@@ -25,11 +25,11 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-
 from _pretraining_helpers import REPO_ROOT, subprocess_env, synthetic_examples, tiny_bert_config
-from bert_tf import distribution, optimization, trainer
+
 from bert_tf.errors import UserError
 from bert_tf.modeling.pretraining_model import BertPretrainingModel
+from bert_tf.training import distribution, optimization, trainer
 
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_distributed_worker.py")
 
@@ -87,7 +87,7 @@ def replica_dropout_probe(out: str, steps: int = 2) -> None:
     """Runs in a subprocess (logical devices): the real per-replica train step, every replica
     fed the same batch, with dropout 0 and 0.3. Saves each replica's local loss sums and its
     copy of the dropout seed-generator states after every step."""
-    from bert_tf.checkpointing import seed_state_variables
+    from bert_tf.training.checkpointing import seed_state_variables
 
     strategy = distribution.create_strategy(distribution.DistributionConfig(
         distribution_strategy="mirrored", num_cpu_devices=2))

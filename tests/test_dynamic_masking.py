@@ -1,4 +1,4 @@
-"""Tests of bert_tf.dynamic_masking: hand-made cases, the count rule, and statistics."""
+"""Tests of bert_tf.data.dynamic_masking: hand-made cases, the count rule, and statistics."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import dynamic_masking as dm
+from bert_tf.data import dynamic_masking as dm
 from bert_tf.errors import UserError
 
 PAD, CLS, SEP, MASK = 0, 101, 102, 103

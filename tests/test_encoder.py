@@ -8,9 +8,9 @@ import keras
 import keras_hub
 import numpy as np
 import pytest
+import reference_bert as ref
 import tensorflow as tf
 
-import reference_bert as ref
 from bert_tf.modeling import activations
 from bert_tf.modeling.config import BertConfig
 from bert_tf.modeling.encoder import BertEncoder, BertTransformerBlock, WordEmbedding

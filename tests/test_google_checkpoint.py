@@ -1,16 +1,16 @@
-"""Tests for bert_tf.convert.google_checkpoint: names, layouts, TF1 readability, bad input."""
+"""Tests for bert_tf.interop.google_checkpoint: names, layouts, TF1 readability, bad input."""
 
 import json
 import os
 
 import numpy as np
 import pytest
+import reference_bert
 import tensorflow as tf
 
-import reference_bert
-from bert_tf import convert
-from bert_tf.convert import google_checkpoint
 from bert_tf.errors import UserError
+from bert_tf.interop import google_checkpoint
+from bert_tf.interop import model_files as convert
 from bert_tf.modeling.config import BertConfig
 from bert_tf.modeling.encoder import BertEncoder
 from bert_tf.modeling.weight_map import encoder_weight_map, set_weights

@@ -5,9 +5,9 @@ from __future__ import annotations
 import keras
 import numpy as np
 import pytest
+import reference_bert as ref
 import tensorflow as tf
 
-import reference_bert as ref
 from bert_tf.modeling.config import BertConfig
 from bert_tf.modeling.pretraining_model import BertPretrainingModel
 from bert_tf.modeling.weight_map import pretraining_weight_map, set_weights

@@ -1,4 +1,4 @@
-"""Tests for bert_tf.convert.hf_checkpoint: names, layouts, a real model, bad input."""
+"""Tests for bert_tf.interop.hf_checkpoint: names, layouts, a real model, bad input."""
 
 import importlib.util
 import json
@@ -7,16 +7,16 @@ import sys
 
 import numpy as np
 import pytest
-
 import reference_bert
-from bert_tf import convert
-from bert_tf.convert import hf_checkpoint, safetensors_io
+
 from bert_tf.errors import UserError
+from bert_tf.interop import hf_checkpoint, safetensors_io
+from bert_tf.interop import model_files as convert
 from bert_tf.modeling import activations
 from bert_tf.modeling.config import BertConfig
 from bert_tf.modeling.encoder import BertEncoder
 from bert_tf.modeling.weight_map import encoder_weight_map, set_weights
-from bert_tf.tokenization import FullTokenizer
+from bert_tf.text.tokenization import FullTokenizer
 
 HF_CONFIG = {
     "architectures": ["BertForPreTraining"], "model_type": "bert", "vocab_size": 30,

@@ -1,4 +1,4 @@
-"""Tests of bert_tf.input_pipeline on small TFRecord files written here.
+"""Tests of bert_tf.data.input_pipeline on small TFRecord files written here.
 
 The files are written with tf.io.TFRecordWriter and tf.train.Example directly (bert_tf must
 not import data_tools), in the original schema. Every example is recognisable: the token at
@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import input_pipeline, input_validation, schema, tfrecord_format
+from bert_tf.data import input_pipeline, input_validation, schema, tfrecord_format
+from bert_tf.data.dynamic_masking import MaskingConfig
+from bert_tf.data.input_pipeline import InputConfig, make_pretraining_dataset
 from bert_tf.errors import UserError
-from bert_tf.dynamic_masking import MaskingConfig
-from bert_tf.input_pipeline import InputConfig, make_pretraining_dataset
 
 SEQ = 16
 PRED = 3
@@ -289,7 +289,7 @@ def test_dynamic_masking_gives_fresh_masks_of_the_same_records(tmp_path):
     cfg = config(tmp_path, batch_size=8, shuffle_buffer_size=1,
                  masking=masking(masked_lm_prob=0.3))
     epochs = collect(make_pretraining_dataset(cfg), 3)  # one batch = one epoch
-    from bert_tf.dynamic_masking import restore_original_ids
+    from bert_tf.data.dynamic_masking import restore_original_ids
     masks = []
     for batch in epochs:
         original = restore_original_ids(*(tf.constant(batch[k]) for k in (
@@ -419,7 +419,7 @@ def test_reads_data_tools_records_and_dynamic_counts_match_the_writer(
     import subprocess
     import sys
 
-    from bert_tf.dynamic_masking import remask_batch
+    from bert_tf.data.dynamic_masking import remask_batch
 
     text = tmp_path / "corpus.txt"
     text.write_bytes(corpus_path.read_bytes()[:120_000])

@@ -6,9 +6,18 @@ import numpy as np
 import pytest
 
 from data_tools import instances
-from data_tools.instances import (DocumentBuffer, PackingConfig, RandomStream, Spans,
-                                  full_sentence_spans, materialize, nsp_spans, removal_counts,
-                                  truncate, truncate_seq_pair)
+from data_tools.instances import (
+    DocumentBuffer,
+    PackingConfig,
+    RandomStream,
+    Spans,
+    full_sentence_spans,
+    materialize,
+    nsp_spans,
+    removal_counts,
+    truncate,
+    truncate_seq_pair,
+)
 
 SEP, CLS = 3, 2
 

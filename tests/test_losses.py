@@ -1,4 +1,4 @@
-"""Tests for bert_tf.losses: hand-computed values and the global-batch reduction."""
+"""Tests for bert_tf.training.losses: hand-computed values and the global-batch reduction."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import losses
+from bert_tf.training import losses
 
 
 def np_(t) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""Tests of bert_tf.optimization: the schedule by hand, the optimizers against NumPy references.
+"""Tests of bert_tf.training.optimization: the schedule by hand, the optimizers against NumPy references.
 
 The strategy test runs in a subprocess: logical CPU devices must be configured before
 TensorFlow initialises, which has already happened in this process.
@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import optimization
 from bert_tf.errors import UserError
-from bert_tf.optimization import OptimizerConfig, WarmupPolynomialDecay, create_optimizer
+from bert_tf.training import optimization
+from bert_tf.training.optimization import OptimizerConfig, WarmupPolynomialDecay, create_optimizer
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -315,7 +315,7 @@ _STRATEGY_SCRIPT = textwrap.dedent("""
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     import keras
-    from bert_tf.optimization import OptimizerConfig, create_optimizer
+    from bert_tf.training.optimization import OptimizerConfig, create_optimizer
 
     rng = np.random.default_rng(0)
     x = rng.integers(0, 11, (8, 5)).astype(np.int32)

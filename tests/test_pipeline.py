@@ -8,10 +8,9 @@ import collections
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import schema
-from data_tools.instances import PackingConfig
-
+from bert_tf.data import schema
 from data_tools import pipeline
+from data_tools.instances import PackingConfig
 from data_tools.job_config import PipelineConfig
 
 

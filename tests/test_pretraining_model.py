@@ -7,14 +7,14 @@ import os
 import keras
 import numpy as np
 import pytest
+import reference_bert as ref
 import tensorflow as tf
 
-import reference_bert as ref
-from bert_tf import losses
 from bert_tf.modeling.config import BertConfig
 from bert_tf.modeling.encoder import BertEncoder
 from bert_tf.modeling.pretraining_model import BertPretrainingModel, dummy_pretraining_inputs
 from bert_tf.modeling.weight_map import get_weights, pretraining_weight_map, set_weights
+from bert_tf.training import losses
 
 TOL = 1e-4
 

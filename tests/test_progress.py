@@ -1,13 +1,12 @@
-"""Tests of bert_tf.progress: when progress lines come, and what they say."""
+"""Tests of bert_tf.training.progress: when progress lines come, and what they say."""
 
 from __future__ import annotations
 
 import logging
 
-import numpy as np
 import pytest
 
-from bert_tf import progress
+from bert_tf.training import progress
 
 BATCH = 32
 

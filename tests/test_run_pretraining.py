@@ -26,10 +26,17 @@ import time
 import numpy as np
 import pytest
 import tensorflow as tf
-
-from _pretraining_helpers import (REPO_ROOT, error_lines, progress_losses, progress_steps,
-                                  run_module, subprocess_env, synthetic_examples,
-                                  write_bert_config, write_tfrecords)
+from _pretraining_helpers import (
+    REPO_ROOT,
+    error_lines,
+    progress_losses,
+    progress_steps,
+    run_module,
+    subprocess_env,
+    synthetic_examples,
+    write_bert_config,
+    write_tfrecords,
+)
 
 MODULE = "bert_tf.run_pretraining"
 STEPS = 6

@@ -1,4 +1,4 @@
-"""Tests for bert_tf.convert.safetensors_io: golden bytes, hand-made files, a real model file."""
+"""Tests for bert_tf.interop.safetensors_io: golden bytes, hand-made files, a real model file."""
 
 import json
 import os
@@ -11,8 +11,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from bert_tf.convert import safetensors_io
 from bert_tf.errors import UserError
+from bert_tf.interop import safetensors_io
 
 
 def _handmade(path, header: dict, data: bytes, pad: bool = True) -> None:
@@ -156,7 +156,7 @@ def test_bfloat16_round_trip_is_exact_and_widened(tmp_path):
 # both). Pages of a memory-mapped file are not allocations: the OS can drop them at will.
 _PEAK_SCRIPT = """
 import sys, tracemalloc
-from bert_tf.convert import safetensors_io
+from bert_tf.interop import safetensors_io
 tracemalloc.start()
 tensors = safetensors_io.load_file(sys.argv[1])
 print(tracemalloc.get_traced_memory()[1])

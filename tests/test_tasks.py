@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import schema, tokenization
+from bert_tf.data import schema
+from bert_tf.text import tokenization
 from data_tools import corpus, example_codec, instances, masking, tasks, tfrecord_writer
 from data_tools.job_config import PipelineConfig
 

@@ -1,4 +1,4 @@
-"""Tests for bert_tf.tf_tokenization: the in-graph tokenizer equals the Python one."""
+"""Tests for bert_tf.text.tf_tokenization: the in-graph tokenizer equals the Python one."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import unicodedata
 import numpy as np
 import pytest
 import tensorflow as tf
-
-from bert_tf import tf_tokenization, tokenization
-from bert_tf.errors import UserError
 from test_tokenization import HARD_CASES, SMALL_PIECES, SPECIALS, _random_nasty_texts
+
+from bert_tf.errors import UserError
+from bert_tf.text import tf_tokenization, tokenization
 
 
 @pytest.fixture(scope="module", params=[True, False], ids=["uncased", "cased"])

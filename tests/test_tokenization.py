@@ -1,4 +1,4 @@
-"""Tests for bert_tf.tokenization: golden cases, vocab errors, fast path, HF oracle."""
+"""Tests for bert_tf.text.tokenization: golden cases, vocab errors, fast path, HF oracle."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import tokenizers
 
-from bert_tf import tokenization
 from bert_tf.errors import UserError
+from bert_tf.text import tokenization
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 # A small vocab for hand-worked cases. Ids: [PAD]=0 [UNK]=1 [CLS]=2 [SEP]=3 [MASK]=4, then in

@@ -1,4 +1,4 @@
-"""Tests of bert_tf.trainer (and the step functions of bert_tf.train_loop) in-process, on one
+"""Tests of bert_tf.training.trainer (and the step functions of bert_tf.training.train_loop) in-process, on one
 CPU device with a tiny BERT: the loss reduction against a NumPy reference, gradient
 accumulation and steps_per_loop against the plain loop, resume, non-finite losses, eval
 results and TensorBoard summaries. Multi-replica runs are in test_distribution.py.
@@ -12,11 +12,11 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
-
 from _pretraining_helpers import blocks_dataset_fn, synthetic_examples, tiny_bert_config
-from bert_tf import optimization, trainer
+
 from bert_tf.errors import UserError
 from bert_tf.modeling.pretraining_model import BertPretrainingModel
+from bert_tf.training import optimization, trainer
 
 STEPS = 4
 BATCH = 8

@@ -5,8 +5,8 @@ from __future__ import annotations
 import keras
 import numpy as np
 import pytest
-
 import reference_bert as ref
+
 from bert_tf.errors import UserError
 from bert_tf.modeling.config import BertConfig
 from bert_tf.modeling.encoder import BertEncoder

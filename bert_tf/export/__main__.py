@@ -67,8 +67,8 @@ class ExportConfig:
 
 def export(config: ExportConfig) -> str:
     """Restores the checkpoint and writes the export. Returns export_dir."""
-    from bert_tf.convert import check_new_directory
     from bert_tf.export import saved_model
+    from bert_tf.interop.model_files import check_new_directory
 
     check_new_directory(config.export_dir)  # Before the (slow) restore.
     loaded = saved_model.load_pretrained(config.checkpoint, config.bert_config_file)

@@ -120,8 +120,8 @@ def export_keras_hub_preset(
     """
     import keras_hub
 
-    from bert_tf.convert import activation_meaning, atomic_directory, check_vocab_size
-    from bert_tf.tokenization import load_vocab, vocab_list
+    from bert_tf.interop.model_files import activation_meaning, atomic_directory, check_vocab_size
+    from bert_tf.text.tokenization import load_vocab, vocab_list
 
     config = encoder.config
     check_vocab_size(vocab_file, config.vocab_size)

@@ -48,14 +48,14 @@ class LoadedModel:
 
     @property
     def has_mlm_head(self) -> bool:
-        from bert_tf.convert import MLM_PREFIX
+        from bert_tf.interop.model_files import MLM_PREFIX
 
         return not any(n.startswith(MLM_PREFIX) for n in self.missing)
 
 
 def find_config(checkpoint: str, bert_config_file: Optional[str]) -> str:
     """The given config file, or bert_config.json beside the checkpoint / in the directory."""
-    from bert_tf.convert import find_beside
+    from bert_tf.interop.model_files import find_beside
 
     if bert_config_file:
         return bert_config_file
@@ -163,9 +163,9 @@ def load_pretrained(
     """
     from absl import logging
 
-    from bert_tf import checkpointing
     from bert_tf.modeling.config import BertConfig
     from bert_tf.modeling.pretraining_model import BertPretrainingModel
+    from bert_tf.training import checkpointing
 
     prefix = checkpointing.resolve_checkpoint(path, what=what)
     config_file = find_config(path, bert_config_file)
@@ -208,9 +208,9 @@ def export_saved_model(
     """
     import tensorflow as tf
 
-    from bert_tf.convert import atomic_directory, check_vocab_size
     from bert_tf.export.serving import BertServingModule
-    from bert_tf.tf_tokenization import TFBertTokenizer
+    from bert_tf.interop.model_files import atomic_directory, check_vocab_size
+    from bert_tf.text.tf_tokenization import TFBertTokenizer
 
     config = model.config
     if max_seq_length < 3:

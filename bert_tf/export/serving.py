@@ -18,7 +18,7 @@ Signatures (every batch size and sequence length is dynamic):
                        0 for padding). k is fixed at export time (default 5). Only
                        exported when the model has its MLM head.
 
-Text is tokenized in the graph by `bert_tf.tf_tokenization.TFBertTokenizer` (ids identical to
+Text is tokenized in the graph by `bert_tf.text.tf_tokenization.TFBertTokenizer` (ids identical to
 the Python `FullTokenizer`), packed as [CLS] A [SEP] (B [SEP]) with longest-first truncation
 to `max_seq_length`, and padded to the longest sequence of the batch (not to max_seq_length),
 so short requests cost little. For fill_mask the text is split on "[MASK]" *before*
@@ -32,7 +32,7 @@ from typing import Dict, Optional
 
 import tensorflow as tf
 
-from bert_tf.tf_tokenization import TFBertTokenizer
+from bert_tf.text.tf_tokenization import TFBertTokenizer
 
 MASK_LITERAL = "[MASK]"
 

@@ -1,6 +1,6 @@
 """`BertPretrainingModel`: the encoder with its MLM and (optional) NSP heads.
 
-The model returns logits only; the losses live in `bert_tf.losses` and the reduction over the
+The model returns logits only; the losses live in `bert_tf.training.losses` and the reduction over the
 global batch in the trainer, so the model runs unchanged under any distribution strategy.
 """
 

@@ -1,6 +1,6 @@
 """The replicated train and eval steps: where losses are reduced over the global batch.
 
-Losses (`bert_tf.losses`) are per example. This module is the one place that reduces them
+Losses (`bert_tf.training.losses`) are per example. This module is the one place that reduces them
 over the global batch (all replicas, all accumulated micro-batches), with the formulas of
 `losses.reduce_pretraining_losses` / `losses.metrics_from_sums`:
 
@@ -31,7 +31,8 @@ from typing import Dict, Iterator, Tuple
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import checkpointing, losses, schema
+from bert_tf.data import schema
+from bert_tf.training import checkpointing, losses
 
 
 def metrics_from_sums(sums: Dict[str, object]) -> Dict[str, float]:

@@ -5,9 +5,9 @@
     trainer.evaluate(pretraining_dataset_fn(eval_input_config))
 
 A custom loop rather than `keras.Model.fit`: it reduces the losses over the global batch
-exactly (`bert_tf.train_loop`), accumulates gradients, runs `steps_per_loop` steps per
+exactly (`bert_tf.training.train_loop`), accumulates gradients, runs `steps_per_loop` steps per
 tf.function call, and resumes a killed run on the same trajectory: the checkpoint restores
-model, optimizer, step and dropout RNG (`bert_tf.checkpointing`), and the deterministic input
+model, optimizer, step and dropout RNG (`bert_tf.training.checkpointing`), and the deterministic input
 skips the batches already consumed.
 
 Failure handling: bad input found inside the graph becomes a one-line `UserError`; a
@@ -27,16 +27,11 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import (
-    checkpointing,
-    distribution,
-    fileio,
-    input_pipeline,
-    input_validation,
-    train_loop,
-)
+from bert_tf import fileio
+from bert_tf.data import input_pipeline, input_validation
 from bert_tf.errors import UserError
-from bert_tf.progress import ProgressLogger
+from bert_tf.training import checkpointing, distribution, train_loop
+from bert_tf.training.progress import ProgressLogger
 
 # (input context, per-replica batch size) -> dataset of feature dicts.
 DatasetFn = Callable[[tf.distribute.InputContext, int], tf.data.Dataset]
@@ -58,7 +53,7 @@ class TrainerConfig:
         steps_per_loop: train steps per tf.function call (host round trips are costly on TPU).
         gradient_accumulation_steps: k micro-batches summed per optimizer step.
         log_every_n_steps: progress report interval; there is also a report after the first
-            loop and every 30 s (all at loop boundaries, see bert_tf.progress).
+            loop and every 30 s (all at loop boundaries, see bert_tf.training.progress).
         max_eval_steps: eval batches at most.
         max_steps_per_run: stop this process after this many steps (0 = no limit), saving a
             checkpoint; rerun with the same output_dir to continue (time-limited jobs).

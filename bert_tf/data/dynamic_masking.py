@@ -30,8 +30,9 @@ from typing import Dict
 
 import tensorflow as tf
 
-from bert_tf import schema, tokenization
+from bert_tf.data import schema
 from bert_tf.errors import UserError
+from bert_tf.text import tokenization
 
 # The original's replacement rule: 80% [MASK], then half of the rest unchanged, half random.
 MASK_FRACTION = 0.8

@@ -25,7 +25,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import train_loop
+from bert_tf.training import train_loop
 
 # Console abbreviations of the metric names.
 _SHORT = {

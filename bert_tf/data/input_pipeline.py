@@ -1,7 +1,7 @@
 """The tf.data input pipeline for pretraining: TFRecords in the original schema -> batches.
 
 Reads the records of `data_tools.create_pretraining_data` and of the original
-google-research `create_pretraining_data.py` alike (`bert_tf.schema`; v1 or v2 feature names,
+google-research `create_pretraining_data.py` alike (`bert_tf.data.schema`; v1 or v2 feature names,
 plain or GZIP), and yields dicts with the v1 names, int32 ids and float32 weights:
 
     input_ids, input_mask, segment_ids   [batch, max_seq_length]          int32
@@ -16,7 +16,7 @@ batch sequence is always the same, and the iterator can be saved with `tf.train.
 or fast-forwarded with `skip`, so a resumed run follows the same trajectory.
 
 Bad input is reported before training starts where possible
-(`bert_tf.input_validation.validate_input_files` reads the first record of every file);
+(`bert_tf.data.input_validation.validate_input_files` reads the first record of every file);
 out-of-range ids in later records fail inside the graph (`check_batch`) with a message that
 `input_validation.user_error_from` turns into a `UserError`.
 """
@@ -28,14 +28,14 @@ from typing import Dict, Optional, Union
 
 import tensorflow as tf
 
-from bert_tf import dynamic_masking, schema
-from bert_tf.errors import UserError
-from bert_tf.input_validation import (
+from bert_tf.data import dynamic_masking, schema
+from bert_tf.data.input_validation import (
     INPUT_ERROR_PREFIX,
     TOKEN_FEATURES,
     InputFiles,
     validate_input_files,
 )
+from bert_tf.errors import UserError
 
 _COMPRESSIONS = ("auto", "", "GZIP")
 

@@ -1,7 +1,7 @@
 """Checks pretraining TFRecord inputs before training, and explains input failures during it.
 
 `validate_input_files` reads the first record of every file eagerly (plain Python framing via
-`bert_tf.tfrecord_format`, so the TensorFlow runtime is not started before the trainer
+`bert_tf.data.tfrecord_format`, so the TensorFlow runtime is not started before the trainer
 configures its devices) and checks the schema: every feature present with the right kind and
 length, token ids below vocab_size, one feature naming (v1 or v2) across files. Later records
 are checked in the graph (`input_pipeline.check_batch`); their failures carry
@@ -21,11 +21,12 @@ from typing import TYPE_CHECKING, List, Optional, Tuple
 
 import tensorflow as tf
 
-from bert_tf import errors, fileio, schema, tfrecord_format
+from bert_tf import errors, fileio
+from bert_tf.data import schema, tfrecord_format
 from bert_tf.errors import UserError
 
 if TYPE_CHECKING:  # input_pipeline imports this module.
-    from bert_tf.input_pipeline import InputConfig
+    from bert_tf.data.input_pipeline import InputConfig
 
 INPUT_ERROR_PREFIX = "bert_tf input:"
 

@@ -28,7 +28,9 @@ from typing import Any, Dict, List, Mapping, Optional
 import numpy as np
 
 from bert_tf import fileio
-from bert_tf.convert import (
+from bert_tf.errors import UserError
+from bert_tf.interop import safetensors_io
+from bert_tf.interop.model_files import (
     MLM_PREFIX,
     NSP_PREFIX,
     ModelFiles,
@@ -41,8 +43,6 @@ from bert_tf.convert import (
     find_beside,
     report_unused,
 )
-from bert_tf.convert import safetensors_io
-from bert_tf.errors import UserError
 from bert_tf.modeling.config import BertConfig
 from bert_tf.modeling.encoder import LAYER_NORM_EPSILON
 

@@ -224,7 +224,7 @@ def report_unused(names: List[str], source: str) -> None:
 
 def vocab_size_of(vocab_file: str) -> int:
     """Number of tokens (lines) in a vocabulary file."""
-    from bert_tf.tokenization import load_vocab
+    from bert_tf.text.tokenization import load_vocab
 
     return len(load_vocab(vocab_file, required_tokens=()))
 

@@ -184,7 +184,7 @@ class _BertOptimizerBase(keras.optimizers.Optimizer):
                      "_distribution_strategy"):
             if not hasattr(self, hook):
                 raise RuntimeError(f"this Keras version's TF optimizer has no {hook}; "
-                                   f"bert_tf.optimization needs the TensorFlow backend")
+                                   f"bert_tf.training.optimization needs the TensorFlow backend")
         self.weight_decay_rate = weight_decay_rate
         self.beta_1 = beta_1
         self.beta_2 = beta_2

@@ -7,7 +7,7 @@ A TFRecord file is a sequence of frames:
 The "mask" rotates the CRC right by 15 bits and adds a constant, so that CRCs of data that
 itself contains CRCs stay well distributed. This module holds the one definition of both, for
 the writer in `data_tools` (which checksums whole batches of records) and for the
-reader's validation in `bert_tf.input_validation` (which checks one record before TensorFlow
+reader's validation in `bert_tf.data.input_validation` (which checks one record before TensorFlow
 starts).
 """
 

@@ -18,7 +18,7 @@ Optimizer slots (`*/adam_m`, `*/adam_v`) and `global_step` are skipped on input.
 Written checkpoints are plain name-based V2 checkpoints (tf.raw_ops.SaveV2), which
 `tf.train.load_checkpoint`, a TF1 `tf.compat.v1.train.Saver` and `init_from_checkpoint` read.
 
-Activation: Google's `gelu` was the tanh approximation; see `bert_tf.convert.ACTIVATION_NAMES`.
+Activation: Google's `gelu` was the tanh approximation; see `bert_tf.interop.model_files.ACTIVATION_NAMES`.
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ from typing import Dict, List, Optional
 import numpy as np
 
 from bert_tf import fileio
-from bert_tf.convert import (
+from bert_tf.errors import UserError
+from bert_tf.interop.model_files import (
     ModelFiles,
     activation_meaning,
     activation_name,
@@ -42,7 +43,6 @@ from bert_tf.convert import (
     find_beside,
     report_unused,
 )
-from bert_tf.errors import UserError
 from bert_tf.modeling.config import BertConfig
 
 CHECKPOINT_NAME = "bert_model.ckpt"

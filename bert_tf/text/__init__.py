@@ -1,0 +1,1 @@
+"""Tokenizers: the Python WordPiece tokenizer and its in-graph TensorFlow twin."""

@@ -1,0 +1,1 @@
+"""Losses, optimizer, the train loop and trainer, checkpoints, distribution, progress."""
