@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.convert_checkpoint import convert as run_convert
-from bert_tf.convert_checkpoint import read_native, write_native
 from bert_tf.interop import google_checkpoint
 from bert_tf.interop import model_files as convert
+from bert_tf.interop.formats import convert as run_convert
+from bert_tf.interop.native import read_native, write_native
 from bert_tf.modeling.config import BertConfig
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

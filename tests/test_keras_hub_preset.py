@@ -10,10 +10,10 @@ import keras_hub
 import numpy as np
 import pytest
 
-from bert_tf.convert_checkpoint import write_native
 from bert_tf.errors import UserError
 from bert_tf.export import keras_hub_preset
 from bert_tf.interop import model_files as convert
+from bert_tf.interop.native import write_native
 from bert_tf.modeling.config import BertConfig
 from bert_tf.modeling.encoder import BertEncoder
 from bert_tf.modeling.weight_map import encoder_weight_map, get_weights

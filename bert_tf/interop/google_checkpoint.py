@@ -18,7 +18,8 @@ Optimizer slots (`*/adam_m`, `*/adam_v`) and `global_step` are skipped on input.
 Written checkpoints are plain name-based V2 checkpoints (tf.raw_ops.SaveV2), which
 `tf.train.load_checkpoint`, a TF1 `tf.compat.v1.train.Saver` and `init_from_checkpoint` read.
 
-Activation: Google's `gelu` was the tanh approximation; see `bert_tf.interop.model_files.ACTIVATION_NAMES`.
+Activation: Google's `gelu` was the tanh approximation; see
+`bert_tf.interop.model_files.ACTIVATION_NAMES`.
 """
 
 from __future__ import annotations
