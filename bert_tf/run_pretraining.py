@@ -77,6 +77,10 @@ flags.DEFINE_string("vocab_file", None,
                     "The WordPiece vocabulary of the TFRecords; --dynamic_masking reads the ids "
                     "of [MASK], [CLS], [SEP] and [PAD] from it.")
 flags.DEFINE_float("masked_lm_prob", 0.15, "Fraction of tokens --dynamic_masking predicts.")
+flags.DEFINE_bool("skip_corrupt_records", False,
+                  "Go on past a damaged input record (TensorFlow's reader then skips the rest "
+                  "of its file for that pass) instead of stopping; the progress lines and the "
+                  "end of the run report how many records were skipped.")
 flags.DEFINE_integer("seed", 12345, "Seeds initialization, dropout, shuffling and dynamic masks.")
 flags.DEFINE_integer("log_every_n_steps", 100,
                      "Progress line every N steps; also after the first loop and every 30 s "
@@ -178,6 +182,7 @@ def config_from_flags() -> RunConfig:
             seed=FLAGS.seed,
             masking=masking if is_training else None,
             drop_remainder=is_training,
+            skip_corrupt_records=FLAGS.skip_corrupt_records,
         )
         try:
             files = input_validation.validate_input_files(config)
@@ -264,13 +269,22 @@ def run(config: RunConfig) -> Optional[dict]:
     )
     if config.do_train:
         runner.train(trainer.pretraining_dataset_fn(config.train_input))
+        _report_skipped("training", config.train_input)
     if config.do_eval:
         eval_input = config.eval_input
         if distribution.is_tpu_strategy(strategy):
             # TPUs need static shapes: the last partial eval batch is dropped.
             eval_input = dataclasses.replace(eval_input, drop_remainder=True)
-        return runner.evaluate(trainer.pretraining_dataset_fn(eval_input))
+        results = runner.evaluate(trainer.pretraining_dataset_fn(eval_input))
+        _report_skipped("eval", config.eval_input)
+        return results
     return None
+
+
+def _report_skipped(what: str, input_config: "InputConfig") -> None:
+    """The --skip_corrupt_records count of one input, at the end of its use."""
+    if input_config.corrupt_records is not None:
+        logging.info("%s input: %s", what, input_config.corrupt_records.summary())
 
 
 @cli_main

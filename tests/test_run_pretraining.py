@@ -297,3 +297,73 @@ def test_config_flagfiles_parse(flagfile):
     proc = run_module(MODULE, [f"--flagfile=configs/{flagfile}", "--do_train=false",
                                "--do_eval=false"])
     assert error_lines(proc.stderr) == ["error: at least one of --do_train or --do_eval must be true"]
+
+
+# ----------------------------------------------------------------- damaged and bad records
+
+
+def damage_record(src, dst, index):
+    """Copies the TFRecord file src to dst with record `index`'s payload damaged (its data
+    checksum fails); returns (the frame's byte offset, records in the file)."""
+    import struct
+
+    data = bytearray(src.read_bytes())
+    offset, starts = 0, []
+    while offset < len(data):
+        starts.append(offset)
+        offset += 16 + struct.unpack("<Q", data[offset:offset + 8])[0]
+    data[starts[index] + 12 + 5] ^= 0x5A
+    dst.write_bytes(bytes(data))
+    return starts[index], len(starts)
+
+
+def test_a_damaged_record_stops_the_run_naming_the_file_and_record(data, tmp_path):
+    damaged = tmp_path / "damaged.tfrecord"
+    offset, n = damage_record(data / "train-1.tfrecord", damaged, 30)
+    proc = run_module(MODULE, common_flags(data, tmp_path / "out", input_file=damaged))
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert error_lines(proc.stderr) == [
+        f"error: corrupted input TFRecord {damaged}: record 30 (counting from 0, at byte "
+        f"{offset}): bad data checksum; {n - 30} record(s) from there to the end of the file "
+        f"cannot be read (--skip_corrupt_records skips them and goes on)"]
+    assert "Traceback" not in proc.stderr
+
+
+def test_skip_corrupt_records_goes_on_and_reports_exact_counts(data, tmp_path):
+    damaged = tmp_path / "damaged.tfrecord"
+    _, n = damage_record(data / "train-1.tfrecord", damaged, 30)
+    eval_file = tmp_path / "eval.tfrecord"
+    eval_offset, eval_n = damage_record(data / "eval.tfrecord", eval_file, 21)
+    proc = run_module(MODULE, common_flags(
+        data, tmp_path / "out", input_file=f"{data / 'train-0.tfrecord'},{damaged}",
+        eval_input_file=eval_file, do_eval="true", skip_corrupt_records="true"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    # Every progress line counts the records skipped so far: whole passes over the damage
+    # (the shuffle buffer reads ahead many passes of this small input).
+    counts = [int(c) for c in re.findall(r"\| skipped (\d+) corrupt records", proc.stderr)]
+    assert len(counts) == STEPS and counts == sorted(counts)
+    assert counts[0] > 0 and all(c % (n - 30) == 0 for c in counts)
+    match = re.search(r"training input: skipped (\d+) corrupt input record\(s\): (.*): "
+                      r"(\d+) record\(s\) from byte \d+ on \(bad data checksum\) x (\d+) pass",
+                      proc.stderr)
+    assert match and match.group(2) == str(damaged), proc.stderr[-3000:]
+    assert int(match.group(3)) == n - 30
+    assert int(match.group(1)) == (n - 30) * int(match.group(4)) >= counts[-1]
+    # Eval reads its input once: exactly the records after the damage.
+    assert (f"eval input: skipped {eval_n - 21} corrupt input record(s): {eval_file}: "
+            f"{eval_n - 21} record(s) from byte {eval_offset} on (bad data checksum) x 1 "
+            f"pass(es)") in proc.stderr
+    assert "evaluated 3 batches (21 examples)" in proc.stderr
+
+
+def test_a_masked_position_beyond_max_seq_length_in_a_later_record_is_one_line(data, tmp_path):
+    examples = synthetic_examples(16, seed=21, uneven_weights=False)
+    examples["masked_lm_positions"][2, 0] = 16  # the first record is checked before training
+    bad = tmp_path / "bad_positions.tfrecord"
+    write_tfrecords(bad, examples)
+    proc = run_module(MODULE, common_flags(data, tmp_path / "out", input_file=bad))
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert error_lines(proc.stderr) == [
+        f"error: masked_lm_positions has position 16 outside [0, --max_seq_length=16) in "
+        f"record 2 (counting from 0) of {bad}"]
+    assert "Traceback" not in proc.stderr
