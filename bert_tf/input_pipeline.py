@@ -377,6 +377,11 @@ def make_pretraining_dataset(
     ).prefetch(tf.data.AUTOTUNE)
     options = tf.data.Options()
     options.deterministic = True
+    if config.skip_corrupt_records:
+        # The skipped-records table is state outside the pipeline: an iterator checkpoint
+        # leaves it out (the count is this process's) instead of refusing to save.
+        options.experimental_external_state_policy = (
+            tf.data.experimental.ExternalStatePolicy.WARN)
     if input_context is not None:
         # Sharded here by hand; stop tf.distribute from sharding it again. (Without a
         # context, `experimental_distribute_dataset` may still auto-shard it across workers.)

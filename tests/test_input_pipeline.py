@@ -260,10 +260,11 @@ def test_same_seed_same_batches_other_seed_other_batches(tmp_path):
     assert any(not np.array_equal(a["input_mask"], b["input_mask"]) for a, b in zip(first, other))
 
 
-@pytest.mark.parametrize("dynamic", [False, True])
-def test_iterator_checkpoint_resumes_the_same_sequence(tmp_path, dynamic):
+@pytest.mark.parametrize("dynamic, skip", [(False, False), (True, False), (False, True)])
+def test_iterator_checkpoint_resumes_the_same_sequence(tmp_path, dynamic, skip):
     write_files(tmp_path, num_files=3, per_file=6)
-    cfg = config(tmp_path, seed=3, masking=masking() if dynamic else None)
+    cfg = config(tmp_path, seed=3, masking=masking() if dynamic else None,
+                 skip_corrupt_records=skip)
     reference = collect(make_pretraining_dataset(cfg), 10)
 
     iterator = iter(make_pretraining_dataset(cfg))
