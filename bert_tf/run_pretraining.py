@@ -77,6 +77,12 @@ flags.DEFINE_string("vocab_file", None,
                     "The WordPiece vocabulary of the TFRecords; --dynamic_masking reads the ids "
                     "of [MASK], [CLS], [SEP] and [PAD] from it.")
 flags.DEFINE_float("masked_lm_prob", 0.15, "Fraction of tokens --dynamic_masking predicts.")
+flags.DEFINE_bool("do_whole_word_mask", False,
+                  "--dynamic_masking masks whole words (the '##' pieces of --vocab_file join the "
+                  "word before them), as create_pretraining_data's flag of the same name.")
+flags.DEFINE_integer("max_ngram_size", 1,
+                     "As create_pretraining_data's flag; --dynamic_masking supports only 1 (it "
+                     "refuses n-gram spans rather than drop them).")
 flags.DEFINE_bool("skip_corrupt_records", False,
                   "Go on past a damaged input record (TensorFlow's reader then skips the rest "
                   "of its file for that pass) instead of stopping; the progress lines and the "
@@ -161,12 +167,21 @@ def config_from_flags() -> RunConfig:
                          optimization, trainer)
 
     masking = None
+    if not FLAGS.dynamic_masking and (FLAGS.do_whole_word_mask or FLAGS.max_ngram_size != 1):
+        raise UserError("--do_whole_word_mask and --max_ngram_size apply only with "
+                        "--dynamic_masking (the stored masks are used as written)")
     if FLAGS.dynamic_masking and FLAGS.do_train:
         if not FLAGS.vocab_file:
             raise UserError("--dynamic_masking needs --vocab_file: the ids of [MASK], [CLS], "
                             "[SEP] and [PAD] differ between vocabularies")
+        if FLAGS.max_ngram_size != 1:
+            raise UserError(f"--max_ngram_size={FLAGS.max_ngram_size} is not supported with "
+                            f"--dynamic_masking: it masks single tokens or, with "
+                            f"--do_whole_word_mask, whole words (n-gram spans are drawn only by "
+                            f"create_pretraining_data)")
         masking = dynamic_masking.MaskingConfig.from_vocab_file(
-            FLAGS.vocab_file, FLAGS.max_predictions_per_seq, FLAGS.masked_lm_prob)
+            FLAGS.vocab_file, FLAGS.max_predictions_per_seq, FLAGS.masked_lm_prob,
+            whole_word_mask=FLAGS.do_whole_word_mask)
         if masking.vocab_size > bert_config.vocab_size:
             raise UserError(f"--vocab_file has {masking.vocab_size} tokens, more than "
                             f"vocab_size={bert_config.vocab_size} in --bert_config_file")

@@ -236,6 +236,10 @@ def test_max_train_minutes_stops_at_a_loop_boundary_saves_and_evaluates(data, tm
     ({"dynamic_masking": "true"}, r"error: --dynamic_masking needs --vocab_file: .*"),
     ({"dynamic_masking": "true", "vocab_file": "/no/such/vocab.txt"},
      r"error: vocab file not found: /no/such/vocab.txt"),
+    ({"dynamic_masking": "true", "vocab_file": REPO_ROOT / "README.md", "max_ngram_size": 3},
+     r"error: --max_ngram_size=3 is not supported with --dynamic_masking: .*"),
+    ({"do_whole_word_mask": "true"},
+     r"error: --do_whole_word_mask and --max_ngram_size apply only with --dynamic_masking .*"),
 ])
 def test_bad_flags_give_one_line_errors(data, tmp_path, overrides, message):
     overrides = {"output_dir": tmp_path / "out", **overrides}
@@ -367,3 +371,50 @@ def test_a_masked_position_beyond_max_seq_length_in_a_later_record_is_one_line(d
         f"error: masked_lm_positions has position 16 outside [0, --max_seq_length=16) in "
         f"record 2 (counting from 0) of {bad}"]
     assert "Traceback" not in proc.stderr
+
+
+# The masked batches the CLI's input config gives (the flags parsed as the CLI does).
+_BATCH_SCRIPT = """
+import dataclasses, json, sys
+import numpy as np
+from absl import flags
+from bert_tf import input_pipeline, run_pretraining
+flags.FLAGS(["run_pretraining"] + sys.argv[1:])
+config = run_pretraining.config_from_flags().train_input
+batches = input_pipeline.make_pretraining_dataset(dataclasses.replace(config, batch_size=48))
+out = {"continuation_ids": list(config.masking.continuation_ids), "rows": []}
+for batch in batches.take(4):
+    b = {k: v.numpy() for k, v in batch.items()}
+    now = np.take_along_axis(b["input_ids"], b["masked_lm_positions"], axis=1)
+    real = b["masked_lm_weights"] > 0
+    out["rows"] += [[int(x), int(y)] for x, y in zip(now[real], b["masked_lm_ids"][real])]
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("whole_word", [False, True])
+def test_dynamic_masking_batches_use_the_vocab_file_s_ids(data, tmp_path, whole_word):
+    import json
+
+    # 100 tokens (fewer than the model's 128, as a vocab may be), [MASK] = 4 (not Google's
+    # 103), "##" pieces at 60..99.
+    words = (["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(55)]
+             + [f"##p{i}" for i in range(40)])
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(words) + "\n")
+    args = common_flags(data, tmp_path / "out", dynamic_masking="true", vocab_file=vocab,
+                        do_whole_word_mask=str(whole_word).lower(), masked_lm_prob=0.3)
+    proc = subprocess.run([sys.executable, "-c", _BATCH_SCRIPT, *args], cwd=REPO_ROOT,
+                          env=subprocess_env(), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["continuation_ids"] == (list(range(60, 100)) if whole_word else [])
+    now, label = np.array(out["rows"]).T
+    assert len(now) > 300
+    # [MASK] is the vocab's 4 in ~80% of the predictions (Google's 103 would be 0%).
+    assert 0.7 < np.mean(now == 4) < 0.9
+    # The random replacements (neither [MASK] nor kept) come from the vocab's 100 ids, while
+    # the records' own ids go up to the model's 128.
+    replaced = now[(now != 4) & (now != label)]
+    assert len(replaced) > 15 and replaced.max() < 100
+    assert label.max() >= 100
