@@ -247,6 +247,11 @@ def _with_damage(message: str) -> str:
         return message
     path, kind, record, offset = match.groups()
     lost, problem = count_lost_records(path, "GZIP" if kind == "GZIP" else "", int(offset))
+    if not lost and kind == "GZIP":
+        # Nothing damaged after all: the trailer's size is not the whole file's content.
+        return (f"{path}: its gzip trailer does not give the {offset} bytes of records it "
+                f"holds: several gzip streams concatenated? Recompress it as one stream (the "
+                f"trailer's size is how damaged records are found)")
     return (f"corrupted input TFRecord {path}: record {record} (counting from 0, at byte "
             f"{offset}): {problem or 'damaged'}; {lost} record(s) from there to the end of "
             f"the file cannot be read (--skip_corrupt_records skips them and goes on)")
@@ -341,6 +346,8 @@ class CorruptRecords:
         parts = []
         for i, (passes, offset) in sorted(self.damaged().items()):
             lost, problem = self._lost_in(i, offset)
+            if not lost:
+                continue  # a false alarm (e.g. a multi-member gzip file): nothing skipped
             parts.append(f"{self.files[i]}: {lost} record(s) from byte {offset} on "
                          f"({problem or 'damaged'}) x {passes} pass(es)")
         return f"skipped {self.count()} corrupt input record(s)" + (

@@ -443,6 +443,25 @@ def test_a_damaged_record_mid_file_names_the_file_the_record_and_the_loss(tmp_pa
         f"cannot be read (--skip_corrupt_records skips them and goes on)")
 
 
+def test_a_multi_member_gzip_file_is_explained_not_called_damaged(tmp_path):
+    import gzip as gzip_module
+
+    rng = np.random.default_rng(8)
+    frames = [tfrecord_format.frame(serialize(make_features(i, rng))) for i in range(4)]
+    data = gzip_module.compress(b"".join(frames[:2])) + gzip_module.compress(b"".join(frames[2:]))
+    (tmp_path / "data-0.tfrecord").write_bytes(data)
+    ds = make_pretraining_dataset(config(tmp_path, is_training=False, batch_size=2))
+    assert expect_input_error(ds) == (
+        f"{tmp_path / 'data-0.tfrecord'}: its gzip trailer does not give the "
+        f"{sum(map(len, frames))} bytes of records it holds: several gzip streams "
+        f"concatenated? Recompress it as one stream (the trailer's size is how damaged "
+        f"records are found)")
+    # Skipping counts nothing lost: every record was read.
+    cfg = config(tmp_path, is_training=False, batch_size=2, skip_corrupt_records=True)
+    assert len([i for b in collect(make_pretraining_dataset(cfg)) for i in example_ids_np(b)]) == 4
+    assert cfg.corrupt_records.count() == 0
+
+
 def test_a_truncated_last_record_names_the_file(tmp_path):
     rng = np.random.default_rng(5)
     records = [serialize(make_features(i, rng)) for i in range(6)]
