@@ -77,6 +77,16 @@ flags.DEFINE_string("vocab_file", None,
                     "The WordPiece vocabulary of the TFRecords; --dynamic_masking reads the ids "
                     "of [MASK], [CLS], [SEP] and [PAD] from it.")
 flags.DEFINE_float("masked_lm_prob", 0.15, "Fraction of tokens --dynamic_masking predicts.")
+flags.DEFINE_bool("do_whole_word_mask", False,
+                  "--dynamic_masking masks whole words (the '##' pieces of --vocab_file join the "
+                  "word before them), as create_pretraining_data's flag of the same name.")
+flags.DEFINE_integer("max_ngram_size", 1,
+                     "As create_pretraining_data's flag; --dynamic_masking supports only 1 (it "
+                     "refuses n-gram spans rather than drop them).")
+flags.DEFINE_bool("skip_corrupt_records", False,
+                  "Go on past a damaged input record (TensorFlow's reader then skips the rest "
+                  "of its file for that pass) instead of stopping; the progress lines and the "
+                  "end of the run report how many records were skipped.")
 flags.DEFINE_integer("seed", 12345, "Seeds initialization, dropout, shuffling and dynamic masks.")
 flags.DEFINE_integer("log_every_n_steps", 100,
                      "Progress line every N steps; also after the first loop and every 30 s "
@@ -157,12 +167,21 @@ def config_from_flags() -> RunConfig:
     from bert_tf.training import distribution, optimization, trainer
 
     masking = None
+    if not FLAGS.dynamic_masking and (FLAGS.do_whole_word_mask or FLAGS.max_ngram_size != 1):
+        raise UserError("--do_whole_word_mask and --max_ngram_size apply only with "
+                        "--dynamic_masking (the stored masks are used as written)")
     if FLAGS.dynamic_masking and FLAGS.do_train:
         if not FLAGS.vocab_file:
             raise UserError("--dynamic_masking needs --vocab_file: the ids of [MASK], [CLS], "
                             "[SEP] and [PAD] differ between vocabularies")
+        if FLAGS.max_ngram_size != 1:
+            raise UserError(f"--max_ngram_size={FLAGS.max_ngram_size} is not supported with "
+                            f"--dynamic_masking: it masks single tokens or, with "
+                            f"--do_whole_word_mask, whole words (n-gram spans are drawn only by "
+                            f"create_pretraining_data)")
         masking = dynamic_masking.MaskingConfig.from_vocab_file(
-            FLAGS.vocab_file, FLAGS.max_predictions_per_seq, FLAGS.masked_lm_prob)
+            FLAGS.vocab_file, FLAGS.max_predictions_per_seq, FLAGS.masked_lm_prob,
+            whole_word_mask=FLAGS.do_whole_word_mask)
         if masking.vocab_size > bert_config.vocab_size:
             raise UserError(f"--vocab_file has {masking.vocab_size} tokens, more than "
                             f"vocab_size={bert_config.vocab_size} in --bert_config_file")
@@ -178,6 +197,7 @@ def config_from_flags() -> RunConfig:
             seed=FLAGS.seed,
             masking=masking if is_training else None,
             drop_remainder=is_training,
+            skip_corrupt_records=FLAGS.skip_corrupt_records,
         )
         try:
             files = input_validation.validate_input_files(config)
@@ -264,13 +284,22 @@ def run(config: RunConfig) -> Optional[dict]:
     )
     if config.do_train:
         runner.train(trainer.pretraining_dataset_fn(config.train_input))
+        _report_skipped("training", config.train_input)
     if config.do_eval:
         eval_input = config.eval_input
         if distribution.is_tpu_strategy(strategy):
             # TPUs need static shapes: the last partial eval batch is dropped.
             eval_input = dataclasses.replace(eval_input, drop_remainder=True)
-        return runner.evaluate(trainer.pretraining_dataset_fn(eval_input))
+        results = runner.evaluate(trainer.pretraining_dataset_fn(eval_input))
+        _report_skipped("eval", config.eval_input)
+        return results
     return None
+
+
+def _report_skipped(what: str, input_config: "InputConfig") -> None:
+    """The --skip_corrupt_records count of one input, at the end of its use."""
+    if input_config.corrupt_records is not None:
+        logging.info("%s input: %s", what, input_config.corrupt_records.summary())
 
 
 @cli_main

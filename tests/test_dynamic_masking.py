@@ -195,3 +195,122 @@ def test_from_vocab_file_names_a_missing_special_token(tmp_path):
     vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\nhello\n")
     with pytest.raises(UserError, match=r"\[MASK\]"):
         dm.MaskingConfig.from_vocab_file(str(vocab), max_predictions_per_seq=4)
+
+
+# ----------------------------------------------------------------------- whole-word masking
+
+# Ids 900..999 are "##" pieces in these tests.
+CONTINUATION = tuple(range(900, VOCAB))
+
+
+def ww_masked(ids, mask, seed=(1, 2), max_pred=20, **kwargs):
+    return masked(ids, mask, seed=seed, max_pred=max_pred, continuation_ids=CONTINUATION,
+                  **kwargs)
+
+
+def test_word_ids_join_pieces_to_the_candidate_before_them():
+    w, x, y, e = 900, 901, 902, 903
+    ids = np.array([[CLS, 5, w, x, 6, SEP, e, 7, y, SEP, PAD, PAD]], np.int32)
+    cand = (ids != CLS) & (ids != SEP) & (ids != PAD)
+    config = dm.MaskingConfig(vocab_size=VOCAB, max_predictions_per_seq=4,
+                              continuation_ids=CONTINUATION)
+    got = dm.word_ids(tf.constant(ids), tf.constant(cand), config).numpy()
+    # "5 ##w ##x" is word 0; "##e" after [SEP] starts word 2 on its own; "7 ##y" is word 3.
+    np.testing.assert_array_equal(got, [[-1, 0, 0, 0, 1, -1, 2, 3, 3, -1, -1, -1]])
+
+
+def test_whole_words_fill_the_count_greedily_hand_checked():
+    # Words: "10 ##w ##x" (3 pieces), "11", "12"; 7 real tokens.
+    ids = np.array([[CLS, 10, 900, 901, 11, 12, SEP, PAD]], np.int32)
+    mask = (ids != PAD).astype(np.int32)
+    # Count round(7 * 0.3) = 2: the 3-piece word never fits, both single words always do.
+    for seed in range(30):
+        out = ww_masked(ids, mask, seed=(seed, 0), max_pred=3, masked_lm_prob=0.3)
+        np.testing.assert_array_equal(out["masked_lm_positions"], [[4, 5, 0]])
+        np.testing.assert_array_equal(out["masked_lm_weights"], [[1, 1, 0]])
+        np.testing.assert_array_equal(out["masked_lm_ids"], [[11, 12, 0]])
+    # Count round(7 * 0.45) = 3: the long word if it is visited first (1 in 3), else the two
+    # single words (after one of them the long word no longer fits).
+    outcomes = []
+    for seed in range(600):
+        out = ww_masked(ids, mask, seed=(seed, 1), max_pred=3, masked_lm_prob=0.45)
+        outcomes.append(tuple(out["masked_lm_positions"][0][out["masked_lm_weights"][0] > 0]))
+    assert set(outcomes) == {(1, 2, 3), (4, 5)}
+    assert abs(outcomes.count((1, 2, 3)) / 600 - 1 / 3) < 0.06
+
+
+def words_batch(rng, batch, seq_len):
+    """random_batch with about a third of the tokens "##" pieces."""
+    ids, mask = random_batch(rng, batch, seq_len)
+    pieces = (rng.random(ids.shape) < 0.35) & (ids >= 200)
+    ids = np.where(pieces, rng.integers(900, VOCAB, ids.shape), ids).astype(np.int32)
+    return ids, mask
+
+
+def test_every_masked_word_is_masked_in_all_its_pieces_with_one_decision():
+    rng = np.random.default_rng(3)
+    ids, mask = words_batch(rng, 400, 48)
+    out = ww_masked(ids, mask, max_pred=12)
+    config = dm.MaskingConfig(vocab_size=VOCAB, max_predictions_per_seq=12,
+                              continuation_ids=CONTINUATION)
+    cand = (mask > 0) & (ids != CLS) & (ids != SEP)
+    words = dm.word_ids(tf.constant(ids), tf.constant(cand), config).numpy()
+    counts = dm.num_to_predict(tf.constant(mask.sum(1), tf.int32),
+                              tf.constant(cand.sum(1), tf.int32), config).numpy()
+    decisions = {"mask": 0, "other": 0}
+    for b in range(len(ids)):
+        chosen = out["masked_lm_positions"][b][out["masked_lm_weights"][b] > 0]
+        assert len(chosen) <= counts[b]
+        assert list(chosen) == sorted(chosen) and np.all(cand[b, chosen])
+        np.testing.assert_array_equal(out["masked_lm_ids"][b][:len(chosen)], ids[b, chosen])
+        untouched = np.setdiff1d(np.arange(ids.shape[1]), chosen)
+        np.testing.assert_array_equal(out["input_ids"][b, untouched], ids[b, untouched])
+        for w in np.unique(words[b, chosen]):
+            pieces = np.flatnonzero(words[b] == w)
+            assert set(pieces) <= set(chosen), (b, w)  # the whole word
+            is_mask = out["input_ids"][b, pieces] == MASK
+            assert is_mask.all() or not is_mask.any(), (b, w)  # one decision per word
+            decisions["mask" if is_mask.all() else "other"] += 1
+        # Greedy: a word left out would not have fitted when it was visited, and the count
+        # only grows, so no unchosen word fits in what is left at the end.
+        unchosen = np.setdiff1d(words[b][cand[b]], words[b, chosen])
+        sizes = [np.sum(words[b] == w) for w in unchosen]
+        assert not sizes or len(chosen) + min(sizes) > counts[b], b
+    total = decisions["mask"] + decisions["other"]
+    assert total > 1000
+    assert abs(decisions["mask"] / total - 0.8) < 0.03
+
+
+def test_whole_word_statistics_15_percent_and_80_10_10():
+    rng = np.random.default_rng(4)
+    ids, mask = words_batch(rng, 2000, 64)
+    out = ww_masked(ids, mask, seed=(5, 6), max_pred=20)
+    weights = out["masked_lm_weights"] > 0
+    real = mask.sum()
+    # The count rule asks round(0.15 * tokens); whole words may leave it a little short.
+    fraction = weights.sum() / real
+    assert 0.13 < fraction <= 0.151, fraction
+    pos, labels = out["masked_lm_positions"], out["masked_lm_ids"]
+    now = np.take_along_axis(out["input_ids"], pos, axis=1)
+    is_mask = (now == MASK) & weights
+    kept = (now == labels) & weights
+    n = weights.sum()
+    assert abs(is_mask.sum() / n - 0.8) < 0.02
+    assert abs(kept.sum() / n - 0.1) < 0.015  # (+ 1/VOCAB random ids equal to the original)
+    assert abs((n - is_mask.sum() - kept.sum()) / n - 0.1) < 0.015
+    # Random replacements lie in the vocabulary.
+    assert out["input_ids"].min() >= 0 and out["input_ids"].max() < VOCAB
+
+
+def test_from_vocab_file_finds_the_continuation_pieces(tmp_path):
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "##b", "c",
+                                "##d"]) + "\n")
+    config = dm.MaskingConfig.from_vocab_file(str(vocab), 4, whole_word_mask=True)
+    assert config.continuation_ids == (6, 8) and config.whole_word
+    assert not dm.MaskingConfig.from_vocab_file(str(vocab), 4).whole_word
+    no_pieces = tmp_path / "flat.txt"
+    no_pieces.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\na\n")
+    with pytest.raises(UserError, match=r"whole-word masking needs the vocabulary's '##' "
+                                        r"pieces, but .*flat.txt has none"):
+        dm.MaskingConfig.from_vocab_file(str(no_pieces), 4, whole_word_mask=True)

@@ -260,10 +260,11 @@ def test_same_seed_same_batches_other_seed_other_batches(tmp_path):
     assert any(not np.array_equal(a["input_mask"], b["input_mask"]) for a, b in zip(first, other))
 
 
-@pytest.mark.parametrize("dynamic", [False, True])
-def test_iterator_checkpoint_resumes_the_same_sequence(tmp_path, dynamic):
+@pytest.mark.parametrize("dynamic, skip", [(False, False), (True, False), (False, True)])
+def test_iterator_checkpoint_resumes_the_same_sequence(tmp_path, dynamic, skip):
     write_files(tmp_path, num_files=3, per_file=6)
-    cfg = config(tmp_path, seed=3, masking=masking() if dynamic else None)
+    cfg = config(tmp_path, seed=3, masking=masking() if dynamic else None,
+                 skip_corrupt_records=skip)
     reference = collect(make_pretraining_dataset(cfg), 10)
 
     iterator = iter(make_pretraining_dataset(cfg))
@@ -380,19 +381,143 @@ def test_out_of_range_id_in_a_later_record_fails_in_graph_with_a_clear_message(t
         collect(ds)
     error = input_validation.user_error_from(e.value)
     assert isinstance(error, UserError)
-    assert str(error).startswith(f"masked_lm_ids has a token id >= --vocab_size={VOCAB}")
+    assert str(error) == (
+        f"masked_lm_ids has token id {VOCAB + 7} >= --vocab_size={VOCAB} in record 4 (counting "
+        f"from 0) of {tmp_path / 'data-0.tfrecord'} (was the data written with another vocab?)")
     assert input_validation.user_error_from(ValueError("x")) is None
 
 
-def test_truncated_file_later_records_is_data_loss(tmp_path):
-    write_files(tmp_path, num_files=1, per_file=6)
-    path = tmp_path / "data-0.tfrecord"
-    data = path.read_bytes()
-    path.write_bytes(data[: len(data) - 40])
+def write_damaged(path, records: List[bytes], damaged: int, how: str = "payload",
+                  gzip: bool = False) -> int:
+    """Writes framed `records` with record `damaged` broken; returns that frame's offset.
+
+    how: "payload" flips a data byte (bad data checksum), "truncate" cuts the file inside
+    that record (it must be the last one). With gzip, the damaged frames are compressed as
+    they are: the gzip stream is sound, its content is not.
+    """
+    import gzip as gzip_module
+
+    frames = [bytearray(tfrecord_format.frame(r)) for r in records]
+    offset = sum(len(f) for f in frames[:damaged])
+    if how == "payload":
+        frames[damaged][tfrecord_format.HEADER_BYTES + 3] ^= 0x5A
+    else:
+        assert damaged == len(records) - 1
+        frames[damaged] = frames[damaged][:len(frames[damaged]) - 7]
+    data = b"".join(bytes(f) for f in frames)
+    with open(path, "wb") as f:
+        f.write(gzip_module.compress(data) if gzip else data)
+    return offset
+
+
+def damaged_files(tmp_path):
+    """data-0: 6 records, record 2's payload damaged (4 lost); data-1: 5 records, the last
+    one truncated (1 lost); data-2: 4 sound records. Returns the examples and the offsets."""
+    rng = np.random.default_rng(7)
+    examples = [make_features(i, rng) for i in range(15)]
+    records = [serialize(e) for e in examples]
+    offsets = [write_damaged(tmp_path / "data-0.tfrecord", records[0:6], 2),
+               write_damaged(tmp_path / "data-1.tfrecord", records[6:11], 4, "truncate")]
+    write_records(os.fspath(tmp_path / "data-2.tfrecord"), records[11:15])
+    return examples, offsets
+
+
+def expect_input_error(dataset) -> str:
+    with pytest.raises(tf.errors.InvalidArgumentError) as e:
+        collect(dataset)
+    error = input_validation.user_error_from(e.value)
+    assert isinstance(error, UserError), e.value
+    return str(error)
+
+
+@pytest.mark.parametrize("gzip", [False, True])
+def test_a_damaged_record_mid_file_names_the_file_the_record_and_the_loss(tmp_path, gzip):
+    rng = np.random.default_rng(3)
+    records = [serialize(make_features(i, rng)) for i in range(8)]
+    write_records(os.fspath(tmp_path / "data-0.tfrecord"), records[:3], gzip=gzip)
+    offset = write_damaged(tmp_path / "data-1.tfrecord", records[3:], 3, gzip=gzip)
     ds = make_pretraining_dataset(config(tmp_path, is_training=False, batch_size=2))
-    with pytest.raises(tf.errors.DataLossError) as e:
-        collect(ds)
-    assert str(input_validation.user_error_from(e.value)).startswith("corrupted input TFRecord")
+    assert expect_input_error(ds) == (
+        f"corrupted input TFRecord {tmp_path / 'data-1.tfrecord'}: record 3 (counting from 0, "
+        f"at byte {offset}): bad data checksum; 2 record(s) from there to the end of the file "
+        f"cannot be read (--skip_corrupt_records skips them and goes on)")
+
+
+def test_a_multi_member_gzip_file_is_explained_not_called_damaged(tmp_path):
+    import gzip as gzip_module
+
+    rng = np.random.default_rng(8)
+    frames = [tfrecord_format.frame(serialize(make_features(i, rng))) for i in range(4)]
+    data = gzip_module.compress(b"".join(frames[:2])) + gzip_module.compress(b"".join(frames[2:]))
+    (tmp_path / "data-0.tfrecord").write_bytes(data)
+    ds = make_pretraining_dataset(config(tmp_path, is_training=False, batch_size=2))
+    assert expect_input_error(ds) == (
+        f"{tmp_path / 'data-0.tfrecord'}: its gzip trailer does not give the "
+        f"{sum(map(len, frames))} bytes of records it holds: several gzip streams "
+        f"concatenated? Recompress it as one stream (the trailer's size is how damaged "
+        f"records are found)")
+    # Skipping counts nothing lost: every record was read.
+    cfg = config(tmp_path, is_training=False, batch_size=2, skip_corrupt_records=True)
+    assert len([i for b in collect(make_pretraining_dataset(cfg)) for i in example_ids_np(b)]) == 4
+    assert cfg.corrupt_records.count() == 0
+
+
+def test_a_truncated_last_record_names_the_file(tmp_path):
+    rng = np.random.default_rng(5)
+    records = [serialize(make_features(i, rng)) for i in range(6)]
+    offset = write_damaged(tmp_path / "data-0.tfrecord", records, 5, "truncate")
+    ds = make_pretraining_dataset(config(tmp_path, is_training=False, batch_size=2))
+    assert expect_input_error(ds) == (
+        f"corrupted input TFRecord {tmp_path / 'data-0.tfrecord'}: record 5 (counting from 0, "
+        f"at byte {offset}): record truncated; 1 record(s) from there to the end of the file "
+        f"cannot be read (--skip_corrupt_records skips them and goes on)")
+
+
+def test_skip_corrupt_records_goes_on_and_counts_exactly(tmp_path):
+    examples, offsets = damaged_files(tmp_path)
+    cfg = config(tmp_path, is_training=False, drop_remainder=False, batch_size=3,
+                 skip_corrupt_records=True)
+    assert cfg.corrupt_records.count() == 0  # nothing read yet
+    seen = sorted(i for b in collect(make_pretraining_dataset(cfg)) for i in example_ids_np(b))
+    # Everything before each damage, nothing after it in that file: 2 + 4 + 4 records.
+    assert seen == [0, 1, 6, 7, 8, 9, 11, 12, 13, 14]
+    assert cfg.corrupt_records.count() == 4 + 1
+    assert cfg.corrupt_records.damaged() == {0: (1, offsets[0]), 1: (1, offsets[1])}
+    assert cfg.corrupt_records.summary() == (
+        f"skipped 5 corrupt input record(s): {tmp_path / 'data-0.tfrecord'}: 4 record(s) from "
+        f"byte {offsets[0]} on (bad data checksum) x 1 pass(es); "
+        f"{tmp_path / 'data-1.tfrecord'}: 1 record(s) from byte {offsets[1]} on (record "
+        f"truncated) x 1 pass(es)")
+    # replace() (the trainer's per-pipeline batch size) keeps the same count.
+    assert dataclasses.replace(cfg, batch_size=2).corrupt_records is cfg.corrupt_records
+
+
+def test_skip_corrupt_records_counts_every_training_pass(tmp_path):
+    damaged_files(tmp_path)
+    cfg = config(tmp_path, skip_corrupt_records=True, batch_size=5)
+    batches = collect(make_pretraining_dataset(cfg), num_batches=8)  # 40 records: 4 passes
+    ids = [i for b in batches for i in example_ids_np(b)]
+    assert set(ids) == {0, 1, 6, 7, 8, 9, 11, 12, 13, 14}
+    damaged = cfg.corrupt_records.damaged()
+    assert sorted(damaged) == [0, 1]
+    passes = [damaged[0][0], damaged[1][0]]
+    assert min(passes) >= 4  # the prefetch may have read further
+    assert cfg.corrupt_records.count() == 4 * passes[0] + 1 * passes[1]
+
+
+def test_a_masked_position_out_of_range_in_a_later_record_names_file_and_record(tmp_path):
+    rng = np.random.default_rng(6)
+    records = [make_features(i, rng) for i in range(6)]
+    records[2]["masked_lm_positions"][0] = SEQ  # only the first record is checked eagerly
+    write_records(os.fspath(tmp_path / "data-0.tfrecord"), [serialize(r) for r in records])
+    ds = make_pretraining_dataset(config(tmp_path, is_training=False, batch_size=4))
+    assert expect_input_error(ds) == (
+        f"masked_lm_positions has position {SEQ} outside [0, --max_seq_length={SEQ}) in "
+        f"record 2 (counting from 0) of {tmp_path / 'data-0.tfrecord'}")
+    records[2]["masked_lm_positions"][0] = -3
+    write_records(os.fspath(tmp_path / "data-0.tfrecord"), [serialize(r) for r in records])
+    ds = make_pretraining_dataset(config(tmp_path, is_training=False, batch_size=4))
+    assert expect_input_error(ds).startswith("masked_lm_positions has position -3 outside")
 
 
 @pytest.mark.parametrize("kwargs,message", [
@@ -495,7 +620,7 @@ def test_validation_does_not_start_the_tensorflow_runtime(tmp_path):
     write_files(tmp_path, num_files=2, per_file=3, gzip=True)
     script = (
         "import sys, tensorflow as tf\n"
-        "from bert_tf import input_pipeline, input_validation\n"
+        "from bert_tf.data import input_pipeline, input_validation\n"
         f"cfg = input_pipeline.InputConfig(input_patterns=sys.argv[1], batch_size=2, "
         f"max_seq_length={SEQ}, max_predictions_per_seq={PRED}, vocab_size={VOCAB})\n"
         "print(len(input_validation.validate_input_files(cfg).files))\n"

@@ -243,6 +243,10 @@ def test_max_train_minutes_stops_at_a_loop_boundary_saves_and_evaluates(data, tm
     ({"dynamic_masking": "true"}, r"error: --dynamic_masking needs --vocab_file: .*"),
     ({"dynamic_masking": "true", "vocab_file": "/no/such/vocab.txt"},
      r"error: vocab file not found: /no/such/vocab.txt"),
+    ({"dynamic_masking": "true", "vocab_file": REPO_ROOT / "README.md", "max_ngram_size": 3},
+     r"error: --max_ngram_size=3 is not supported with --dynamic_masking: .*"),
+    ({"do_whole_word_mask": "true"},
+     r"error: --do_whole_word_mask and --max_ngram_size apply only with --dynamic_masking .*"),
 ])
 def test_bad_flags_give_one_line_errors(data, tmp_path, overrides, message):
     overrides = {"output_dir": tmp_path / "out", **overrides}
@@ -304,3 +308,121 @@ def test_config_flagfiles_parse(flagfile):
     proc = run_module(MODULE, [f"--flagfile=configs/{flagfile}", "--do_train=false",
                                "--do_eval=false"])
     assert error_lines(proc.stderr) == ["error: at least one of --do_train or --do_eval must be true"]
+
+
+# ----------------------------------------------------------------- damaged and bad records
+
+
+def damage_record(src, dst, index):
+    """Copies the TFRecord file src to dst with record `index`'s payload damaged (its data
+    checksum fails); returns (the frame's byte offset, records in the file)."""
+    import struct
+
+    data = bytearray(src.read_bytes())
+    offset, starts = 0, []
+    while offset < len(data):
+        starts.append(offset)
+        offset += 16 + struct.unpack("<Q", data[offset:offset + 8])[0]
+    data[starts[index] + 12 + 5] ^= 0x5A
+    dst.write_bytes(bytes(data))
+    return starts[index], len(starts)
+
+
+def test_a_damaged_record_stops_the_run_naming_the_file_and_record(data, tmp_path):
+    damaged = tmp_path / "damaged.tfrecord"
+    offset, n = damage_record(data / "train-1.tfrecord", damaged, 30)
+    proc = run_module(MODULE, common_flags(data, tmp_path / "out", input_file=damaged))
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert error_lines(proc.stderr) == [
+        f"error: corrupted input TFRecord {damaged}: record 30 (counting from 0, at byte "
+        f"{offset}): bad data checksum; {n - 30} record(s) from there to the end of the file "
+        f"cannot be read (--skip_corrupt_records skips them and goes on)"]
+    assert "Traceback" not in proc.stderr
+
+
+def test_skip_corrupt_records_goes_on_and_reports_exact_counts(data, tmp_path):
+    damaged = tmp_path / "damaged.tfrecord"
+    _, n = damage_record(data / "train-1.tfrecord", damaged, 30)
+    eval_file = tmp_path / "eval.tfrecord"
+    eval_offset, eval_n = damage_record(data / "eval.tfrecord", eval_file, 21)
+    proc = run_module(MODULE, common_flags(
+        data, tmp_path / "out", input_file=f"{data / 'train-0.tfrecord'},{damaged}",
+        eval_input_file=eval_file, do_eval="true", skip_corrupt_records="true"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    # Every progress line counts the records skipped so far: whole passes over the damage
+    # (the shuffle buffer reads ahead many passes of this small input).
+    counts = [int(c) for c in re.findall(r"\| skipped (\d+) corrupt records", proc.stderr)]
+    assert len(counts) == STEPS and counts == sorted(counts)
+    assert counts[0] > 0 and all(c % (n - 30) == 0 for c in counts)
+    match = re.search(r"training input: skipped (\d+) corrupt input record\(s\): (.*): "
+                      r"(\d+) record\(s\) from byte \d+ on \(bad data checksum\) x (\d+) pass",
+                      proc.stderr)
+    assert match and match.group(2) == str(damaged), proc.stderr[-3000:]
+    assert int(match.group(3)) == n - 30
+    assert int(match.group(1)) == (n - 30) * int(match.group(4)) >= counts[-1]
+    # Eval reads its input once: exactly the records after the damage.
+    assert (f"eval input: skipped {eval_n - 21} corrupt input record(s): {eval_file}: "
+            f"{eval_n - 21} record(s) from byte {eval_offset} on (bad data checksum) x 1 "
+            f"pass(es)") in proc.stderr
+    assert "evaluated 3 batches (21 examples)" in proc.stderr
+
+
+def test_a_masked_position_beyond_max_seq_length_in_a_later_record_is_one_line(data, tmp_path):
+    examples = synthetic_examples(16, seed=21, uneven_weights=False)
+    examples["masked_lm_positions"][2, 0] = 16  # the first record is checked before training
+    bad = tmp_path / "bad_positions.tfrecord"
+    write_tfrecords(bad, examples)
+    proc = run_module(MODULE, common_flags(data, tmp_path / "out", input_file=bad))
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert error_lines(proc.stderr) == [
+        f"error: masked_lm_positions has position 16 outside [0, --max_seq_length=16) in "
+        f"record 2 (counting from 0) of {bad}"]
+    assert "Traceback" not in proc.stderr
+
+
+# The masked batches the CLI's input config gives (the flags parsed as the CLI does).
+_BATCH_SCRIPT = """
+import dataclasses, json, sys
+import numpy as np
+from absl import flags
+from bert_tf import run_pretraining
+from bert_tf.data import input_pipeline
+flags.FLAGS(["run_pretraining"] + sys.argv[1:])
+config = run_pretraining.config_from_flags().train_input
+batches = input_pipeline.make_pretraining_dataset(dataclasses.replace(config, batch_size=48))
+out = {"continuation_ids": list(config.masking.continuation_ids), "rows": []}
+for batch in batches.take(4):
+    b = {k: v.numpy() for k, v in batch.items()}
+    now = np.take_along_axis(b["input_ids"], b["masked_lm_positions"], axis=1)
+    real = b["masked_lm_weights"] > 0
+    out["rows"] += [[int(x), int(y)] for x, y in zip(now[real], b["masked_lm_ids"][real])]
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("whole_word", [False, True])
+def test_dynamic_masking_batches_use_the_vocab_file_s_ids(data, tmp_path, whole_word):
+    import json
+
+    # 100 tokens (fewer than the model's 128, as a vocab may be), [MASK] = 4 (not Google's
+    # 103), "##" pieces at 60..99.
+    words = (["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(55)]
+             + [f"##p{i}" for i in range(40)])
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(words) + "\n")
+    args = common_flags(data, tmp_path / "out", dynamic_masking="true", vocab_file=vocab,
+                        do_whole_word_mask=str(whole_word).lower(), masked_lm_prob=0.3)
+    proc = subprocess.run([sys.executable, "-c", _BATCH_SCRIPT, *args], cwd=REPO_ROOT,
+                          env=subprocess_env(), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["continuation_ids"] == (list(range(60, 100)) if whole_word else [])
+    now, label = np.array(out["rows"]).T
+    assert len(now) > 300
+    # [MASK] is the vocab's 4 in ~80% of the predictions (Google's 103 would be 0%).
+    assert 0.7 < np.mean(now == 4) < 0.9
+    # The random replacements (neither [MASK] nor kept) come from the vocab's 100 ids, while
+    # the records' own ids go up to the model's 128.
+    replaced = now[(now != 4) & (now != label)]
+    assert len(replaced) > 15 and replaced.max() < 100
+    assert label.max() >= 100

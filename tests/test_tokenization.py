@@ -201,7 +201,7 @@ def test_load_vocab_errors(tmp_path):
 def test_errors_are_one_line_for_the_cli(tmp_path):
     """A missing vocab reported through cli_main: one line on stderr, exit code 2."""
     code = ("from absl import app\n"
-            "from bert_tf import tokenization\n"
+            "from bert_tf.text import tokenization\n"
             "from bert_tf.errors import cli_main\n"
             f"app.run(cli_main(lambda argv: tokenization.FullTokenizer({str(tmp_path)!r} + '/v')))\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

@@ -20,13 +20,19 @@ ops seeded by the caller's `seed` tensor, so a (seed, batch index) pair always g
 masks: runs are reproducible and resumable, and a record read in another epoch (another batch
 index) gets a fresh mask.
 
-Token-level masking only: whole-word masking would need the vocabulary's "##" pieces.
+Whole-word masking (`continuation_ids` set, e.g. `from_vocab_file(..., whole_word_mask=True)`)
+follows the writer's default ("fixed") whole-word rules: a piece starting with "##" joins the
+word of the candidate just before it (after [CLS]/[SEP] it starts a word of its own); words
+are visited in random order and a word is taken only if all its pieces still fit the count,
+else skipped (so whole words fill the count greedily, as the original does); the 80/10/10
+decision is drawn once per word, so a word is [MASK]ed, kept or replaced by random ids in all
+its pieces. N-gram spans (the writer's max_ngram_size > 1) are not drawn here.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict
+from typing import Dict, Tuple
 
 import tensorflow as tf
 
@@ -53,6 +59,8 @@ class MaskingConfig:
         count_special_tokens: True (the original's rule) counts every real token, [CLS] and
             [SEP] included, in `num_tokens` of the count rule; False counts only the tokens that
             can be masked.
+        continuation_ids: the ids of the vocabulary's "##" pieces; non-empty turns on
+            whole-word masking (see the module docstring).
     """
 
     vocab_size: int
@@ -63,21 +71,35 @@ class MaskingConfig:
     sep_token_id: int = 102
     pad_token_id: int = 0
     count_special_tokens: bool = True
+    continuation_ids: Tuple[int, ...] = ()
+
+    @property
+    def whole_word(self) -> bool:
+        return bool(self.continuation_ids)
 
     @classmethod
     def from_vocab_file(cls, vocab_file: str, max_predictions_per_seq: int,
-                        masked_lm_prob: float = 0.15) -> "MaskingConfig":
-        """The settings for a WordPiece vocabulary: its special ids, and its size as the
-        range of random replacements (as the original writer drew them from the vocab).
+                        masked_lm_prob: float = 0.15, whole_word_mask: bool = False
+                        ) -> "MaskingConfig":
+        """The settings for a WordPiece vocabulary: its special ids, its size as the range
+        of random replacements (as the original writer drew them from the vocab), and with
+        whole_word_mask its "##" pieces.
 
         Raises:
-            UserError: the file is unreadable or lacks [PAD], [UNK], [CLS], [SEP] or [MASK].
+            UserError: the file is unreadable or lacks [PAD], [UNK], [CLS], [SEP] or [MASK],
+                or whole_word_mask with a vocabulary without "##" pieces.
         """
         vocab = tokenization.load_vocab(vocab_file)
+        continuation = ()
+        if whole_word_mask:
+            continuation = tuple(sorted(i for t, i in vocab.items() if t.startswith("##")))
+            if not continuation:
+                raise UserError(f"whole-word masking needs the vocabulary's '##' pieces, but "
+                                f"{vocab_file} has none")
         return cls(vocab_size=len(vocab), max_predictions_per_seq=max_predictions_per_seq,
                    masked_lm_prob=masked_lm_prob, mask_token_id=vocab["[MASK]"],
                    cls_token_id=vocab["[CLS]"], sep_token_id=vocab["[SEP]"],
-                   pad_token_id=vocab["[PAD]"])
+                   pad_token_id=vocab["[PAD]"], continuation_ids=continuation)
 
     def __post_init__(self) -> None:
         if self.vocab_size <= 0:
@@ -93,6 +115,9 @@ class MaskingConfig:
             value = getattr(self, name)
             if not 0 <= value < self.vocab_size:
                 raise UserError(f"{name}={value} is outside the vocabulary [0, {self.vocab_size})")
+        if self.continuation_ids and not (
+                0 <= min(self.continuation_ids) and max(self.continuation_ids) < self.vocab_size):
+            raise UserError(f"continuation_ids must be in [0, {self.vocab_size})")
 
 
 def restore_original_ids(
@@ -186,6 +211,8 @@ def mask_tokens(
     else:
         num_tokens = num_candidates
     count = num_to_predict(num_tokens, num_candidates, config)  # [batch]
+    if config.whole_word:
+        return _mask_words(original_ids, candidates, count, seeds, config)
 
     # A uniformly random subset of `count` candidates: the top `count` of iid uniform scores,
     # with non-candidates scored below every candidate.
@@ -214,6 +241,80 @@ def mask_tokens(
     input_ids = _put(original_ids, positions, valid_int, replacement)
     return {
         schema.INPUT_IDS: input_ids,
+        schema.MASKED_LM_POSITIONS: positions,
+        schema.MASKED_LM_IDS: masked_lm_ids,
+        schema.MASKED_LM_WEIGHTS: tf.cast(valid, tf.float32),
+    }
+
+
+def word_ids(original_ids: tf.Tensor, candidates: tf.Tensor, config: MaskingConfig
+             ) -> tf.Tensor:
+    """[batch, seq_len] int32: each candidate's word, numbered from 0 per row; -1 elsewhere.
+
+    A "##" piece joins the word of the position before it when that is a candidate (so a
+    "##" piece right after [CLS] or [SEP] starts a word).
+    """
+    table = tf.scatter_nd(tf.constant(config.continuation_ids, tf.int32)[:, None],
+                          tf.ones([len(config.continuation_ids)], tf.bool),
+                          [config.vocab_size])
+    is_continuation = tf.gather(table, tf.clip_by_value(original_ids, 0, config.vocab_size - 1))
+    previous = tf.pad(candidates[:, :-1], [[0, 0], [1, 0]])
+    starts = candidates & ~(is_continuation & previous)
+    word = tf.cumsum(tf.cast(starts, tf.int32), axis=1) - 1
+    return tf.where(candidates, word, -1)
+
+
+def _mask_words(original_ids: tf.Tensor, candidates: tf.Tensor, count: tf.Tensor,
+                seeds: tf.Tensor, config: MaskingConfig) -> Dict[str, tf.Tensor]:
+    """mask_tokens with whole words: see the module docstring."""
+    dtype = original_ids.dtype
+    shape = tf.shape(original_ids)
+    batch, seq_len = shape[0], shape[1]
+    max_pred = config.max_predictions_per_seq
+    word = word_ids(original_ids, candidates, config)  # [batch, seq_len]
+    num_words = tf.reduce_max(word, axis=1) + 1  # [batch]
+    # Pieces per word [batch, seq_len] (a row has at most seq_len words).
+    rows = tf.range(batch)[:, None] * seq_len
+    segment = tf.where(candidates, rows + word, batch * seq_len)  # non-candidates: a dump
+    sizes = tf.math.unsorted_segment_sum(tf.ones_like(word), segment, batch * seq_len + 1)
+    sizes = tf.reshape(sizes[:-1], [batch, seq_len])
+
+    # Words in a uniformly random order (non-words last), then greedily: a word is taken if
+    # its pieces still fit the count, else skipped.
+    scores = tf.random.stateless_uniform([batch, seq_len], seed=seeds[0])
+    scores = tf.where(tf.range(seq_len)[None, :] < num_words[:, None], scores, -1.0)
+    order = tf.argsort(scores, axis=1, direction="DESCENDING", stable=True)
+    ordered_sizes = tf.gather(sizes, order, batch_dims=1)
+
+    def visit(total, size):  # total, size: [batch]
+        return total + tf.where(total + size <= count, size, 0)
+
+    totals = tf.scan(visit, tf.transpose(ordered_sizes), initializer=tf.zeros([batch], tf.int32))
+    before = tf.concat([tf.zeros([1, batch], tf.int32), totals[:-1]], axis=0)
+    taken_in_order = tf.transpose(totals > before)  # [batch, seq_len], by rank
+    taken = tf.gather(taken_in_order, tf.argsort(order, axis=1), batch_dims=1)  # by word
+    word_safe = tf.maximum(word, 0)
+    chosen = candidates & tf.gather(taken, word_safe, batch_dims=1)  # [batch, seq_len]
+
+    positions_all = tf.where(chosen, tf.range(seq_len)[None, :], seq_len)
+    positions = -tf.math.top_k(-positions_all, k=max_pred).values  # the smallest, sorted
+    valid = positions < seq_len
+    positions = tf.cast(tf.where(valid, positions, 0), dtype)
+    valid_int = tf.cast(valid, dtype)
+    masked_lm_ids = tf.gather(original_ids, positions, batch_dims=1) * valid_int
+
+    # One 80/10/10 decision per word; random replacements drawn per piece.
+    choice = tf.gather(tf.random.stateless_uniform([batch, seq_len], seed=seeds[1]),
+                       word_safe, batch_dims=1)
+    random_ids = tf.random.stateless_uniform(
+        [batch, seq_len], seed=seeds[2], minval=0, maxval=config.vocab_size, dtype=tf.int32)
+    replaced = tf.where(
+        choice < MASK_FRACTION,
+        tf.cast(config.mask_token_id, dtype),
+        tf.where(choice < MASK_FRACTION + KEEP_FRACTION, original_ids,
+                 tf.cast(random_ids, dtype)))
+    return {
+        schema.INPUT_IDS: tf.where(chosen, replaced, original_ids),
         schema.MASKED_LM_POSITIONS: positions,
         schema.MASKED_LM_IDS: masked_lm_ids,
         schema.MASKED_LM_WEIGHTS: tf.cast(valid, tf.float32),

@@ -17,21 +17,26 @@ or fast-forwarded with `skip`, so a resumed run follows the same trajectory.
 
 Bad input is reported before training starts where possible
 (`bert_tf.data.input_validation.validate_input_files` reads the first record of every file);
-out-of-range ids in later records fail inside the graph (`check_batch`) with a message that
-`input_validation.user_error_from` turns into a `UserError`.
+out-of-range ids and masked positions in later records fail inside the graph
+(`check_batch`, every batch) with a message naming the file and record, which
+`input_validation.user_error_from` turns into a `UserError`. A damaged record in the middle
+of a file (bad checksum, truncated file) ends the run the same way, naming the file and the
+record (`read_files`), or, with `skip_corrupt_records`, is skipped and counted
+(`input_validation.CorruptRecords`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, Optional, Union
+from typing import Dict, Optional, Tuple, Union
 
 import tensorflow as tf
 
-from bert_tf.data import dynamic_masking, schema
+from bert_tf.data import dynamic_masking, schema, tfrecord_format
 from bert_tf.data.input_validation import (
     INPUT_ERROR_PREFIX,
     TOKEN_FEATURES,
+    CorruptRecords,
     InputFiles,
     validate_input_files,
 )
@@ -65,6 +70,11 @@ class InputConfig:
         resolved_files: the result of `validate_input_files(config)` when the caller already
             has it, so that building the pipeline (once per input pipeline, for train and
             eval) does not expand the globs and read every file's first record again.
+        skip_corrupt_records: go on past a damaged record (TensorFlow's reader then skips
+            the rest of its file for that pass) instead of stopping; `corrupt_records` counts
+            what was skipped.
+        corrupt_records: the count of skipped records (set by the config when
+            skip_corrupt_records; kept by `dataclasses.replace`).
     """
 
     input_patterns: str
@@ -82,8 +92,12 @@ class InputConfig:
     drop_remainder: bool = True
     validate_files: bool = True
     resolved_files: Optional[InputFiles] = None
+    skip_corrupt_records: bool = False
+    corrupt_records: Optional[CorruptRecords] = dataclasses.field(default=None, compare=False)
 
     def __post_init__(self) -> None:
+        if self.skip_corrupt_records and self.corrupt_records is None:
+            object.__setattr__(self, "corrupt_records", CorruptRecords())
         for name in ("batch_size", "max_seq_length", "vocab_size", "shuffle_buffer_size",
                      "cycle_length"):
             if getattr(self, name) <= 0:
@@ -137,24 +151,151 @@ def parse_batch(serialized: tf.Tensor, config: InputConfig, use_v2_feature_names
     return features
 
 
-def check_batch(features: Dict[str, tf.Tensor], vocab_size: int) -> Dict[str, tf.Tensor]:
-    """In-graph range check of the token ids of a batch (every record, not only the first).
+def check_batch(features: Dict[str, tf.Tensor], vocab_size: int,
+                max_seq_length: Optional[int] = None,
+                origins: Optional[Tuple[tf.Tensor, tf.Tensor, tf.Tensor]] = None
+                ) -> Dict[str, tf.Tensor]:
+    """In-graph range checks of every record of a batch: token ids in [0, vocab_size) and
+    masked_lm_positions in [0, max_seq_length) (a gather out of range silently reads 0 on
+    TPU/GPU). A few vectorized reductions per batch.
 
-    Fails with tf.errors.InvalidArgumentError whose message starts with INPUT_ERROR_PREFIX and
-    names the feature.
+    Args:
+        features: a parsed batch (v1 names).
+        vocab_size: token ids must be below it.
+        max_seq_length: positions must be below it (None: not checked).
+        origins: (paths [num_files] string, file index [batch] int32, record index in its
+            file [batch] int64) to name the first bad record; None names none.
+
+    Returns:
+        The features, with the checks as control dependencies.
+
+    Raises (when the batch is evaluated):
+        tf.errors.InvalidArgumentError whose message holds INPUT_ERROR_PREFIX and a one-line
+        description of the first bad record.
     """
-    checks = []
+    problems = []  # (bad values [batch, n] bool, values, description)
     for name in TOKEN_FEATURES:
         ids = features[name]
-        checks.append(tf.debugging.assert_less(
-            ids, tf.cast(vocab_size, ids.dtype),
-            message=f"{INPUT_ERROR_PREFIX} {name} has a token id >= --vocab_size={vocab_size} "
-                    f"(was the data written with another vocab?)",
-            summarize=8))
-        checks.append(tf.debugging.assert_non_negative(
-            ids, message=f"{INPUT_ERROR_PREFIX} {name} has a negative token id", summarize=8))
+        problems.append((ids >= vocab_size, ids,
+                         f"{name} has token id {{}} >= --vocab_size={vocab_size}",
+                         " (was the data written with another vocab?)"))
+        problems.append((ids < 0, ids, f"{name} has negative token id {{}}", ""))
+    if max_seq_length is not None:
+        positions = features[schema.MASKED_LM_POSITIONS]
+        problems.append(((positions < 0) | (positions >= max_seq_length), positions,
+                         f"{schema.MASKED_LM_POSITIONS} has position {{}} outside "
+                         f"[0, --max_seq_length={max_seq_length})", ""))
+    checks = [_check(bad, values, what, hint, origins) for bad, values, what, hint in problems]
     with tf.control_dependencies(checks):
         return {name: tf.identity(value) for name, value in features.items()}
+
+
+def _check(bad: tf.Tensor, values: tf.Tensor, what: str, hint: str,
+           origins: Optional[Tuple[tf.Tensor, tf.Tensor, tf.Tensor]]) -> tf.Tensor:
+    """An op failing with a message about the first bad value when any of `bad` is True;
+    the message is built only then."""
+
+    def fail():
+        row = tf.argmax(tf.cast(tf.reduce_any(bad, axis=1), tf.int32), output_type=tf.int32)
+        col = tf.argmax(tf.cast(bad[row], tf.int32), output_type=tf.int32)
+        head, tail = what.split("{}")
+        parts = [INPUT_ERROR_PREFIX + " " + head, tf.strings.as_string(values[row, col]), tail]
+        if origins is not None:
+            paths, file_index, record_index = origins
+            parts += [" in record ", tf.strings.as_string(record_index[row]), " (counting from 0) of ",
+                      tf.gather(paths, file_index[row])]
+        assertion = tf.debugging.Assert(False, [tf.strings.join(parts + [hint])])
+        with tf.control_dependencies([assertion]):
+            return tf.constant(False)
+
+    return tf.cond(tf.reduce_any(bad), fail, lambda: tf.constant(True))
+
+
+# TFRecord framing bytes around each record: length, its CRC, then the data's CRC.
+_FRAME_OVERHEAD = tfrecord_format.HEADER_BYTES + tfrecord_format.FOOTER_BYTES
+# Records per block of a file's reader (see read_files).
+_READ_BLOCK = 64
+
+
+def read_files(files: tf.data.Dataset, config: InputConfig, inputs: InputFiles,
+               num_files: int) -> tf.data.Dataset:
+    """Reads the files' records in parallel (deterministic interleave), each with its origin.
+
+    TensorFlow's reader ends a file at a damaged frame. Each file is read with
+    `ignore_errors`, in blocks followed by an empty end marker, and a scan adds up the bytes
+    its records take in the file; at the marker they must equal the file's frame bytes
+    (`InputFiles.frame_bytes`). A file that ended early stops the run with
+    INPUT_ERROR_PREFIX and "corrupted input TFRecord <path> (<kind>): record <k> (byte <b>)"
+    (user_error_from adds the host's diagnosis), or, with skip_corrupt_records, is recorded
+    in `config.corrupt_records` and reading goes on.
+
+    Args:
+        files: (path, compression, frame bytes, index into inputs.files) per file.
+        config: the input settings.
+        inputs: the resolved files.
+        num_files: files in `files` (for the interleave's cycle length).
+
+    Returns:
+        A dataset of (record string, file index int32, record index in its file int64).
+    """
+    table = None
+    if config.skip_corrupt_records:
+        table = config.corrupt_records.table(inputs.files, inputs.compressions)
+
+    def read(path, compression, frame_bytes, index):
+        # In blocks, so that the accounting costs a few ops per block, not per record; an
+        # empty block marks the end of the file (a real block is never empty).
+        blocks = tf.data.TFRecordDataset(path, compression_type=compression).ignore_errors()
+        blocks = blocks.batch(_READ_BLOCK).concatenate(
+            tf.data.Dataset.from_tensors(tf.zeros([0], tf.string)))
+
+        def at_end(offset, count):
+            # gzip's trailer holds the decompressed size mod 2^32.
+            read = tf.where(tf.equal(compression, "GZIP"), offset % (1 << 32), offset)
+            sound = (frame_bytes < 0) | tf.equal(read, frame_bytes)
+            if table is None:
+                kind = tf.where(tf.equal(compression, "GZIP"), "GZIP", "plain")
+                message = tf.strings.join([
+                    INPUT_ERROR_PREFIX, " corrupted input TFRecord ", path, " (", kind,
+                    "): record ", tf.strings.as_string(count), " (byte ",
+                    tf.strings.as_string(offset), ") is damaged"])
+                return tf.cond(sound, lambda: tf.constant(True), lambda: _fail(message))
+
+            def record_damage():
+                key = tf.cast(index, tf.int64)
+                passes = table.lookup(key)[0]
+                insert = table.insert(key, tf.stack([passes + 1, offset]))
+                with tf.control_dependencies([insert]):
+                    return tf.constant(True)
+
+            return tf.cond(sound, lambda: tf.constant(True), record_damage)
+
+        def account(state, block):
+            offset, count = state
+            n = tf.size(block, out_type=tf.int64)
+            checked = tf.cond(tf.equal(n, 0), lambda: at_end(offset, count),
+                              lambda: tf.constant(True))
+            size = tf.reduce_sum(tf.cast(tf.strings.length(block), tf.int64) + _FRAME_OVERHEAD)
+            with tf.control_dependencies([checked]):
+                record_index = count + tf.range(n)
+            return (offset + size, count + n), (block, tf.fill([n], index), record_index)
+
+        counted = blocks.scan((tf.constant(0, tf.int64), tf.constant(0, tf.int64)), account)
+        return counted.unbatch()
+
+    return files.interleave(
+        read,
+        cycle_length=min(config.cycle_length, num_files),
+        block_length=1,
+        num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=True,
+    )
+
+
+def _fail(message: tf.Tensor) -> tf.Tensor:
+    assertion = tf.debugging.Assert(False, [message])
+    with tf.control_dependencies([assertion]):
+        return tf.constant(False)
 
 
 def _shard_mode(num_files: int, input_context: Optional[tf.distribute.InputContext]) -> str:
@@ -193,20 +334,17 @@ def make_pretraining_dataset(
     num_pipelines = input_context.num_input_pipelines if input_context else 1
     pipeline_id = input_context.input_pipeline_id if input_context else 0
 
-    files = tf.data.Dataset.from_tensor_slices((list(inputs.files), list(inputs.compressions)))
+    frame_bytes = list(inputs.frame_bytes) or [-1] * len(inputs.files)  # -1: not checked
+    files = tf.data.Dataset.from_tensor_slices((
+        list(inputs.files), list(inputs.compressions), tf.constant(frame_bytes, tf.int64),
+        tf.range(len(inputs.files), dtype=tf.int32)))
     if mode == "files":
         files = files.shard(num_pipelines, pipeline_id)
     num_files = len(inputs.files[pipeline_id::num_pipelines]) if mode == "files" else len(inputs.files)
     if config.is_training:
         # Same seed on every pipeline: with record sharding they must agree on the order.
         files = files.shuffle(num_files, seed=config.seed, reshuffle_each_iteration=True)
-    records = files.interleave(
-        lambda path, compression: tf.data.TFRecordDataset(path, compression_type=compression),
-        cycle_length=min(config.cycle_length, num_files),
-        block_length=1,
-        num_parallel_calls=tf.data.AUTOTUNE,
-        deterministic=True,
-    )
+    records = read_files(files, config, inputs, num_files)
     if mode == "records":
         records = records.shard(num_pipelines, pipeline_id)
     if config.is_training:
@@ -222,8 +360,12 @@ def make_pretraining_dataset(
     v2 = inputs.use_v2_feature_names
     base_seed = tf.constant([config.seed, pipeline_id], tf.int64)
 
-    def to_features(index: tf.Tensor, serialized: tf.Tensor) -> Dict[str, tf.Tensor]:
-        features = check_batch(parse_batch(serialized, config, v2), config.vocab_size)
+    paths = tf.constant(list(inputs.files))
+
+    def to_features(index: tf.Tensor, batch) -> Dict[str, tf.Tensor]:
+        serialized, file_index, record_index = batch
+        features = check_batch(parse_batch(serialized, config, v2), config.vocab_size,
+                               config.max_seq_length, (paths, file_index, record_index))
         if masking is not None:
             # One stateless seed per batch: reproducible, and fresh for every epoch.
             seed = tf.random.experimental.stateless_fold_in(base_seed, index)
@@ -235,6 +377,11 @@ def make_pretraining_dataset(
     ).prefetch(tf.data.AUTOTUNE)
     options = tf.data.Options()
     options.deterministic = True
+    if config.skip_corrupt_records:
+        # The skipped-records table is state outside the pipeline: an iterator checkpoint
+        # leaves it out (the count is this process's) instead of refusing to save.
+        options.experimental_external_state_policy = (
+            tf.data.experimental.ExternalStatePolicy.WARN)
     if input_context is not None:
         # Sharded here by hand; stop tf.distribute from sharding it again. (Without a
         # context, `experimental_distribute_dataset` may still auto-shard it across workers.)

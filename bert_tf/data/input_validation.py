@@ -17,7 +17,7 @@ import gzip
 import logging
 import re
 import zlib
-from typing import TYPE_CHECKING, List, Optional, Tuple
+from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
 import tensorflow as tf
 
@@ -42,6 +42,10 @@ class InputFiles:
     files: Tuple[str, ...]
     compressions: Tuple[str, ...]
     use_v2_feature_names: bool
+    # Per file, the bytes of TFRecord frames it holds (for gzip, the decompressed size mod
+    # 2^32, from its trailer); the pipeline compares them with what it read to find a file
+    # that ended early at a damaged record. Empty: not checked.
+    frame_bytes: Tuple[int, ...] = ()
 
 
 def detect_compression(path: str) -> str:
@@ -75,17 +79,28 @@ def read_first_record(path: str, compression: str) -> Optional[bytes]:
     return _read_head(path, compression)[1]
 
 
-def _read_head(path: str, compression: str) -> Tuple[str, Optional[bytes]]:
-    """(the file's compression, its first record or None), opening the file once."""
+def _read_head(path: str, compression: str, first_record: bool = True
+               ) -> Tuple[str, Optional[bytes], int]:
+    """(the file's compression, its first record or None, its frame bytes), opening the file
+    once; the record is not read (None) unless `first_record`."""
     head = b""
     try:
         with fileio.open_file(path, "rb") as raw:
             head = raw.read(len(_GZIP_MAGIC))
             if compression == "auto":
                 compression = _compression_of(head)
-            raw.seek(0)
-            f = gzip.GzipFile(fileobj=raw) if compression == "GZIP" else raw
-            return compression, tfrecord_format.read_frame(f)
+            raw.seek(0, 2)
+            size = raw.tell()
+            if compression == "GZIP":
+                # gzip's trailer ends with the decompressed size mod 2^32 (RFC 1952).
+                raw.seek(max(size - 4, 0))
+                size = int.from_bytes(raw.read(4), "little")
+            record = None
+            if first_record:
+                raw.seek(0)
+                f = gzip.GzipFile(fileobj=raw) if compression == "GZIP" else raw
+                record = tfrecord_format.read_frame(f)
+            return compression, record, size
     except tfrecord_format.FrameError as e:
         problem = f"first record: {e}"
     except (OSError, EOFError, zlib.error, tf.errors.OpError) as e:  # BadGzipFile is OSError
@@ -98,13 +113,15 @@ def _read_head(path: str, compression: str) -> Tuple[str, Optional[bytes]]:
     raise UserError(f"{path} is not a TFRecord file or is corrupted{hint}: {problem}")
 
 
-def _first_example(path: str, compression: str) -> Tuple[str, Optional[tf.train.Example]]:
-    """(compression, the first record as a tf.train.Example or None if it has no records)."""
-    compression, record = _read_head(path, compression)
+def _first_example(path: str, compression: str
+                   ) -> Tuple[str, Optional[tf.train.Example], int]:
+    """(compression, the first record as a tf.train.Example or None if it has no records,
+    the frame bytes)."""
+    compression, record, size = _read_head(path, compression)
     if record is None:
-        return compression, None
+        return compression, None, size
     try:
-        return compression, tf.train.Example.FromString(record)
+        return compression, tf.train.Example.FromString(record), size
     except Exception as e:  # google.protobuf.message.DecodeError
         raise UserError(f"{path}: the first record is not a tf.train.Example ({errors.reason(e)})") from None
 
@@ -188,23 +205,20 @@ def validate_input_files(config: InputConfig) -> InputFiles:
     else:
         # Unvalidated: the compressions, and the first example only where the naming needs
         # it (the first non-empty file).
-        heads = _map_files(lambda path: (
-            detect_compression(path) if config.compression == "auto" else config.compression,
-            None), files)
+        heads = _map_files(
+            lambda path: _read_head(path, config.compression, first_record=False), files)
         for i in range(len(files) if fixed_v2 is None else 0):
             heads[i] = _first_example(files[i], heads[i][0])
             if heads[i][1] is not None:
                 break
-    compressions = [compression for compression, _ in heads]
-    examples = [example for _, example in heads]
     v2, detected_from = fixed_v2, None
-    kept: List[Tuple[str, str]] = []
-    for path, compression, example in zip(files, compressions, examples):
+    kept: List[Tuple[str, str, int]] = []
+    for path, (compression, example, size) in zip(files, heads):
         if example is None:
             if config.validate_files:
                 logging.warning("%s %s has no records; skipping it", INPUT_ERROR_PREFIX, path)
             else:
-                kept.append((path, compression))
+                kept.append((path, compression, size))
             continue
         file_v2 = _detect_v2(example, path)
         if v2 is None:
@@ -216,10 +230,32 @@ def validate_input_files(config: InputConfig) -> InputFiles:
             )
         if config.validate_files:
             _check_example(example, path, config, v2)
-        kept.append((path, compression))
+        kept.append((path, compression, size))
     if not kept or v2 is None:
         raise UserError(f"--input_file={config.input_patterns}: every matching file is empty")
-    return InputFiles(tuple(p for p, _ in kept), tuple(c for _, c in kept), bool(v2))
+    return InputFiles(tuple(p for p, _, _ in kept), tuple(c for _, c, _ in kept), bool(v2),
+                      tuple(n for _, _, n in kept))
+
+
+# The pipeline's message for a file that ended early (input_pipeline.read_files).
+_DAMAGE = re.compile(r"corrupted input TFRecord (.+?) \((GZIP|plain)\): record (\d+) \(byte (\d+)\)")
+
+
+def _with_damage(message: str) -> str:
+    """Adds the host's diagnosis to a damaged-file message: what is wrong, records lost."""
+    match = _DAMAGE.match(message)
+    if not match:
+        return message
+    path, kind, record, offset = match.groups()
+    lost, problem = count_lost_records(path, "GZIP" if kind == "GZIP" else "", int(offset))
+    if not lost and kind == "GZIP":
+        # Nothing damaged after all: the trailer's size is not the whole file's content.
+        return (f"{path}: its gzip trailer does not give the {offset} bytes of records it "
+                f"holds: several gzip streams concatenated? Recompress it as one stream (the "
+                f"trailer's size is how damaged records are found)")
+    return (f"corrupted input TFRecord {path}: record {record} (counting from 0, at byte "
+            f"{offset}): {problem or 'damaged'}; {lost} record(s) from there to the end of "
+            f"the file cannot be read (--skip_corrupt_records skips them and goes on)")
 
 
 def _map_files(fn, items) -> list:
@@ -228,6 +264,95 @@ def _map_files(fn, items) -> list:
         return [fn(item) for item in items]
     with concurrent.futures.ThreadPoolExecutor(max_workers=min(16, len(items))) as pool:
         return list(pool.map(fn, items))
+
+
+def count_lost_records(path: str, compression: str, offset: int) -> Tuple[int, str]:
+    """(records lost, the problem) of a file whose reading stopped at the frame at `offset`.
+
+    A host-side scan of that one file from `offset` on (`tfrecord_format.count_damaged_tail`);
+    for gzip, `offset` is in the decompressed stream.
+    """
+    try:
+        with fileio.open_file(path, "rb") as raw:
+            f = gzip.GzipFile(fileobj=raw) if compression == "GZIP" else raw
+            f.seek(offset)
+            return tfrecord_format.count_damaged_tail(f)
+    except (OSError, EOFError, zlib.error, tf.errors.OpError) as e:
+        return 1, f"unreadable ({errors.reason(e)})"
+
+
+class CorruptRecords:
+    """The damaged records an input pipeline skipped (`InputConfig.skip_corrupt_records`).
+
+    Counting is exact and costs nothing while the data is sound. TensorFlow's TFRecord reader
+    ends a file at its first damaged frame (with `ignore_errors`, the rest of that file is not
+    read in that pass), so the pipeline tells sound files from damaged ones by the bytes each
+    file yields (every record's length plus its 16 framing bytes) against the file's size:
+    a file that ends early is recorded here, in-graph, as (file, offset of its damage, number
+    of passes that met it). The lost records are counted on the host, only when asked and
+    once per damaged file, by a scan of that file from the damage on
+    (`count_lost_records`): count() = sum over damaged files of passes x lost records. A
+    tf.data counter inside the pipeline could only count the errors, not the records that
+    the reader never reached.
+
+    One instance per input (train or eval), shared by its input pipelines in this process;
+    the counts are this process's (other workers count their own files), and include batches
+    already prefetched.
+
+    Args:
+        files: the input files (`InputFiles.files`); indices refer to them.
+        compressions: their compressions.
+    """
+
+    def __init__(self, files=(), compressions=()):
+        self.files = tuple(files)
+        self.compressions = tuple(compressions)
+        self._table = None
+        self._lost = {}  # (file index, offset) -> (records, problem)
+
+    def table(self, files: Tuple[str, ...], compressions: Tuple[str, ...]):
+        """The in-graph record: file index -> [passes, offset] (created on first use, so that
+        building configs does not start the TensorFlow runtime)."""
+        if self._table is None:
+            self.files, self.compressions = tuple(files), tuple(compressions)
+            with tf.init_scope():
+                # A lookup table, not a tf.Variable: a strategy's scope would mirror a variable.
+                self._table = tf.lookup.experimental.MutableHashTable(
+                    tf.int64, tf.int64, default_value=tf.constant([0, -1], tf.int64))
+        elif tuple(files) != self.files:
+            raise ValueError("one CorruptRecords per input: these are other files")
+        return self._table
+
+    def damaged(self) -> Dict[int, Tuple[int, int]]:
+        """{file index: (passes that met its damage, offset of the damage)}."""
+        if self._table is None:
+            return {}
+        keys, values = self._table.export()
+        return {int(k): (int(v[0]), int(v[1])) for k, v in zip(keys.numpy(), values.numpy())
+                if v[0] > 0}
+
+    def _lost_in(self, index: int, offset: int) -> Tuple[int, str]:
+        if (index, offset) not in self._lost:
+            self._lost[index, offset] = count_lost_records(
+                self.files[index], self.compressions[index], offset)
+        return self._lost[index, offset]
+
+    def count(self) -> int:
+        """Records skipped so far (exact; see the class docstring)."""
+        return sum(passes * self._lost_in(i, offset)[0]
+                   for i, (passes, offset) in self.damaged().items())
+
+    def summary(self) -> str:
+        """One line: the count, and each damaged file with where and why."""
+        parts = []
+        for i, (passes, offset) in sorted(self.damaged().items()):
+            lost, problem = self._lost_in(i, offset)
+            if not lost:
+                continue  # a false alarm (e.g. a multi-member gzip file): nothing skipped
+            parts.append(f"{self.files[i]}: {lost} record(s) from byte {offset} on "
+                         f"({problem or 'damaged'}) x {passes} pass(es)")
+        return f"skipped {self.count()} corrupt input record(s)" + (
+            ": " + "; ".join(parts) if parts else "")
 
 
 def user_error_from(error: BaseException) -> Optional[UserError]:
@@ -241,7 +366,10 @@ def user_error_from(error: BaseException) -> Optional[UserError]:
     for line in text.splitlines():
         start = line.find(INPUT_ERROR_PREFIX)
         if start >= 0:
-            return UserError(line[start + len(INPUT_ERROR_PREFIX):].strip())
+            message = line[start + len(INPUT_ERROR_PREFIX):].strip()
+            if line[:start].endswith("["):  # tf.debugging.Assert prints its data in [...]
+                message = message[:message.rfind("]")] if "]" in message else message
+            return UserError(_with_damage(message))
     if isinstance(error, tf.errors.DataLossError):
         return UserError(f"corrupted input TFRecord: {errors.reason(error)}")
     # tf.io.parse_example on a record of other lengths or without a feature.

@@ -76,13 +76,17 @@ class ProgressLogger:
         report_seconds: `due` after this much wall time since the last report (0 or less:
             no time-based reports).
         clock: monotonic seconds (injectable for tests).
+        skipped_records: returns the input records skipped so far (--skip_corrupt_records),
+            shown in every line; None shows nothing.
     """
 
     def __init__(self, output_dir: str, total_steps: int, global_batch_size: int,
                  write_summaries: bool = True, log_every_n_steps: int = 100,
                  report_seconds: float = REPORT_SECONDS,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic,
+                 skipped_records: Optional[Callable[[], int]] = None):
         self.total_steps = total_steps
+        self._skipped_records = skipped_records
         self.global_batch_size = global_batch_size
         self.log_every_n_steps = log_every_n_steps
         self.report_seconds = report_seconds
@@ -163,6 +167,9 @@ class ProgressLogger:
         if first:
             speed += " (incl. graph tracing)"  # the first call builds the tf.function
         parts += [f"lr {learning_rate:.3e}", speed, f"eta {format_eta(eta)}"]
+        if self._skipped_records is not None:
+            values["skipped_records"] = float(self._skipped_records())
+            parts.append(f"skipped {int(values['skipped_records'])} corrupt records")
         logging.info(" | ".join(parts))
         if self._write:
             if self._train_writer is None:

@@ -126,6 +126,8 @@ def pretraining_dataset_fn(config: input_pipeline.InputConfig) -> DatasetFn:
             dataclasses.replace(config, batch_size=per_replica_batch), context
         )
 
+    # For the progress lines (--skip_corrupt_records).
+    dataset_fn.skipped_records = config.corrupt_records and config.corrupt_records.count
     return dataset_fn
 
 
@@ -249,7 +251,8 @@ class Trainer:
             stop = min(stop, start + cfg.max_steps_per_run)
         progress = ProgressLogger(cfg.output_dir, cfg.num_train_steps, cfg.train_batch_size,
                                   write_summaries=self.is_chief,
-                                  log_every_n_steps=cfg.log_every_n_steps)
+                                  log_every_n_steps=cfg.log_every_n_steps,
+                                  skipped_records=getattr(dataset_fn, "skipped_records", None))
         all_losses = []
         step, last_report = start, None
         if start >= cfg.num_train_steps:
