@@ -23,7 +23,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from absl import app, flags  # noqa: E402
 
-from bert_tf import schema  # noqa: E402
+from bert_tf.data import schema  # noqa: E402
 from bert_tf.data.dynamic_masking import MaskingConfig  # noqa: E402
 from bert_tf.data.input_pipeline import InputConfig, make_pretraining_dataset  # noqa: E402
 
