@@ -101,7 +101,7 @@ def child(args) -> None:
     import numpy as np
     import tensorflow as tf
 
-    from bert_tf.data.input_pipeline import InputConfig
+    from bert_tf.data.input_config import InputConfig
     from bert_tf.modeling.config import BertConfig
     from bert_tf.modeling.pretraining_model import BertPretrainingModel
     from bert_tf.training import optimization, trainer

@@ -21,7 +21,7 @@ from bert_tf import errors, fileio
 from bert_tf.errors import UserError, cli_main
 
 if TYPE_CHECKING:  # these modules import TensorFlow; flag errors should not wait for it
-    from bert_tf.data.input_pipeline import InputConfig
+    from bert_tf.data.input_config import InputConfig
     from bert_tf.modeling.config import BertConfig
     from bert_tf.training.distribution import DistributionConfig
     from bert_tf.training.optimization import OptimizerConfig
@@ -163,7 +163,8 @@ def config_from_flags() -> RunConfig:
     if not FLAGS.learning_rate > 0:
         raise UserError(f"--learning_rate must be positive, got {FLAGS.learning_rate}")
 
-    from bert_tf.data import dynamic_masking, input_pipeline, input_validation
+    from bert_tf.data import dynamic_masking, input_validation
+    from bert_tf.data.input_config import InputConfig
     from bert_tf.training import distribution, optimization, trainer
 
     masking = None
@@ -187,7 +188,7 @@ def config_from_flags() -> RunConfig:
                             f"vocab_size={bert_config.vocab_size} in --bert_config_file")
 
     def input_config(patterns: str, is_training: bool, what: str):
-        config = input_pipeline.InputConfig(
+        config = InputConfig(
             input_patterns=patterns,
             batch_size=1,  # per replica; the trainer sets it from the global batch
             max_seq_length=FLAGS.max_seq_length,

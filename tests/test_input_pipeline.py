@@ -16,9 +16,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.data import input_pipeline, input_validation, schema, tfrecord_format
+from bert_tf.data import input_config, input_pipeline, input_validation, schema, tfrecord_format
 from bert_tf.data.dynamic_masking import MaskingConfig
-from bert_tf.data.input_pipeline import InputConfig, make_pretraining_dataset
+from bert_tf.data.input_config import InputConfig
+from bert_tf.data.input_pipeline import make_pretraining_dataset
 from bert_tf.errors import UserError
 
 SEQ = 16
@@ -132,7 +133,7 @@ def test_resolved_files_are_used_instead_of_validating_again(tmp_path):
     write_files(tmp_path, num_files=3, per_file=5)
     cfg = config(tmp_path, is_training=False, drop_remainder=False)
     resolved = input_validation.validate_input_files(cfg)
-    only_first = input_validation.InputFiles(resolved.files[:1], resolved.compressions[:1],
+    only_first = input_config.InputFiles(resolved.files[:1], resolved.compressions[:1],
                                              resolved.use_v2_feature_names)
     # The patterns match three files; the resolved list (one file) is what gets read.
     batches = collect(make_pretraining_dataset(
@@ -620,8 +621,8 @@ def test_validation_does_not_start_the_tensorflow_runtime(tmp_path):
     write_files(tmp_path, num_files=2, per_file=3, gzip=True)
     script = (
         "import sys, tensorflow as tf\n"
-        "from bert_tf.data import input_pipeline, input_validation\n"
-        f"cfg = input_pipeline.InputConfig(input_patterns=sys.argv[1], batch_size=2, "
+        "from bert_tf.data import input_config, input_validation\n"
+        f"cfg = input_config.InputConfig(input_patterns=sys.argv[1], batch_size=2, "
         f"max_seq_length={SEQ}, max_predictions_per_seq={PRED}, vocab_size={VOCAB})\n"
         "print(len(input_validation.validate_input_files(cfg).files))\n"
         "cpu = tf.config.list_physical_devices('CPU')[0]\n"

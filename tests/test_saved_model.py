@@ -10,9 +10,8 @@ import keras
 import numpy as np
 import pytest
 
-from bert_tf.export.saved_model import load_pretrained
 from bert_tf.interop import model_files as convert
-from bert_tf.interop.native import write_native
+from bert_tf.interop.native import load_pretrained, write_native
 from bert_tf.modeling.config import BertConfig
 from bert_tf.modeling.pretraining_model import BertPretrainingModel
 from bert_tf.modeling.weight_map import get_weights, pretraining_weight_map

@@ -11,41 +11,25 @@ into one-line `UserError`s.
 
 from __future__ import annotations
 
-import concurrent.futures
-import dataclasses
 import gzip
 import logging
 import re
 import zlib
-from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
+from typing import List, Optional, Tuple
 
 import tensorflow as tf
 
 from bert_tf import errors, fileio
 from bert_tf.data import schema, tfrecord_format
+from bert_tf.data.corrupt_records import count_lost_records
+from bert_tf.data.input_config import InputConfig, InputFiles
 from bert_tf.errors import UserError
-
-if TYPE_CHECKING:  # input_pipeline imports this module.
-    from bert_tf.data.input_pipeline import InputConfig
 
 INPUT_ERROR_PREFIX = "bert_tf input:"
 
 _GZIP_MAGIC = b"\x1f\x8b\x08"  # gzip header + deflate method byte
 # Features whose values are token ids, checked against vocab_size.
 TOKEN_FEATURES = (schema.INPUT_IDS, schema.MASKED_LM_IDS)
-
-
-@dataclasses.dataclass(frozen=True)
-class InputFiles:
-    """The resolved input: files, the compression of each, and the feature naming."""
-
-    files: Tuple[str, ...]
-    compressions: Tuple[str, ...]
-    use_v2_feature_names: bool
-    # Per file, the bytes of TFRecord frames it holds (for gzip, the decompressed size mod
-    # 2^32, from its trailer); the pipeline compares them with what it read to find a file
-    # that ended early at a damaged record. Empty: not checked.
-    frame_bytes: Tuple[int, ...] = ()
 
 
 def detect_compression(path: str) -> str:
@@ -201,11 +185,11 @@ def validate_input_files(config: InputConfig) -> InputFiles:
     # Many files on gs:// are slow to open one after the other: read them in threads, each
     # opened once for its compression and first record. Errors surface in file order.
     if config.validate_files:
-        heads = _map_files(lambda path: _first_example(path, config.compression), files)
+        heads = fileio.map_files(lambda path: _first_example(path, config.compression), files)
     else:
         # Unvalidated: the compressions, and the first example only where the naming needs
         # it (the first non-empty file).
-        heads = _map_files(
+        heads = fileio.map_files(
             lambda path: _read_head(path, config.compression, first_record=False), files)
         for i in range(len(files) if fixed_v2 is None else 0):
             heads[i] = _first_example(files[i], heads[i][0])
@@ -256,103 +240,6 @@ def _with_damage(message: str) -> str:
     return (f"corrupted input TFRecord {path}: record {record} (counting from 0, at byte "
             f"{offset}): {problem or 'damaged'}; {lost} record(s) from there to the end of "
             f"the file cannot be read (--skip_corrupt_records skips them and goes on)")
-
-
-def _map_files(fn, items) -> list:
-    items = list(items)
-    if len(items) <= 1:
-        return [fn(item) for item in items]
-    with concurrent.futures.ThreadPoolExecutor(max_workers=min(16, len(items))) as pool:
-        return list(pool.map(fn, items))
-
-
-def count_lost_records(path: str, compression: str, offset: int) -> Tuple[int, str]:
-    """(records lost, the problem) of a file whose reading stopped at the frame at `offset`.
-
-    A host-side scan of that one file from `offset` on (`tfrecord_format.count_damaged_tail`);
-    for gzip, `offset` is in the decompressed stream.
-    """
-    try:
-        with fileio.open_file(path, "rb") as raw:
-            f = gzip.GzipFile(fileobj=raw) if compression == "GZIP" else raw
-            f.seek(offset)
-            return tfrecord_format.count_damaged_tail(f)
-    except (OSError, EOFError, zlib.error, tf.errors.OpError) as e:
-        return 1, f"unreadable ({errors.reason(e)})"
-
-
-class CorruptRecords:
-    """The damaged records an input pipeline skipped (`InputConfig.skip_corrupt_records`).
-
-    Counting is exact and costs nothing while the data is sound. TensorFlow's TFRecord reader
-    ends a file at its first damaged frame (with `ignore_errors`, the rest of that file is not
-    read in that pass), so the pipeline tells sound files from damaged ones by the bytes each
-    file yields (every record's length plus its 16 framing bytes) against the file's size:
-    a file that ends early is recorded here, in-graph, as (file, offset of its damage, number
-    of passes that met it). The lost records are counted on the host, only when asked and
-    once per damaged file, by a scan of that file from the damage on
-    (`count_lost_records`): count() = sum over damaged files of passes x lost records. A
-    tf.data counter inside the pipeline could only count the errors, not the records that
-    the reader never reached.
-
-    One instance per input (train or eval), shared by its input pipelines in this process;
-    the counts are this process's (other workers count their own files), and include batches
-    already prefetched.
-
-    Args:
-        files: the input files (`InputFiles.files`); indices refer to them.
-        compressions: their compressions.
-    """
-
-    def __init__(self, files=(), compressions=()):
-        self.files = tuple(files)
-        self.compressions = tuple(compressions)
-        self._table = None
-        self._lost = {}  # (file index, offset) -> (records, problem)
-
-    def table(self, files: Tuple[str, ...], compressions: Tuple[str, ...]):
-        """The in-graph record: file index -> [passes, offset] (created on first use, so that
-        building configs does not start the TensorFlow runtime)."""
-        if self._table is None:
-            self.files, self.compressions = tuple(files), tuple(compressions)
-            with tf.init_scope():
-                # A lookup table, not a tf.Variable: a strategy's scope would mirror a variable.
-                self._table = tf.lookup.experimental.MutableHashTable(
-                    tf.int64, tf.int64, default_value=tf.constant([0, -1], tf.int64))
-        elif tuple(files) != self.files:
-            raise ValueError("one CorruptRecords per input: these are other files")
-        return self._table
-
-    def damaged(self) -> Dict[int, Tuple[int, int]]:
-        """{file index: (passes that met its damage, offset of the damage)}."""
-        if self._table is None:
-            return {}
-        keys, values = self._table.export()
-        return {int(k): (int(v[0]), int(v[1])) for k, v in zip(keys.numpy(), values.numpy())
-                if v[0] > 0}
-
-    def _lost_in(self, index: int, offset: int) -> Tuple[int, str]:
-        if (index, offset) not in self._lost:
-            self._lost[index, offset] = count_lost_records(
-                self.files[index], self.compressions[index], offset)
-        return self._lost[index, offset]
-
-    def count(self) -> int:
-        """Records skipped so far (exact; see the class docstring)."""
-        return sum(passes * self._lost_in(i, offset)[0]
-                   for i, (passes, offset) in self.damaged().items())
-
-    def summary(self) -> str:
-        """One line: the count, and each damaged file with where and why."""
-        parts = []
-        for i, (passes, offset) in sorted(self.damaged().items()):
-            lost, problem = self._lost_in(i, offset)
-            if not lost:
-                continue  # a false alarm (e.g. a multi-member gzip file): nothing skipped
-            parts.append(f"{self.files[i]}: {lost} record(s) from byte {offset} on "
-                         f"({problem or 'damaged'}) x {passes} pass(es)")
-        return f"skipped {self.count()} corrupt input record(s)" + (
-            ": " + "; ".join(parts) if parts else "")
 
 
 def user_error_from(error: BaseException) -> Optional[UserError]:

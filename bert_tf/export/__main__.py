@@ -68,10 +68,11 @@ class ExportConfig:
 def export(config: ExportConfig) -> str:
     """Restores the checkpoint and writes the export. Returns export_dir."""
     from bert_tf.export import saved_model
+    from bert_tf.interop import native
     from bert_tf.interop.model_files import check_new_directory
 
     check_new_directory(config.export_dir)  # Before the (slow) restore.
-    loaded = saved_model.load_pretrained(config.checkpoint, config.bert_config_file)
+    loaded = native.load_pretrained(config.checkpoint, config.bert_config_file)
     max_seq_length = config.max_seq_length or min(
         DEFAULT_MAX_SEQ_LENGTH, loaded.model.config.max_position_embeddings)
     if config.export_format == "keras_hub":

@@ -1,5 +1,8 @@
 """The bert_tf checkpoint format: a training checkpoint's model weights in and out.
 
+`load_pretrained` rebuilds the pretraining model of a run (latest checkpoint and its
+bert_config.json), for export and conversion alike.
+
 `read_native` takes a run's output_dir (its latest checkpoint) or a `ckpt-N` prefix;
 `write_native` writes a directory that `run_pretraining --init_checkpoint` accepts:
 ckpt-0.{index,data-*}, checkpoint, bert_config.json and vocab.txt.
@@ -7,9 +10,12 @@ ckpt-0.{index,data-*}, checkpoint, bert_config.json and vocab.txt.
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from typing import Optional
+from typing import Dict, Optional, Tuple
 
+from bert_tf import fileio
+from bert_tf.errors import UserError
 from bert_tf.interop.model_files import (
     MLM_PREFIX,
     NSP_PREFIX,
@@ -20,9 +26,162 @@ from bert_tf.interop.model_files import (
     find_beside,
 )
 
-CONFIG_NAME = "bert_config.json"
 VOCAB_NAME = "vocab.txt"
 CHECKPOINT_NAME = "ckpt"
+
+
+CONFIG_NAME = "bert_config.json"
+
+
+@dataclasses.dataclass(frozen=True)
+class LoadedModel:
+    """A pretraining model restored from a checkpoint.
+
+    Attributes:
+        model: the `BertPretrainingModel`.
+        checkpoint: the checkpoint prefix read.
+        config_file: the bert_config.json used.
+        missing: canonical names (`bert_tf.modeling.weight_map`) of weights the checkpoint
+            lacked, left at their fresh initial values, e.g. the MLM head of a converted
+            encoder-only model.
+    """
+
+    model: object
+    checkpoint: str
+    config_file: str
+    missing: Tuple[str, ...]
+
+    @property
+    def has_mlm_head(self) -> bool:
+        from bert_tf.interop.model_files import MLM_PREFIX
+
+        return not any(n.startswith(MLM_PREFIX) for n in self.missing)
+
+
+def find_config(checkpoint: str, bert_config_file: Optional[str]) -> str:
+    """The given config file, or bert_config.json beside the checkpoint / in the directory."""
+    from bert_tf.interop.model_files import find_beside
+
+    if bert_config_file:
+        return bert_config_file
+    found = find_beside(checkpoint, (CONFIG_NAME,))
+    if found is None:
+        directory = checkpoint if fileio.isdir(checkpoint) else os.path.dirname(checkpoint)
+        raise UserError(f"no {CONFIG_NAME} in {directory or '.'}; pass --bert_config_file")
+    return found
+
+
+def checkpoint_keys(obj, prefix: str, root_name: str = "model") -> Dict[int, str]:
+    """{id(variable): checkpoint key} for the variables of `obj` that the checkpoint holds.
+
+    A tf.train.Checkpoint stores each variable once, under its shortest path from the root,
+    which in a training checkpoint is often through the optimizer
+    (`optimizer/_trainable_variables/7/...`), not `model/...`. So keys cannot be derived
+    from the model's own paths; instead this walks the saved object graph and the live
+    object graph together from `root_name`, matching children by name, as a restore does.
+
+    Args:
+        obj: the live object saved as `root_name` (e.g. the Keras model).
+        prefix: the checkpoint prefix.
+        root_name: the child of the checkpoint's root that `obj` was saved as.
+    """
+    import tensorflow as tf
+    from tensorflow.core.protobuf import trackable_object_graph_pb2
+
+    reader = tf.train.load_checkpoint(prefix)
+    graph = trackable_object_graph_pb2.TrackableObjectGraph.FromString(
+        reader.get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
+    root = {c.local_name: c.node_id for c in graph.nodes[0].children}
+    if root_name not in root:
+        return {}
+    keys: Dict[int, str] = {}
+    seen = {id(obj)}
+    queue = [(obj, root[root_name])]
+    while queue:
+        live, node_id = queue.pop(0)
+        node = graph.nodes[node_id]
+        values = [a.checkpoint_key for a in node.attributes if a.name == "VARIABLE_VALUE"]
+        if values:
+            keys[id(live)] = values[0]
+            continue
+        saved_children = {c.local_name: c.node_id for c in node.children}
+        for name, child in tf.train.TrackableView.children(live).items():
+            if name in saved_children and id(child) not in seen:
+                seen.add(id(child))
+                queue.append((child, saved_children[name]))
+    return keys
+
+
+def restore_weights(model, prefix: str) -> Tuple[str, ...]:
+    """Loads a `BertPretrainingModel`'s weights from a bert_tf checkpoint, by object graph.
+
+    Every shape is checked before anything is assigned.
+
+    Returns:
+        Canonical names of the weights the checkpoint lacks (kept at their initial values).
+
+    Raises:
+        UserError: no model weights in the checkpoint, or a weight of another shape (named,
+            with both shapes).
+    """
+    import numpy as np
+    import tensorflow as tf
+
+    from bert_tf.modeling.weight_map import pretraining_weight_map
+
+    keys = checkpoint_keys(model, prefix)
+    weights = pretraining_weight_map(model)
+    reader = tf.train.load_checkpoint(prefix)
+    values = {}
+    for name, weight in weights.items():
+        key = keys.get(id(weight.variable))
+        if key is None:
+            continue
+        value = reader.get_tensor(key)
+        if tuple(value.shape) != tuple(weight.variable.shape):
+            raise UserError(
+                f"{prefix}: variable {name} ({key.split('/.ATTRIBUTES')[0]}) has shape "
+                f"{list(value.shape)} but the bert_config implies {list(weight.variable.shape)}")
+        values[name] = np.reshape(value, weight.shape)
+    if not values:
+        raise UserError(f"{prefix}: no bert_tf model weights in the checkpoint (is it a "
+                        "bert_tf training checkpoint? Convert other formats with "
+                        "python -m bert_tf.convert_checkpoint)")
+    for name, value in values.items():
+        weights[name].assign(value, name)
+    return tuple(n for n in weights if n not in values)
+
+
+def load_pretrained(
+    path: str, bert_config_file: Optional[str] = None, what: str = "output_dir"
+) -> LoadedModel:
+    """Builds a `BertPretrainingModel` and restores its weights from a bert_tf checkpoint.
+
+    Args:
+        path: a run's output_dir (its latest checkpoint) or a `ckpt-N` prefix.
+        bert_config_file: default: bert_config.json beside the checkpoint.
+        what: the flag name of `path`, for messages.
+
+    Raises:
+        UserError: no checkpoint (e.g. a run that has not saved one yet), no config, or
+            variables whose shapes differ from the config.
+    """
+    from absl import logging
+
+    from bert_tf.modeling.config import BertConfig
+    from bert_tf.modeling.pretraining_model import BertPretrainingModel
+    from bert_tf.training import checkpointing
+
+    prefix = checkpointing.resolve_checkpoint(path, what=what)
+    config_file = find_config(path, bert_config_file)
+    config = BertConfig.from_json_file(config_file)
+    model = BertPretrainingModel(config, use_nsp=True)
+    missing = restore_weights(model, prefix)
+    logging.info("restored %s: %d weights", prefix, len(model.weights) - len(missing))
+    if missing:
+        logging.warning("%s lacks %d weight(s), left at their initial values: %s", prefix,
+                        len(missing), ", ".join(missing))
+    return LoadedModel(model, prefix, config_file, missing)
 
 
 def read_native(
@@ -38,7 +197,6 @@ def read_native(
     Raises:
         UserError: no checkpoint or config, or variables whose shapes disagree with the config.
     """
-    from bert_tf.export.saved_model import load_pretrained
     from bert_tf.modeling.weight_map import get_weights, pretraining_weight_map
 
     loaded = load_pretrained(path, bert_config_file, what="input")

@@ -28,7 +28,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import fileio
-from bert_tf.data import input_pipeline, input_validation
+from bert_tf.data import input_config, input_pipeline, input_validation
 from bert_tf.errors import UserError
 from bert_tf.training import checkpointing, distribution, train_loop
 from bert_tf.training.progress import ProgressLogger
@@ -118,7 +118,7 @@ class TrainResult:
     last_report: Optional[Dict[str, float]]
 
 
-def pretraining_dataset_fn(config: input_pipeline.InputConfig) -> DatasetFn:
+def pretraining_dataset_fn(config: input_config.InputConfig) -> DatasetFn:
     """A DatasetFn reading TFRecords with `config` (its batch_size is replaced per call)."""
 
     def dataset_fn(context: tf.distribute.InputContext, per_replica_batch: int) -> tf.data.Dataset:

@@ -1,0 +1,113 @@
+"""The settings of the pretraining input pipeline, shared by the pipeline and its checks.
+
+`bert_tf.data.input_validation` checks files against an `InputConfig` and
+`bert_tf.data.input_pipeline` builds the tf.data pipeline from one; keeping the config in its
+own module lets both import it without importing each other.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional, Tuple, Union
+
+from bert_tf.data import dynamic_masking
+from bert_tf.data.corrupt_records import CorruptRecords
+from bert_tf.errors import UserError
+
+
+@dataclasses.dataclass(frozen=True)
+class InputFiles:
+    """The resolved input: files, the compression of each, and the feature naming."""
+
+    files: Tuple[str, ...]
+    compressions: Tuple[str, ...]
+    use_v2_feature_names: bool
+    # Per file, the bytes of TFRecord frames it holds (for gzip, the decompressed size mod
+    # 2^32, from its trailer); the pipeline compares them with what it read to find a file
+    # that ended early at a damaged record. Empty: not checked.
+    frame_bytes: Tuple[int, ...] = ()
+
+
+_COMPRESSIONS = ("auto", "", "GZIP")
+
+
+@dataclasses.dataclass(frozen=True)
+class InputConfig:
+    """Settings of the pretraining input pipeline.
+
+    Attributes:
+        input_patterns: comma-separated globs of TFRecord files (`gs://` allowed).
+        batch_size: examples per batch PER REPLICA (the global batch divided by replicas).
+        max_seq_length: length of input_ids/input_mask/segment_ids in the files.
+        max_predictions_per_seq: length of the masked_lm_* features in the files.
+        vocab_size: every token id must be below it.
+        is_training: shuffle + repeat (True) or one ordered pass (False).
+        seed: drives file order, record shuffling and dynamic masks.
+        shuffle_buffer_size: records in the shuffle buffer (training).
+        cycle_length: files read in parallel.
+        compression: "auto" (detect gzip from each file's magic bytes), "" or "GZIP".
+        use_v2_feature_names: "auto" (detect from the first record), True or False.
+        masking: draw fresh masks each epoch with these settings (dynamic masking); None
+            keeps the stored masks. Training only: eval keeps the stored masks so that its
+            losses stay comparable between runs.
+        drop_remainder: drop the last partial batch, giving fully static shapes (use True for
+            training; for eval False keeps every example).
+        validate_files: read the first record of each file before building the pipeline.
+        resolved_files: the result of `validate_input_files(config)` when the caller already
+            has it, so that building the pipeline (once per input pipeline, for train and
+            eval) does not expand the globs and read every file's first record again.
+        skip_corrupt_records: go on past a damaged record (TensorFlow's reader then skips
+            the rest of its file for that pass) instead of stopping; `corrupt_records` counts
+            what was skipped.
+        corrupt_records: the count of skipped records (set by the config when
+            skip_corrupt_records; kept by `dataclasses.replace`).
+    """
+
+    input_patterns: str
+    batch_size: int
+    max_seq_length: int
+    max_predictions_per_seq: int
+    vocab_size: int
+    is_training: bool = True
+    seed: int = 12345
+    shuffle_buffer_size: int = 10000
+    cycle_length: int = 8
+    compression: str = "auto"
+    use_v2_feature_names: Union[str, bool] = "auto"
+    masking: Optional[dynamic_masking.MaskingConfig] = None
+    drop_remainder: bool = True
+    validate_files: bool = True
+    resolved_files: Optional[InputFiles] = None
+    skip_corrupt_records: bool = False
+    corrupt_records: Optional[CorruptRecords] = dataclasses.field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.skip_corrupt_records and self.corrupt_records is None:
+            object.__setattr__(self, "corrupt_records", CorruptRecords())
+        for name in ("batch_size", "max_seq_length", "vocab_size", "shuffle_buffer_size",
+                     "cycle_length"):
+            if getattr(self, name) <= 0:
+                raise UserError(f"--{name} must be positive, got {getattr(self, name)}")
+        if not 0 <= self.max_predictions_per_seq <= self.max_seq_length:
+            raise UserError(
+                f"--max_predictions_per_seq={self.max_predictions_per_seq} must be in "
+                f"[0, --max_seq_length={self.max_seq_length}]"
+            )
+        if self.compression.lower() == "gzip":  # data_tools' --output_compression spelling
+            object.__setattr__(self, "compression", "GZIP")
+        if self.compression not in _COMPRESSIONS:
+            raise UserError(f"compression must be one of {_COMPRESSIONS}, got {self.compression!r}")
+        if self.use_v2_feature_names not in ("auto", True, False):
+            raise UserError(
+                f"use_v2_feature_names must be 'auto', True or False, got "
+                f"{self.use_v2_feature_names!r}"
+            )
+        masking = self.masking
+        if masking is not None:
+            if masking.vocab_size > self.vocab_size:
+                raise UserError(f"masking.vocab_size={masking.vocab_size} exceeds "
+                                f"vocab_size={self.vocab_size}")
+            if masking.max_predictions_per_seq != self.max_predictions_per_seq:
+                raise UserError(
+                    f"masking.max_predictions_per_seq={masking.max_predictions_per_seq} differs "
+                    f"from max_predictions_per_seq={self.max_predictions_per_seq}")
