@@ -1,6 +1,7 @@
 """Where the instances of `create_pretraining_data` go, traced back to their source documents.
 
-    .venv/bin/python benchmarks/bench_corpus_order.py [--reference_script=.../create_pretraining_data.py]
+    .venv/bin/python benchmarks/bench_corpus_order.py
+        [--reference_script=.../create_pretraining_data.py]
 
 Runs the job on the WikiText sample (dupe_factor 5) and on the same text regrouped into 4
 "books" of ~0.6 MB, then traces every record to its source document: masked tokens are put

@@ -16,11 +16,13 @@ After compiling everything, the contenders are timed in interleaved rounds (so t
 the background load of a shared machine) and the best round of each is reported, with the
 median. Each round times `--steps` steady-state steps: keras-hub's fit() runs one more batch
 first and a callback times from its end, so fit()'s per-call set-up is not counted; bert_tf
-runs its steps in one train-loop call and that call is timed whole. For each it prints examples/s and the achieved model FLOP/s: matmul FLOPs of the forward
-pass (2 * matmul params * tokens, attention 2 * 2 * seq^2 * hidden per layer, the MLM head at
-the masked positions only: transform + vocab projection) times 3 for training. bert_tf
+runs its steps in one train-loop call and that call is timed whole. For each it prints
+examples/s and the achieved model FLOP/s: matmul FLOPs of the forward pass (2 * matmul
+params * tokens, attention 2 * 2 * seq^2 * hidden per layer, the MLM head at the masked
+positions only: transform + vocab projection) times 3 for training. bert_tf
 executes fewer (its last block runs only where the heads read it); the count printed per
-contender is the model's, the same for all. Figures are printed, never asserted; the machine may be shared, so compare the ratios within one run.
+contender is the model's, the same for all. Figures are printed, never asserted; the machine
+may be shared, so compare the ratios within one run.
 """
 
 from __future__ import annotations
@@ -223,19 +225,22 @@ def main() -> None:
 
     makers = [
         ("keras_hub", "keras-hub BertMaskedLM.fit (default compile)",
-         lambda k, l: keras_hub_contender(k, l, dims, args, data, "auto")),
+         lambda key, label: keras_hub_contender(key, label, dims, args, data, "auto")),
         ("keras_hub_xla", "keras-hub BertMaskedLM.fit (jit_compile=True)",
-         lambda k, l: keras_hub_contender(k, l, dims, args, data, True)),
+         lambda key, label: keras_hub_contender(key, label, dims, args, data, True)),
         ("keras_hub_bf16", "keras-hub BertMaskedLM.fit, mixed_bfloat16",
-         lambda k, l: keras_hub_contender(k, l, dims, args, data, "auto", "mixed_bfloat16")),
+         lambda key, label: keras_hub_contender(key, label, dims, args, data, "auto",
+                                                "mixed_bfloat16")),
         ("ours_graph", "bert_tf Trainer, MLM+NSP, float32, no XLA",
-         lambda k, l: bert_tf_contender(k, l, dims, args, data, False, True)),
+         lambda key, label: bert_tf_contender(key, label, dims, args, data, False, True)),
         ("ours_xla", "bert_tf Trainer, MLM+NSP, float32, XLA",
-         lambda k, l: bert_tf_contender(k, l, dims, args, data, True, True)),
+         lambda key, label: bert_tf_contender(key, label, dims, args, data, True, True)),
         ("ours_bf16_graph", "bert_tf Trainer, MLM+NSP, mixed_bfloat16, no XLA",
-         lambda k, l: bert_tf_contender(k, l, dims, args, data, False, True, "mixed_bfloat16")),
+         lambda key, label: bert_tf_contender(key, label, dims, args, data, False, True,
+                                              "mixed_bfloat16")),
         ("ours_bf16_xla", "bert_tf Trainer, MLM+NSP, mixed_bfloat16, XLA",
-         lambda k, l: bert_tf_contender(k, l, dims, args, data, True, True, "mixed_bfloat16")),
+         lambda key, label: bert_tf_contender(key, label, dims, args, data, True, True,
+                                              "mixed_bfloat16")),
     ]
     wanted = set(args.only.split(",")) if args.only else None
     contenders = []

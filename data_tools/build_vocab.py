@@ -81,7 +81,8 @@ def run(input_file: str, vocab_file: str, config: vocab_learner.VocabConfig) -> 
         print(f"warning: {stats.bad_utf8_lines} line(s) had invalid UTF-8 bytes (replaced)",
               file=sys.stderr)
     padding = f", padded with {learn.padding} [unusedN]" if learn.padding else ""
-    return (f"wrote {vocab_file}: {len(tokens)} tokens ({len(tokens) - learn.learned - learn.padding}"
+    return (f"wrote {vocab_file}: {len(tokens)} tokens "
+            f"({len(tokens) - learn.learned - learn.padding}"
             f" special, {learn.learned} learned incl. a {learn.alphabet}-character alphabet"
             f"{padding}) from {learn.lines} lines ({learn.words} words) in {stats.files} "
             f"file(s), {stats.bad_utf8_lines} warning(s), {time.time() - start:.1f} s")

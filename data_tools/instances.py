@@ -14,10 +14,11 @@ back", `truncate_seq_pair`). The random next document is drawn from the chunk's 
 rather than from the whole corpus, and it never shares A's document id (pieces of a long
 document share one): after the original's 10 tries, one of the other documents is drawn
 directly, from the chunk or else from its pool of other documents (`corpus.Chunk.pool`).
-Only a corpus of a single document takes B from A's own document, as the original does. Truncation removes from the longer segment (ties: `B`),
-front or back with probability 1/2 per token, exactly as the original; since which segment
-loses each token does not depend on the coin flips, only the counts are computed, and the
-number of front removals is one binomial draw (same distribution, O(1) for a 10 MB line).
+Only a corpus of a single document takes B from A's own document, as the original does.
+Truncation removes from the longer segment (ties: `B`), front or back with probability 1/2 per
+token, exactly as the original; since which segment loses each token does not depend on the
+coin flips, only the counts are computed, and the number of front removals is one binomial
+draw (same distribution, O(1) for a 10 MB line).
 """
 
 from __future__ import annotations

@@ -176,7 +176,8 @@ def process_chunk(chunk: corpus.Chunk, config: PipelineConfig,
     examples: List[Dict[str, object]] = []
     frames: List[Rows] = []
     num_documents = 0
-    for batch, num_documents in instance_batches(chunk, config, tokenizer):
+    for batch, chunk_documents in instance_batches(chunk, config, tokenizer):
+        num_documents = chunk_documents
         features = batch.features(seq)
         records = example_codec.encode_examples(
             features, seq, config.max_predictions_per_seq, config.use_v2_feature_names)

@@ -1,8 +1,8 @@
 """TFRecord framing and sharded, atomically renamed (optionally gzip) output files.
 
-A TFRecord file is a sequence of frames:
+A TFRecord file is a sequence of frames (integers little-endian):
 
-    uint64 length (little-endian) | uint32 masked_crc32c(length bytes) | data | uint32 masked_crc32c(data)
+    uint64 length | uint32 masked_crc32c(length bytes) | data | uint32 masked_crc32c(data)
 
 `frame_records` builds the frames of a whole batch with numpy (no TensorFlow, so worker
 processes stay small and start fast). `ShardedWriter` owns the output files: each is written

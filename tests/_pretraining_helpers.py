@@ -66,8 +66,8 @@ def synthetic_examples(n: int, seed: int = 0, seq: int = SEQ, preds: int = PREDS
     else:
         counts = rng.integers(1, preds + 1, size=n)
     weights = (np.arange(preds)[None, :] < counts[:, None]).astype(np.float32)
-    positions = np.stack([np.sort(rng.choice(np.arange(1, l), size=preds, replace=False))
-                          for l in lengths]).astype(np.int32) * weights.astype(np.int32)
+    positions = np.stack([np.sort(rng.choice(np.arange(1, length), size=preds, replace=False))
+                          for length in lengths]).astype(np.int32) * weights.astype(np.int32)
     labels = rng.integers(0, vocab, size=(n, preds)).astype(np.int32) * weights.astype(np.int32)
     return {
         "input_ids": ids,

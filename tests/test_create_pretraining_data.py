@@ -27,7 +27,7 @@ def _run(args, repo_root, timeout=300, **popen):
 def _error_line(proc):
     """The single `error: ...` line; asserts there is no traceback."""
     assert "Traceback" not in proc.stderr, proc.stderr
-    lines = [l for l in proc.stderr.splitlines() if l.startswith("error:")]
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert len(lines) == 1, proc.stderr
     return lines[0]
 
@@ -194,9 +194,9 @@ def _vocab_variant(tmp_path, google_vocab_path, name, transform):
 @pytest.mark.parametrize("case", ["missing", "not_utf8", "no_mask", "empty"])
 def test_bad_vocab(case, tmp_path, small_corpus, google_vocab_path, repo_root):
     transforms = {
-        "not_utf8": lambda l: "\n".join(l).encode() + b"\n\xff\xfe\n",
-        "no_mask": lambda l: "\n".join(x for x in l if x != "[MASK]").encode(),
-        "empty": lambda l: b"",
+        "not_utf8": lambda lines: "\n".join(lines).encode() + b"\n\xff\xfe\n",
+        "no_mask": lambda lines: "\n".join(x for x in lines if x != "[MASK]").encode(),
+        "empty": lambda lines: b"",
     }
     vocab = (tmp_path / "nope.txt" if case == "missing"
              else _vocab_variant(tmp_path, google_vocab_path, "v.txt", transforms[case]))

@@ -248,7 +248,8 @@ def test_auto_strategy_choice(monkeypatch):
     assert distribution.resolve_strategy_name(auto) == "one_device"  # CPU-only machine
     assert distribution.resolve_strategy_name(
         distribution.DistributionConfig(num_cpu_devices=2)) == "mirrored"
-    assert distribution.resolve_strategy_name(distribution.DistributionConfig(tpu="my-tpu")) == "tpu"
+    assert distribution.resolve_strategy_name(
+        distribution.DistributionConfig(tpu="my-tpu")) == "tpu"
     monkeypatch.setenv("TF_CONFIG", json.dumps(
         {"cluster": {"worker": ["a:1", "b:2"]}, "task": {"type": "worker", "index": 0}}))
     assert distribution.resolve_strategy_name(auto) == "multi_worker_mirrored"

@@ -208,7 +208,8 @@ def test_matches_keras_hub_bert_backbone():
          "padding_mask": inputs["input_mask"]}
     )
     for key in ("sequence_output", "pooled_output"):
-        diff = np.abs(keras.ops.convert_to_numpy(ours[key]) - keras.ops.convert_to_numpy(theirs[key]))
+        diff = np.abs(keras.ops.convert_to_numpy(ours[key])
+                      - keras.ops.convert_to_numpy(theirs[key]))
         assert diff.max() < TOL, (key, diff.max())
 
 

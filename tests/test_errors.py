@@ -16,8 +16,9 @@ ENTRY_POINTS = ["data_tools.build_vocab", "data_tools.create_pretraining_data",
 
 def _stderr_lines(proc: subprocess.CompletedProcess) -> list:
     # TensorFlow's C++ start-up chatter is not ours; everything else counts.
-    return [l for l in proc.stderr.splitlines()
-            if l.strip() and not l.startswith(("WARNING: All log", "I0000", "E0000", "W0000"))]
+    return [line for line in proc.stderr.splitlines()
+            if line.strip()
+            and not line.startswith(("WARNING: All log", "I0000", "E0000", "W0000"))]
 
 
 @pytest.mark.parametrize("module", ENTRY_POINTS)

@@ -175,12 +175,12 @@ def test_full_sentence_packing_crosses_documents_and_fills_to_length():
     blocks = list(zip(spans.a_start.tolist(), (spans.a_start + spans.a_len).tolist()))
     # Blocks are whole sentences, in order, covering every sentence once.
     assert blocks[0][0] == 0 and blocks[-1][1] == ends[-1]
-    for (s0, e0), (s1, _) in zip(blocks, blocks[1:]):
+    for (_s0, e0), (s1, _) in zip(blocks, blocks[1:]):
         assert e0 in ends and s1 in starts and starts[starts.index(s1) - 1] == \
             starts[ends.index(e0)]
     ids = buf.ids.tolist()
     crossing = 0
-    for k, (s, e) in enumerate(blocks[:-1]):
+    for s, e in blocks[:-1]:
         if e - s <= config.max_num_tokens:
             # Greedy: the next sentence would not have fitted.
             nxt = ends[ends.index(e) + 1]

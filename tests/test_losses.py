@@ -69,7 +69,8 @@ def test_masked_lm_loss_matches_numpy_log_softmax():
 def test_padding_ids_with_zero_weight_do_not_count():
     logits = np.zeros([1, 3, 4], np.float32)
     logits[0, 2, 1] = 50.0  # a confident, wrong prediction at a padded slot
-    ce_sum, w_sum = losses.masked_lm_loss(logits, np.array([[1, 2, 0]]), np.array([[1.0, 1.0, 0.0]]))
+    ce_sum, w_sum = losses.masked_lm_loss(logits, np.array([[1, 2, 0]]),
+                                          np.array([[1.0, 1.0, 0.0]]))
     assert float(ce_sum[0]) == pytest.approx(2 * math.log(4), rel=1e-6)
     assert float(w_sum[0]) == 2.0
 
@@ -113,7 +114,8 @@ def test_reduce_matches_the_original_formulas():
     b = make_batch(rng, batch=3, num_pred=4, vocab=7, counts=[4, 1, 0])
     terms = losses.compute_loss_terms(b, b)
     out = losses.reduce_pretraining_losses(terms, global_mlm_weight=5.0, global_batch_size=3)
-    ce = -np.take_along_axis(log_softmax(b["mlm_logits"]), b["masked_lm_ids"][..., None], -1)[..., 0]
+    ce = -np.take_along_axis(log_softmax(b["mlm_logits"]), b["masked_lm_ids"][..., None],
+                             -1)[..., 0]
     mlm = (ce * b["masked_lm_weights"]).sum() / (b["masked_lm_weights"].sum() + 1e-5)
     nsp_ce = -np.take_along_axis(log_softmax(b["nsp_logits"]), b["next_sentence_labels"], -1)
     assert float(out["masked_lm_loss"]) == pytest.approx(mlm, rel=1e-5)

@@ -1,4 +1,5 @@
-"""Executes notebooks/pretrain_bert_colab_tpu.ipynb headless on CPU (smoke sizes), so it cannot rot."""
+"""Executes notebooks/pretrain_bert_colab_tpu.ipynb headless on CPU (smoke sizes), so it cannot
+rot."""
 
 import os
 import re

@@ -40,7 +40,8 @@ def test_run_is_identical_for_any_worker_count_and_memory_budget(
         outs[workers, memory] = [open(f, "rb").read() for f in files]
     assert outs[1, 256 << 20] == outs[2, 256 << 20] == outs[2, 100_000]
     assert list((tmp_path / "spill").iterdir()) == []  # the spilled buckets are gone
-    counts = [sum(1 for _ in tf.data.TFRecordDataset(str(tmp_path / f"w1-{256 << 20}-{s}.tfrecord")))
+    counts = [sum(1 for _ in tf.data.TFRecordDataset(
+                  str(tmp_path / f"w1-{256 << 20}-{s}.tfrecord")))
               for s in range(3)]
     # Each record goes to a uniformly random shard: sizes ~ n/3 +- a few sd.
     assert sum(counts) == summary.instances
@@ -111,7 +112,7 @@ def _source_documents(path):
         keep = np.array([i not in masked for i in range(len(ids))]) & (ids >= 5)
         doc = (ids - 5) // _WORDS
 
-        def majority(sel):
+        def majority(sel, doc=doc):
             votes = collections.Counter(doc[sel].tolist())
             return votes.most_common(1)[0][0] if votes else -1
 

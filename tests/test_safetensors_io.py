@@ -106,7 +106,8 @@ def test_malformed_files_raise_user_error(tmp_path, content, message):
 def test_offsets_that_disagree_with_shape_are_rejected(tmp_path):
     path = str(tmp_path / "bad.safetensors")
     _handmade(path, {"x": {"dtype": "F32", "shape": [3], "data_offsets": [0, 8]}}, b"\0" * 8)
-    with pytest.raises(UserError, match="bad.safetensors is not a valid safetensors file: .*offset"):
+    with pytest.raises(UserError,
+                       match="bad.safetensors is not a valid safetensors file: .*offset"):
         safetensors_io.load_file(path)
 
 

@@ -1,4 +1,5 @@
-"""End-to-end tests of `python -m bert_tf.export` (SavedModel): a fresh process loads and serves it."""
+"""End-to-end tests of `python -m bert_tf.export` (SavedModel): a fresh process loads and
+serves it."""
 
 import json
 import os

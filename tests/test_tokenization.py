@@ -203,7 +203,8 @@ def test_errors_are_one_line_for_the_cli(tmp_path):
     code = ("from absl import app\n"
             "from bert_tf.text import tokenization\n"
             "from bert_tf.errors import cli_main\n"
-            f"app.run(cli_main(lambda argv: tokenization.FullTokenizer({str(tmp_path)!r} + '/v')))\n")
+            "app.run(cli_main(lambda argv: "
+            f"tokenization.FullTokenizer({str(tmp_path)!r} + '/v')))\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [f"error: vocab file not found: {tmp_path}/v"]

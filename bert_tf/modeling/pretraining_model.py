@@ -1,7 +1,8 @@
 """`BertPretrainingModel`: the encoder with its MLM and (optional) NSP heads.
 
-The model returns logits only; the losses live in `bert_tf.training.losses` and the reduction over the
-global batch in the trainer, so the model runs unchanged under any distribution strategy.
+The model returns logits only; the losses live in `bert_tf.training.losses` and the reduction
+over the global batch in the trainer, so the model runs unchanged under any distribution
+strategy.
 """
 
 from __future__ import annotations
