@@ -8,17 +8,18 @@ background load of a shared machine:
 
   cli      `python -m bert_tf.run_pretraining` with its default loop and input settings, on
            TFRecords that `data_tools.create_pretraining_data` wrote from the bundled corpus.
-           Its rate is taken from the wall-clock timestamps of its own progress lines
-           (examples between the line after `--skip` steps and the last line, over the time
-           between them), so everything the command does between steps is counted.
+           Timed between its progress lines (from the line after `--skip` steps to the
+           last), as they arrive, so everything the command does between steps counts.
   trainer  the bare `bert_tf.training` Trainer on one in-memory batch repeated (what
            benchmarks/bench_pretraining.py times): `--steps` steps in one loop call.
   trainer_records
            the same Trainer on the same TFRecords through `pretraining_dataset_fn`, in one loop
            call: separates the input pipeline's cost from the command's.
 
-Prints examples/s per round and the median ratio cli / trainer. Figures are printed, never
-asserted.
+Prints examples per wall-clock second and per CPU second (user + system time of the whole
+process, all threads: on a shared machine the CPU figure moves far less with the load than
+the wall one) per round, and the median ratios to the bare trainer. Figures are printed,
+never asserted.
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -60,7 +60,19 @@ def make_records(work: str, seq: int, preds: int) -> str:
     return os.path.join(work, "data", "train-*.tfrecord")
 
 
-def run_cli(args, config: str, records: str, work: str) -> float:
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process, all its threads (Linux /proc)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_cli(args, config: str, records: str, work: str) -> tuple:
+    """(examples per wall second, examples per CPU second) of the command's steady state.
+
+    Timed between its progress lines after `--skip` steps: wall time from the moment each
+    line arrives, CPU time of the whole process (all threads) read at the same moment.
+    """
     out = tempfile.mkdtemp(dir=work)
     total = args.skip + args.steps
     cmd = [sys.executable, "-m", "bert_tf.run_pretraining", f"--bert_config_file={config}",
@@ -69,21 +81,22 @@ def run_cli(args, config: str, records: str, work: str) -> float:
            f"--train_batch_size={args.batch}", f"--num_train_steps={total}",
            "--num_warmup_steps=1", f"--save_checkpoints_steps={total}",
            f"--log_every_n_steps={args.log_every}"] + args.cli_flags
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
-    if proc.returncode != 0:
-        sys.exit(f"run_pretraining failed:\n{proc.stderr[-3000:]}")
-    year = datetime.now().year
-    points = []
-    for line in proc.stderr.splitlines():
+    proc = subprocess.Popen(cmd, cwd=ROOT, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                            text=True)
+    points, tail = [], []
+    for line in proc.stderr:
+        tail = (tail + [line])[-50:]
         m = PROGRESS.match(line)
         if m:
-            when = datetime.strptime(f"{year}{m.group(1)}", "%Y%m%d %H:%M:%S.%f")
-            points.append((int(m.group(2)), when.timestamp()))
-    later = [(s, t) for s, t in points if s >= args.skip]
+            points.append((int(m.group(2)), time.monotonic(), _cpu_seconds(proc.pid)))
+    if proc.wait() != 0:
+        sys.exit("run_pretraining failed:\n" + "".join(tail))
+    later = [p for p in points if p[0] >= args.skip]
     if len(later) < 2:
         sys.exit(f"too few progress lines after step {args.skip}: {points}")
-    (s0, t0), (s1, t1) = later[0], later[-1]
-    return (s1 - s0) * args.batch / (t1 - t0)
+    (s0, t0, c0), (s1, t1, c1) = later[0], later[-1]
+    examples = (s1 - s0) * args.batch
+    return examples / (t1 - t0), examples / (c1 - c0)
 
 
 def run_trainer(args, config: str, records: str, work: str, real_input: bool) -> float:
@@ -94,7 +107,8 @@ def run_trainer(args, config: str, records: str, work: str, real_input: bool) ->
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     if proc.returncode != 0:
         sys.exit(f"trainer child failed:\n{proc.stderr[-3000:]}")
-    return float(proc.stdout.split()[-1])
+    wall, cpu = proc.stdout.split()[-2:]
+    return float(wall), float(cpu)
 
 
 def child(args) -> None:
@@ -128,9 +142,10 @@ def child(args) -> None:
     iterator = iter(t.distribute_dataset(dataset_fn, args.batch))
     loop = t.steps.train_loop
     np.asarray(loop(iterator, tf.constant(args.skip))[0])  # compile + warm up
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     np.asarray(loop(iterator, tf.constant(args.steps))[0])
-    print(args.steps * args.batch / (time.perf_counter() - start))
+    examples = args.steps * args.batch
+    print(examples / (time.perf_counter() - start), examples / (time.process_time() - cpu))
 
 
 def main() -> None:
@@ -166,16 +181,18 @@ def main() -> None:
             rates["trainer"].append(run_trainer(args, config, records, work, False))
             rates["cli"].append(run_cli(args, config, records, work))
             rates["trainer_records"].append(run_trainer(args, config, records, work, True))
-            print(f"round {r + 1}: " + ", ".join(f"{k} {v[-1]:.2f}" for k, v in rates.items())
-                  + " examples/s", flush=True)
-    ratios = [c / t for c, t in zip(rates["cli"], rates["trainer"])]
-    ratios_records = [c / t for c, t in zip(rates["trainer_records"], rates["trainer"])]
-    for key, values in rates.items():
-        print(f"{key:16s} median {statistics.median(values):7.2f} examples/s "
-              f"(best {max(values):.2f})")
-    print(f"cli / trainer             {statistics.median(ratios):.3f} (rounds: "
-          + ", ".join(f"{x:.3f}" for x in ratios) + ")")
-    print(f"trainer_records / trainer {statistics.median(ratios_records):.3f}")
+            print(f"round {r + 1}: " + ", ".join(
+                f"{k} {v[-1][0]:.2f} (per CPU-s {v[-1][1]:.2f})" for k, v in rates.items())
+                + " examples/s", flush=True)
+    for i, what in ((0, "wall"), (1, "CPU")):
+        print(f"-- examples per {what} second (median of rounds; best)")
+        for key, values in rates.items():
+            column = [v[i] for v in values]
+            print(f"{key:16s} {statistics.median(column):7.2f}  (best {max(column):.2f})")
+        for key in ("cli", "trainer_records"):
+            ratios = [a[i] / b[i] for a, b in zip(rates[key], rates["trainer"])]
+            print(f"{key} / trainer: {statistics.median(ratios):.3f} (rounds: "
+                  + ", ".join(f"{x:.3f}" for x in ratios) + ")")
 
 
 if __name__ == "__main__":
