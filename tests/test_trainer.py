@@ -12,11 +12,13 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
-from _pretraining_helpers import blocks_dataset_fn, synthetic_examples, tiny_bert_config
 
+from _pretraining_helpers import (blocks_dataset_fn, synthetic_examples, tiny_bert_config,
+                                  write_tfrecords)
 from bert_tf.errors import UserError
 from bert_tf.modeling.pretraining_model import BertPretrainingModel
-from bert_tf.training import optimization, trainer
+from bert_tf.data import input_config
+from bert_tf.training import optimization, resume, trainer
 
 STEPS = 4
 BATCH = 8
@@ -134,6 +136,68 @@ def test_resume_follows_the_uninterrupted_trajectory_with_dropout(tmp_path, exam
     # A finished run started again trains no further.
     again = make_trainer(tmp_path / "split", dropout=0.2).train(blocks_dataset_fn(examples))
     assert (again.start_step, again.final_step, again.losses.size) == (STEPS, STEPS, 0)
+
+
+def tfrecord_dataset_fn(path):
+    """The real pipeline over one file, in file order (no shuffle, no repeat)."""
+    return trainer.pretraining_dataset_fn(input_config.InputConfig(
+        input_patterns=os.fspath(path), batch_size=1, max_seq_length=16,
+        max_predictions_per_seq=4, vocab_size=128, is_training=False, drop_remainder=True,
+        compression="", use_v2_feature_names=False, validate_files=False))
+
+
+def corrupt_records(path, count):
+    """Flips a byte in the data of the first `count` records of a TFRecord file, in place
+    (offsets unchanged): reading any of them fails its CRC check."""
+    data = bytearray(open(path, "rb").read())
+    offset = 0
+    for _ in range(count):
+        length = int.from_bytes(data[offset:offset + 8], "little")
+        data[offset + 12] ^= 0xFF  # the first data byte
+        offset += 8 + 4 + length + 4
+    open(path, "wb").write(bytes(data))
+
+
+def test_resume_restores_the_input_position_without_reading_consumed_records(tmp_path, examples):
+    # The resumed run must not read the records of steps 1-2 again: they are made unreadable
+    # after the checkpoint at step 2 (skipping them, as resume did before, fails).
+    write_tfrecords(tmp_path / "data.tfrecord", examples)
+    full = make_trainer(tmp_path / "straight").train(tfrecord_dataset_fn(tmp_path / "data.tfrecord"))
+    split_file = tmp_path / "split.tfrecord"
+    write_tfrecords(split_file, examples)
+    part1 = make_trainer(tmp_path / "split", max_steps_per_run=2).train(
+        tfrecord_dataset_fn(split_file))
+    saved = tf.train.load_checkpoint(os.fspath(tmp_path / "split" / "ckpt-2"))
+    assert saved.has_tensor(resume._LAYOUT_KEY)
+    corrupt_records(split_file, 2 * BATCH)
+    with pytest.raises(UserError, match="corrupt"):  # the file really is unreadable there
+        make_trainer(tmp_path / "check").train(tfrecord_dataset_fn(split_file))
+    part2 = make_trainer(tmp_path / "split").train(tfrecord_dataset_fn(split_file))
+    assert (part2.start_step, part2.final_step) == (2, STEPS)
+    np.testing.assert_allclose(np.concatenate([part1.losses, part2.losses]), full.losses,
+                               rtol=1e-6)
+
+
+def test_a_checkpoint_without_input_position_resumes_by_skipping(tmp_path, examples, caplog,
+                                                                 monkeypatch):
+    # A checkpoint of a strategy that cannot save the input (or of an older version): the
+    # resumed run reads and drops the consumed batches, says so, and stays on the trajectory.
+    full = make_trainer(tmp_path / "straight").train(blocks_dataset_fn(examples))
+    monkeypatch.setattr(resume, "unsupported_reason", lambda strategy: "not here")
+    part1 = make_trainer(tmp_path / "split", max_steps_per_run=2).train(
+        blocks_dataset_fn(examples))
+    assert not tf.train.load_checkpoint(
+        os.fspath(tmp_path / "split" / "ckpt-2")).has_tensor(resume._LAYOUT_KEY)
+    monkeypatch.undo()
+    caplog.set_level("INFO")
+    part2 = make_trainer(tmp_path / "split").train(blocks_dataset_fn(examples))
+    assert ("input position not restored (the checkpoint has no input position): skipping "
+            "the 2 steps' batches already consumed") in caplog.text
+    np.testing.assert_allclose(np.concatenate([part1.losses, part2.losses]), full.losses,
+                               rtol=1e-6)
+    # The new checkpoints hold the input position again.
+    assert tf.train.load_checkpoint(
+        os.fspath(tmp_path / "split" / f"ckpt-{STEPS}")).has_tensor(resume._LAYOUT_KEY)
 
 
 def test_non_finite_loss_stops_naming_the_step_without_saving(tmp_path, examples):

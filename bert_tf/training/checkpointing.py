@@ -6,15 +6,16 @@ A training checkpoint holds everything a run needs to continue exactly where it 
     optimizer  its slots (Adam moments, ...), iteration counter and loss scale
     step       the global step (int64)
     rng        Keras seed-generator states (dropout); Keras does not track them itself
+    input      the tf.data iterator's position, where the strategy allows (`bert_tf.resume`)
 
-The input position is not stored: tf.distribute's distributed iterators cannot be
-checkpointed, so the input is deterministic given the seed and a resumed run skips the
-batches the first `step` steps consumed (see `Trainer`).
+Restoring is strict: every variable must be in the checkpoint with its shape, and the
+checkpoint must hold nothing else (`compare_with_checkpoint`), else a one-line UserError.
 
 `tf.train.CheckpointManager` writes them as `output_dir/ckpt-<step>` (TensorFlow writes
 `<prefix>_temp/` and renames, and updates the `checkpoint` index file atomically).
 `deferred_interrupts` keeps Ctrl-C from landing in the middle of a save, so a run never
-leaves a half-written checkpoint behind.
+leaves a half-written checkpoint behind; `sigterm_requests` turns SIGTERM (a preemption
+notice) into a request the trainer honours at its next loop boundary: save, then stop.
 
 Under MultiWorkerMirroredStrategy every worker takes part in a save; the chief writes to
 output_dir and the others to a scratch directory they delete at once. All workers restore
@@ -63,6 +64,29 @@ def deferred_interrupts() -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
     if received:
         raise KeyboardInterrupt
+
+
+class Terminated(Exception):
+    """Training stopped on SIGTERM after saving a checkpoint; the message says where."""
+
+
+@contextlib.contextmanager
+def sigterm_requests() -> Iterator[List[int]]:
+    """Records SIGTERM (preemption notice) instead of dying, while the block runs.
+
+    Yields:
+        A list that gets the signal number when SIGTERM arrives; the caller checks it at its
+        step boundaries, saves and stops. Outside the main thread nothing is installed.
+    """
+    received: List[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: received.append(signum))
+    try:
+        yield received
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def seed_state_variables(model) -> list:
@@ -157,10 +181,15 @@ class CheckpointSaver:
                 path = os.path.join(self.output_dir, os.path.basename(path))
         return path
 
-    def restore_latest(self) -> Optional[int]:
+    def restore_latest(self, without: Sequence[str] = ()) -> Optional[int]:
         """Restores the latest checkpoint of this run, if any.
 
-        Every worker reads the chief's latest checkpoint in output_dir.
+        Every worker reads the chief's latest checkpoint in output_dir. Every variable of
+        every object must be restored, and the checkpoint must hold nothing else.
+
+        Args:
+            without: root objects of the checkpoint (e.g. "input") to leave as they are,
+                whether the checkpoint has them or not.
 
         Returns:
             The restored step, or None if the run starts from scratch.
@@ -171,15 +200,80 @@ class CheckpointSaver:
         path = tf.train.latest_checkpoint(self.output_dir)
         if path is None:
             return None
-        try:
-            self._checkpoint.restore(path).assert_consumed()
-        except (AssertionError, ValueError, tf.errors.OpError) as e:
-            raise UserError(
+        roots = {name: obj for name, obj in tf.train.TrackableView.children(self._checkpoint).items()
+                 if name not in without and name != "save_counter"}
+
+        def fail(reason: str) -> UserError:
+            return UserError(
                 f"cannot resume from {path}: it does not match this model and optimizer "
-                f"({errors.reason(e)}); use a new --output_dir, or --init_checkpoint to start "
-                "from its weights only"
-            ) from None
+                f"({reason}); use a new --output_dir, or --init_checkpoint to start from its "
+                "weights only")
+
+        mismatch = compare_with_checkpoint(path, roots)
+        if mismatch:
+            raise fail(mismatch.describe())
+        try:
+            if without:
+                # The checkpoint may hold the objects left out: match ours, ignore those.
+                tf.train.Checkpoint(**roots).restore(path).assert_existing_objects_matched()
+            else:
+                self._checkpoint.restore(path).assert_consumed()
+        except (AssertionError, ValueError, tf.errors.OpError) as e:
+            raise fail(errors.reason(e)) from None
         return int(self._step.numpy())
+
+
+def saved_root_children(path: str) -> set:
+    """Names of the root objects saved in checkpoint `path` ("model", "optimizer", ...)."""
+    from tensorflow.core.protobuf import trackable_object_graph_pb2
+
+    reader = tf.train.load_checkpoint(path)
+    if not reader.has_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"):
+        return set()
+    graph = trackable_object_graph_pb2.TrackableObjectGraph()
+    graph.ParseFromString(reader.get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
+    return {child.local_name for child in graph.nodes[0].children}
+
+
+@dataclasses.dataclass(frozen=True)
+class Mismatch:
+    """How a checkpoint's variables differ from ours (object paths, see model_variable_paths).
+
+    Attributes:
+        missing: our variables that the checkpoint does not have.
+        unexpected: checkpoint variables we have no place for.
+        shapes: "path [saved shape] vs [our shape]" for variables whose shapes differ.
+    """
+
+    missing: tuple = ()
+    unexpected: tuple = ()
+    shapes: tuple = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.missing or self.unexpected or self.shapes)
+
+    def describe(self) -> str:
+        """One line, e.g. "missing: model/a, model/b; shape mismatch: model/c [2] vs [3]"."""
+        parts = [f"{what}: {_short(names)}" for what, names in (
+            ("missing", self.missing), ("unexpected", self.unexpected),
+            ("shape mismatch", self.shapes)) if names]
+        return "; ".join(parts)
+
+
+def compare_with_checkpoint(path: str, roots: dict) -> Mismatch:
+    """Compares the variables reachable from `roots` ({name: object}) with checkpoint `path`'s.
+
+    Returns:
+        What is missing, unexpected or of another shape (falsy when everything matches).
+    """
+    ours, saved = {}, {}
+    for name, root in roots.items():
+        ours.update(model_variable_paths(name, root))
+        saved.update(checkpoint_variable_paths(path, name))
+    shapes = tuple(f"{k} {saved[k]} vs {list(ours[k].shape)}"
+                   for k in sorted(set(ours) & set(saved)) if saved[k] != list(ours[k].shape))
+    return Mismatch(tuple(sorted(set(ours) - set(saved))), tuple(sorted(set(saved) - set(ours))),
+                    shapes)
 
 
 def resolve_checkpoint(path: str, what: str = "init_checkpoint") -> str:
