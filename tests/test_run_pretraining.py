@@ -9,6 +9,7 @@
 - SIGTERM saves a checkpoint at the step reached and exits 143; the rerun continues the
   uninterrupted trajectory;
 - a non-finite loss stops with one `error:` line naming the step and saves nothing after it;
+- eval-only with another --bert_config_file is one `error:` line (strict restore);
 - init_checkpoint warm-starts a longer-sequence "phase 2" and reports unused variables;
 - --dynamic_masking takes the special ids from --vocab_file and trains;
 - bad flags and inputs give one `error:` line, exit 2, no traceback;
@@ -20,6 +21,7 @@ from __future__ import annotations
 import os
 import re
 import selectors
+import shutil
 import signal
 import subprocess
 import sys
@@ -255,6 +257,24 @@ def test_init_checkpoint_warm_starts_a_longer_sequence_phase(straight, data, tmp
     assert progress_steps(proc.stderr) == [1, 2]  # a fresh step counter
     keys = [line.split(" = ")[0] for line in (tmp_path / "eval_results.txt").read_text().splitlines()]
     assert keys == ["global_step", "loss", "masked_lm_accuracy", "masked_lm_loss"]
+
+
+def test_eval_only_with_another_model_config_is_a_one_line_error(straight, data, tmp_path):
+    # The checkpoint's variables have other shapes than --bert_config_file's model: evaluating
+    # would read partly random weights (it was a ValueError traceback).
+    shutil.copytree(straight[0], tmp_path / "run")
+    (tmp_path / "run" / "eval_results.txt").unlink()
+    other = write_bert_config(tmp_path / "other.json", hidden_size=48)
+    proc = run_module(MODULE, common_flags(data, tmp_path / "run", bert_config_file=other,
+                                           do_train="false", do_eval="true"))
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    lines = error_lines(proc.stderr)
+    assert len(lines) == 1, proc.stderr[-3000:]
+    assert re.fullmatch(rf"error: cannot evaluate .*run/ckpt-{STEPS}: it does not match this "
+                        r"model \(shape mismatch: model/\S+ \[32, 64\] vs \[48, 64\], .*\); was "
+                        r"it trained with this --bert_config_file\?", lines[0]), lines[0]
+    assert not (tmp_path / "run" / "eval_results.txt").exists()
 
 
 def test_max_train_minutes_stops_at_a_loop_boundary_saves_and_evaluates(data, tmp_path):

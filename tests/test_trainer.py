@@ -24,12 +24,14 @@ STEPS = 4
 BATCH = 8
 
 
-def make_trainer(output_dir, *, use_nsp=True, dropout=0.0, learning_rate=1e-3, **overrides):
+def make_trainer(output_dir, *, use_nsp=True, dropout=0.0, learning_rate=1e-3, bert=None,
+                 **overrides):
     config = dict(output_dir=os.fspath(output_dir), train_batch_size=BATCH, eval_batch_size=8,
                   num_train_steps=STEPS, save_checkpoints_steps=2, log_every_n_steps=2,
                   use_xla=False, use_nsp=use_nsp)
     config.update(overrides)
-    bert = tiny_bert_config(hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
+    bert = tiny_bert_config(hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout,
+                            **(bert or {}))
     opt = optimization.OptimizerConfig(learning_rate=learning_rate, num_train_steps=STEPS,
                                        num_warmup_steps=1)
     return trainer.Trainer(
@@ -241,6 +243,30 @@ def test_eval_results_match_reference_and_file_format(examples, baseline):
     everything = t.evaluate(blocks_dataset_fn(eval_examples, repeat=False), max_steps=100)
     assert everything["loss"] == pytest.approx(reference_metrics(t.model, eval_examples)["loss"],
                                                rel=1e-5)
+
+
+def test_eval_only_restores_every_model_variable_or_names_what_is_missing(tmp_path, examples,
+                                                                         baseline):
+    no_nsp_dir = tmp_path / "no_nsp"
+    make_trainer(no_nsp_dir, use_nsp=False, num_train_steps=2).train(blocks_dataset_fn(examples))
+    # An NSP model from a checkpoint without the NSP head: its weights would stay random.
+    with pytest.raises(UserError, match=r"^cannot evaluate .*ckpt-2: it does not match this "
+                                        r"model \(missing: model/nsp_head/"):
+        make_trainer(no_nsp_dir).restore_for_eval()
+    # Another model size: every shape differs.
+    baseline_dir = baseline["trainer"].config.output_dir
+    with pytest.raises(UserError, match=rf"^cannot evaluate .*ckpt-{STEPS}: it does not match "
+                                        r"this model \(shape mismatch: model/\S+ \[32, 64\] vs "
+                                        r"\[48, 64\], .* \(42 in all\)\); was it trained"):
+        make_trainer(baseline_dir, bert={"hidden_size": 48}).restore_for_eval()
+    # A checkpoint with more than the model needs (the NSP head, evaluated without NSP) is
+    # fine: every model variable gets the trained value.
+    t = make_trainer(baseline_dir, use_nsp=False)
+    t.restore_for_eval()
+    assert int(t.step.numpy()) == STEPS
+    trained = {v.path: v.numpy() for v in baseline["trainer"].model.encoder.weights}
+    for v in t.model.encoder.weights:
+        np.testing.assert_array_equal(v.numpy(), trained[v.path])
 
 
 def test_no_nsp_trains_the_masked_lm_only(tmp_path, examples):

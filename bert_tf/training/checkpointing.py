@@ -37,11 +37,16 @@ import signal
 import threading
 from typing import Iterator, List, Optional, Sequence
 
-import keras
 import tensorflow as tf
 from absl import logging
 
 from bert_tf import errors, fileio
+from bert_tf.training.checkpoint_paths import (
+    _short,
+    checkpoint_variable_paths,
+    compare_with_checkpoint,
+    model_variable_paths,
+)
 from bert_tf.errors import UserError
 
 _CKPT_PREFIX = "ckpt"
@@ -215,65 +220,14 @@ class CheckpointSaver:
         try:
             if without:
                 # The checkpoint may hold the objects left out: match ours, ignore those.
-                tf.train.Checkpoint(**roots).restore(path).assert_existing_objects_matched()
+                status = tf.train.Checkpoint(**roots).restore(path)
+                status.assert_existing_objects_matched()
+                status.expect_partial()
             else:
                 self._checkpoint.restore(path).assert_consumed()
         except (AssertionError, ValueError, tf.errors.OpError) as e:
             raise fail(errors.reason(e)) from None
         return int(self._step.numpy())
-
-
-def saved_root_children(path: str) -> set:
-    """Names of the root objects saved in checkpoint `path` ("model", "optimizer", ...)."""
-    from tensorflow.core.protobuf import trackable_object_graph_pb2
-
-    reader = tf.train.load_checkpoint(path)
-    if not reader.has_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"):
-        return set()
-    graph = trackable_object_graph_pb2.TrackableObjectGraph()
-    graph.ParseFromString(reader.get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
-    return {child.local_name for child in graph.nodes[0].children}
-
-
-@dataclasses.dataclass(frozen=True)
-class Mismatch:
-    """How a checkpoint's variables differ from ours (object paths, see model_variable_paths).
-
-    Attributes:
-        missing: our variables that the checkpoint does not have.
-        unexpected: checkpoint variables we have no place for.
-        shapes: "path [saved shape] vs [our shape]" for variables whose shapes differ.
-    """
-
-    missing: tuple = ()
-    unexpected: tuple = ()
-    shapes: tuple = ()
-
-    def __bool__(self) -> bool:
-        return bool(self.missing or self.unexpected or self.shapes)
-
-    def describe(self) -> str:
-        """One line, e.g. "missing: model/a, model/b; shape mismatch: model/c [2] vs [3]"."""
-        parts = [f"{what}: {_short(names)}" for what, names in (
-            ("missing", self.missing), ("unexpected", self.unexpected),
-            ("shape mismatch", self.shapes)) if names]
-        return "; ".join(parts)
-
-
-def compare_with_checkpoint(path: str, roots: dict) -> Mismatch:
-    """Compares the variables reachable from `roots` ({name: object}) with checkpoint `path`'s.
-
-    Returns:
-        What is missing, unexpected or of another shape (falsy when everything matches).
-    """
-    ours, saved = {}, {}
-    for name, root in roots.items():
-        ours.update(model_variable_paths(name, root))
-        saved.update(checkpoint_variable_paths(path, name))
-    shapes = tuple(f"{k} {saved[k]} vs {list(ours[k].shape)}"
-                   for k in sorted(set(ours) & set(saved)) if saved[k] != list(ours[k].shape))
-    return Mismatch(tuple(sorted(set(ours) - set(saved))), tuple(sorted(set(saved) - set(ours))),
-                    shapes)
 
 
 def resolve_checkpoint(path: str, what: str = "init_checkpoint") -> str:
@@ -308,65 +262,6 @@ class WarmStartReport:
     restored: tuple
     missing: tuple
     unused: tuple
-
-
-def model_variable_paths(root_name: str, root) -> dict:
-    """Object paths of the variables reachable from `root`, as tf.train.Checkpoint walks them.
-
-    Breadth-first from `root`, each object named by its first (shortest) path, which is how
-    the checkpoint's object graph is matched on restore.
-
-    Returns:
-        {"root_name/child/.../variable": variable}.
-    """
-    paths = {}
-    seen = {id(root)}
-    queue = [(root_name, root)]
-    while queue:
-        path, obj = queue.pop(0)
-        if isinstance(obj, (tf.Variable, keras.Variable)):
-            paths[path] = obj
-            continue
-        for name, child in tf.train.TrackableView.children(obj).items():
-            if id(child) not in seen:
-                seen.add(id(child))
-                queue.append((f"{path}/{name}", child))
-    return paths
-
-
-def checkpoint_variable_paths(path: str, root_name: str) -> dict:
-    """Variables saved under the root's child `root_name`, by object path, with their shapes.
-
-    Read from the checkpoint's object graph rather than from its tensor keys: a tensor key is
-    the variable's shortest path from the root, which for model weights is usually through
-    the optimizer ("optimizer/_trainable_variables/3"), not through the model.
-
-    Returns:
-        {"root_name/child/.../variable": shape list}; empty if there is no such child.
-    """
-    from tensorflow.core.protobuf import trackable_object_graph_pb2
-
-    reader = tf.train.load_checkpoint(path)
-    if not reader.has_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"):
-        return {}
-    graph = trackable_object_graph_pb2.TrackableObjectGraph()
-    graph.ParseFromString(reader.get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
-    shapes = reader.get_variable_to_shape_map()
-    start = [c.node_id for c in graph.nodes[0].children if c.local_name == root_name]
-    found = {}
-    seen = set(start)
-    queue = [(root_name, node_id) for node_id in start]
-    while queue:
-        obj_path, node_id = queue.pop(0)
-        node = graph.nodes[node_id]
-        for attribute in node.attributes:
-            if attribute.name == "VARIABLE_VALUE":
-                found[obj_path] = list(shapes.get(attribute.checkpoint_key, []))
-        for child in node.children:
-            if child.node_id not in seen:
-                seen.add(child.node_id)
-                queue.append((f"{obj_path}/{child.local_name}", child.node_id))
-    return found
 
 
 def warm_start(model, init_checkpoint: str, root_name: str = "model") -> WarmStartReport:
@@ -413,10 +308,6 @@ def warm_start(model, init_checkpoint: str, root_name: str = "model") -> WarmSta
     report = WarmStartReport(path, tuple(restored), tuple(missing), tuple(unused))
     log_warm_start(report)
     return report
-
-
-def _short(names: Sequence[str]) -> str:
-    return ", ".join(names[:10]) + (f" ... ({len(names)} in all)" if len(names) > 10 else "")
 
 
 def log_warm_start(report: WarmStartReport) -> None:

@@ -32,7 +32,13 @@ from absl import logging
 from bert_tf import fileio
 from bert_tf.data import input_config, input_pipeline, input_validation
 from bert_tf.errors import UserError
-from bert_tf.training import checkpointing, distribution, resume, train_loop
+from bert_tf.training import (
+    checkpoint_paths,
+    checkpointing,
+    distribution,
+    resume,
+    train_loop,
+)
 from bert_tf.training.progress import ProgressLogger
 
 # (input context, per-replica batch size) -> dataset of feature dicts.
@@ -333,14 +339,20 @@ class Trainer:
         """Loads the weights to evaluate when this process did not train them.
 
         The latest checkpoint in output_dir, else init_checkpoint, else (with a warning) the
-        freshly initialized model.
+        freshly initialized model. Every model variable must be in the checkpoint, with its
+        shape: evaluating partly random weights would report meaningless figures.
+
+        Raises:
+            UserError: the checkpoint does not match this model.
         """
         latest = tf.train.latest_checkpoint(self.config.output_dir)
         if latest:
-            tf.train.Checkpoint(model=self.model, step=self.step).read(latest).expect_partial()
+            checkpoint_paths.read_strictly(latest, {"model": self.model, "step": self.step})
             logging.info("evaluating %s (step %d)", latest, int(self.step.numpy()))
         elif self.config.init_checkpoint:
-            checkpointing.warm_start(self.model, self.config.init_checkpoint)
+            path = checkpointing.resolve_checkpoint(self.config.init_checkpoint)
+            checkpoint_paths.read_strictly(path, {"model": self.model})
+            logging.info("evaluating the weights of %s", path)
         else:
             logging.warning("no checkpoint in %s: evaluating the untrained model",
                             self.config.output_dir)
