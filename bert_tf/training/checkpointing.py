@@ -46,6 +46,7 @@ from bert_tf.training.checkpoint_paths import (
     checkpoint_variable_paths,
     compare_with_checkpoint,
     model_variable_paths,
+    saved_root_children,
 )
 from bert_tf.errors import UserError
 
@@ -215,6 +216,10 @@ class CheckpointSaver:
                 "weights only")
 
         mismatch = compare_with_checkpoint(path, roots)
+        extra = saved_root_children(path) - set(roots) - set(without) - {"save_counter"}
+        if extra:
+            mismatch = dataclasses.replace(
+                mismatch, unexpected=mismatch.unexpected + tuple(sorted(extra)))
         if mismatch:
             raise fail(mismatch.describe())
         try:
