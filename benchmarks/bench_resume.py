@@ -28,7 +28,8 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from absl import app, flags, logging  # noqa: E402
 
-from bert_tf import input_pipeline, optimization, resume, schema, trainer  # noqa: E402
+from bert_tf.data import input_config, schema  # noqa: E402
+from bert_tf.training import optimization, resume, trainer  # noqa: E402
 from bert_tf.modeling.config import BertConfig  # noqa: E402
 from bert_tf.modeling.pretraining_model import BertPretrainingModel  # noqa: E402
 from machine import describe  # noqa: E402
@@ -135,7 +136,7 @@ def main(argv) -> None:
     work = tempfile.mkdtemp(prefix="bench_resume_")
     try:
         pattern = write_records(work, FLAGS.num_records)
-        config = input_pipeline.InputConfig(
+        config = input_config.InputConfig(
             input_patterns=pattern, batch_size=1, max_seq_length=SEQ,
             max_predictions_per_seq=PREDS, vocab_size=VOCAB)
         dataset_fn = trainer.pretraining_dataset_fn(config)
