@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 from typing import TYPE_CHECKING, Optional
 
 from absl import flags, logging
@@ -28,6 +29,7 @@ if TYPE_CHECKING:  # these modules import TensorFlow; flag errors should not wai
     from bert_tf.training.trainer import TrainerConfig
 
 FLAGS = flags.FLAGS
+EXIT_TERMINATED = 143  # 128 + SIGTERM
 
 # --- the original run_pretraining.py flags
 flags.DEFINE_string("bert_config_file", None, "bert_config.json of the model to pre-train.")
@@ -308,7 +310,17 @@ def main(argv) -> None:
     if len(argv) > 1:
         raise UserError(f"unexpected arguments: {' '.join(argv[1:])}")
     logging.set_verbosity(logging.INFO)
-    run(config_from_flags())
+    config = config_from_flags()
+    from bert_tf.training.checkpointing import Terminated
+
+    try:
+        run(config)
+    except Terminated as e:
+        # Preempted (SIGTERM): a checkpoint was saved. Exit 128 + SIGTERM, the conventional
+        # status of a process ended by SIGTERM, so that schedulers see "not finished" and
+        # restart it; the rerun continues on the same trajectory.
+        print(e, file=sys.stderr, flush=True)
+        sys.exit(EXIT_TERMINATED)
 
 
 def console_main() -> None:

@@ -75,8 +75,38 @@ def test_resume_into_another_model_is_a_user_error(tmp_path):
     checkpointing.CheckpointSaver(os.fspath(tmp_path), checkpoint, step).save()
     _, _, step2, other = make_state(hidden=64)
     saver = checkpointing.CheckpointSaver(os.fspath(tmp_path), other, step2)
-    with pytest.raises(UserError, match=r"cannot resume from .*ckpt-4: it does not match"):
+    with pytest.raises(UserError, match=r"cannot resume from .*ckpt-4: it does not match this "
+                                        r"model and optimizer \(shape mismatch: model/\S+ "
+                                        r"\[32, 64\] vs \[64, 64\]"):
         saver.restore_latest()
+    # A model without the NSP head: its variables are unexpected in the checkpoint.
+    _, _, step3, no_nsp = make_state(use_nsp=False)
+    with pytest.raises(UserError, match=r"\(unexpected: model/nsp_head/"):
+        checkpointing.CheckpointSaver(os.fspath(tmp_path), no_nsp, step3).restore_latest()
+
+
+def test_restore_without_leaves_an_optional_root_out_either_way(tmp_path):
+    model, _, step, checkpoint = make_state()
+    checkpoint.extra = tf.Variable(3.0)
+    step.assign(2)
+    checkpointing.CheckpointSaver(os.fspath(tmp_path), checkpoint, step).save()
+    model2, _, step2, plain = make_state()
+    # The checkpoint has "extra", this state has not: strict about everything else.
+    assert checkpointing.CheckpointSaver(os.fspath(tmp_path), plain, step2).restore_latest(
+        without=("extra",)) == 2
+    for a, b in zip(model2.weights, model.weights):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    with pytest.raises(UserError, match=r"\(unexpected: extra\)"):
+        checkpointing.CheckpointSaver(os.fspath(tmp_path), plain, step2).restore_latest()
+
+
+def test_sigterm_requests_record_the_signal_instead_of_ending_the_process():
+    previous = signal.getsignal(signal.SIGTERM)
+    with checkpointing.sigterm_requests() as received:
+        assert not received
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert received == [signal.SIGTERM]  # still running: the caller decides when to stop
+    assert signal.getsignal(signal.SIGTERM) is previous
 
 
 def test_stale_temporaries_of_a_killed_save_are_removed(tmp_path):

@@ -216,6 +216,20 @@ def test_bias_correction_choice_changes_the_update():
     np.testing.assert_allclose(var_b.numpy(), 1 - 0.1 * np.sign([0.5, -2.0]), rtol=1e-4)
 
 
+def test_bias_correction_is_on_by_default_everywhere():
+    # The library class, the config and the command line agree (the README's default).
+    from absl import flags as absl_flags
+
+    from bert_tf import run_pretraining  # noqa: F401 (defines the flags)
+
+    assert optimization.AdamWeightDecay(learning_rate=0.1).bias_correction is True
+    assert OptimizerConfig(learning_rate=0.1, num_train_steps=10,
+                           num_warmup_steps=0).adam_bias_correction is True
+    assert absl_flags.FLAGS["adam_bias_correction"].default is True
+    assert create_optimizer(OptimizerConfig(learning_rate=0.1, num_train_steps=10,
+                                            num_warmup_steps=0)).bias_correction is True
+
+
 # ------------------------------------------------------------------------ checkpoint, config
 
 

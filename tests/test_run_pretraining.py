@@ -6,7 +6,10 @@
   (dropout on, so the RNG state and input position must be restored too);
 - --max_train_minutes stops at a loop boundary with a checkpoint, then evaluates;
 - Ctrl-C stops with exit 130 and leaves only complete checkpoints;
+- SIGTERM saves a checkpoint at the step reached and exits 143; the rerun continues the
+  uninterrupted trajectory;
 - a non-finite loss stops with one `error:` line naming the step and saves nothing after it;
+- eval-only with another --bert_config_file is one `error:` line (strict restore);
 - init_checkpoint warm-starts a longer-sequence "phase 2" and reports unused variables;
 - --dynamic_masking takes the special ids from --vocab_file and trains;
 - bad flags and inputs give one `error:` line, exit 2, no traceback;
@@ -18,6 +21,7 @@ from __future__ import annotations
 import os
 import re
 import selectors
+import shutil
 import signal
 import subprocess
 import sys
@@ -84,8 +88,9 @@ def common_flags(data, output_dir=None, **overrides):
 
 def checkpoint_tensors(prefix):
     reader = tf.train.load_checkpoint(os.fspath(prefix))
-    return {k: reader.get_tensor(k) for k in reader.get_variable_to_shape_map()
-            if k != "_CHECKPOINTABLE_OBJECT_GRAPH"}
+    # The input iterator's state is a variant tensor, which the reader cannot return.
+    return {k: reader.get_tensor(k) for k, dtype in reader.get_variable_to_dtype_map().items()
+            if k != "_CHECKPOINTABLE_OBJECT_GRAPH" and dtype != tf.variant}
 
 
 @pytest.fixture(scope="module")
@@ -136,9 +141,13 @@ def test_a_resumed_run_follows_the_uninterrupted_trajectory(straight, data, tmp_
     # Model weights, Adam moments, iterations, step and the dropout RNG state all agree.
     assert sorted(ours) == sorted(ref)
     assert any(k.startswith("rng/") for k in ours)
+    assert any(k.startswith("input/") for k in ours)  # the input position is saved too
     for key in ref:
         if key.startswith("save_counter/"):
             continue  # how many saves each run made (3 vs 2): not training state
+        if isinstance(ref[key], bytes):  # the input layout string
+            assert ours[key] == ref[key], key
+            continue
         np.testing.assert_allclose(ours[key], ref[key], rtol=1e-5, atol=1e-6, err_msg=key)
 
 
@@ -185,6 +194,39 @@ def test_ctrl_c_stops_cleanly_and_leaves_complete_checkpoints(data, tmp_path):
         assert step == int(prefix.rsplit("-", 1)[1])
 
 
+def test_sigterm_saves_a_checkpoint_and_the_rerun_continues_the_trajectory(data, tmp_path):
+    # A preempted VM: SIGTERM -> checkpoint at the step reached, one line, exit 143; the
+    # rerun's losses are those the uninterrupted run has for the same steps.
+    flags = dict(num_train_steps=100000, save_checkpoints_steps=1000)
+    proc = subprocess.Popen([sys.executable, "-m", MODULE, *common_flags(data, tmp_path, **flags)],
+                            cwd=REPO_ROOT, env=subprocess_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        read_until(proc, r"step 2/100000 \|", timeout=240)
+        proc.send_signal(signal.SIGTERM)
+        _, rest = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 143, rest[-3000:]
+    assert "Traceback" not in rest and not error_lines(rest)
+    match = re.search(r"^stopped by SIGTERM at step (\d+) with checkpoint (\S+); rerun", rest,
+                      re.MULTILINE)
+    assert match, rest[-3000:]
+    stopped = int(match.group(1))
+    assert match.group(2) == os.path.join(os.fspath(tmp_path), f"ckpt-{stopped}")
+    assert tf.train.latest_checkpoint(os.fspath(tmp_path)).endswith(f"ckpt-{stopped}")
+    resumed = run_module(MODULE, common_flags(data, tmp_path, max_steps_per_run=2, **flags))
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert progress_steps(resumed.stderr) == [stopped + 1, stopped + 2]
+    reference = run_module(MODULE, common_flags(data, tmp_path / "reference",
+                                                max_steps_per_run=stopped + 2, **flags))
+    assert reference.returncode == 0, reference.stderr[-3000:]
+    np.testing.assert_allclose(progress_losses(resumed.stderr),
+                               progress_losses(reference.stderr)[stopped:], rtol=2e-6)
+
+
 def test_non_finite_loss_stops_with_one_line_naming_the_step(data, tmp_path):
     proc = run_module(MODULE, common_flags(data, tmp_path, learning_rate=1e10,
                                            num_warmup_steps=0, save_checkpoints_steps=1))
@@ -215,6 +257,24 @@ def test_init_checkpoint_warm_starts_a_longer_sequence_phase(straight, data, tmp
     assert progress_steps(proc.stderr) == [1, 2]  # a fresh step counter
     keys = [line.split(" = ")[0] for line in (tmp_path / "eval_results.txt").read_text().splitlines()]
     assert keys == ["global_step", "loss", "masked_lm_accuracy", "masked_lm_loss"]
+
+
+def test_eval_only_with_another_model_config_is_a_one_line_error(straight, data, tmp_path):
+    # The checkpoint's variables have other shapes than --bert_config_file's model: evaluating
+    # would read partly random weights (it was a ValueError traceback).
+    shutil.copytree(straight[0], tmp_path / "run")
+    (tmp_path / "run" / "eval_results.txt").unlink()
+    other = write_bert_config(tmp_path / "other.json", hidden_size=48)
+    proc = run_module(MODULE, common_flags(data, tmp_path / "run", bert_config_file=other,
+                                           do_train="false", do_eval="true"))
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    lines = error_lines(proc.stderr)
+    assert len(lines) == 1, proc.stderr[-3000:]
+    assert re.fullmatch(rf"error: cannot evaluate .*run/ckpt-{STEPS}: it does not match this "
+                        r"model \(shape mismatch: model/\S+ \[32, 64\] vs \[48, 64\], .*\); was "
+                        r"it trained with this --bert_config_file\?", lines[0]), lines[0]
+    assert not (tmp_path / "run" / "eval_results.txt").exists()
 
 
 def test_max_train_minutes_stops_at_a_loop_boundary_saves_and_evaluates(data, tmp_path):

@@ -12,22 +12,26 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
-from _pretraining_helpers import blocks_dataset_fn, synthetic_examples, tiny_bert_config
 
+from _pretraining_helpers import (blocks_dataset_fn, synthetic_examples, tiny_bert_config,
+                                  write_tfrecords)
 from bert_tf.errors import UserError
 from bert_tf.modeling.pretraining_model import BertPretrainingModel
-from bert_tf.training import optimization, trainer
+from bert_tf.data import input_config
+from bert_tf.training import optimization, resume, trainer
 
 STEPS = 4
 BATCH = 8
 
 
-def make_trainer(output_dir, *, use_nsp=True, dropout=0.0, learning_rate=1e-3, **overrides):
+def make_trainer(output_dir, *, use_nsp=True, dropout=0.0, learning_rate=1e-3, bert=None,
+                 **overrides):
     config = dict(output_dir=os.fspath(output_dir), train_batch_size=BATCH, eval_batch_size=8,
                   num_train_steps=STEPS, save_checkpoints_steps=2, log_every_n_steps=2,
                   use_xla=False, use_nsp=use_nsp)
     config.update(overrides)
-    bert = tiny_bert_config(hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
+    bert = tiny_bert_config(hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout,
+                            **(bert or {}))
     opt = optimization.OptimizerConfig(learning_rate=learning_rate, num_train_steps=STEPS,
                                        num_warmup_steps=1)
     return trainer.Trainer(
@@ -136,6 +140,68 @@ def test_resume_follows_the_uninterrupted_trajectory_with_dropout(tmp_path, exam
     assert (again.start_step, again.final_step, again.losses.size) == (STEPS, STEPS, 0)
 
 
+def tfrecord_dataset_fn(path):
+    """The real pipeline over one file, in file order (no shuffle, no repeat)."""
+    return trainer.pretraining_dataset_fn(input_config.InputConfig(
+        input_patterns=os.fspath(path), batch_size=1, max_seq_length=16,
+        max_predictions_per_seq=4, vocab_size=128, is_training=False, drop_remainder=True,
+        compression="", use_v2_feature_names=False, validate_files=False))
+
+
+def corrupt_records(path, count):
+    """Flips a byte in the data of the first `count` records of a TFRecord file, in place
+    (offsets unchanged): reading any of them fails its CRC check."""
+    data = bytearray(open(path, "rb").read())
+    offset = 0
+    for _ in range(count):
+        length = int.from_bytes(data[offset:offset + 8], "little")
+        data[offset + 12] ^= 0xFF  # the first data byte
+        offset += 8 + 4 + length + 4
+    open(path, "wb").write(bytes(data))
+
+
+def test_resume_restores_the_input_position_without_reading_consumed_records(tmp_path, examples):
+    # The resumed run must not read the records of steps 1-2 again: they are made unreadable
+    # after the checkpoint at step 2 (skipping them, as resume did before, fails).
+    write_tfrecords(tmp_path / "data.tfrecord", examples)
+    full = make_trainer(tmp_path / "straight").train(tfrecord_dataset_fn(tmp_path / "data.tfrecord"))
+    split_file = tmp_path / "split.tfrecord"
+    write_tfrecords(split_file, examples)
+    part1 = make_trainer(tmp_path / "split", max_steps_per_run=2).train(
+        tfrecord_dataset_fn(split_file))
+    saved = tf.train.load_checkpoint(os.fspath(tmp_path / "split" / "ckpt-2"))
+    assert saved.has_tensor(resume._LAYOUT_KEY)
+    corrupt_records(split_file, 2 * BATCH)
+    with pytest.raises(UserError, match="corrupt"):  # the file really is unreadable there
+        make_trainer(tmp_path / "check").train(tfrecord_dataset_fn(split_file))
+    part2 = make_trainer(tmp_path / "split").train(tfrecord_dataset_fn(split_file))
+    assert (part2.start_step, part2.final_step) == (2, STEPS)
+    np.testing.assert_allclose(np.concatenate([part1.losses, part2.losses]), full.losses,
+                               rtol=1e-6)
+
+
+def test_a_checkpoint_without_input_position_resumes_by_skipping(tmp_path, examples, caplog,
+                                                                 monkeypatch):
+    # A checkpoint of a strategy that cannot save the input (or of an older version): the
+    # resumed run reads and drops the consumed batches, says so, and stays on the trajectory.
+    full = make_trainer(tmp_path / "straight").train(blocks_dataset_fn(examples))
+    monkeypatch.setattr(resume, "unsupported_reason", lambda strategy: "not here")
+    part1 = make_trainer(tmp_path / "split", max_steps_per_run=2).train(
+        blocks_dataset_fn(examples))
+    assert not tf.train.load_checkpoint(
+        os.fspath(tmp_path / "split" / "ckpt-2")).has_tensor(resume._LAYOUT_KEY)
+    monkeypatch.undo()
+    caplog.set_level("INFO")
+    part2 = make_trainer(tmp_path / "split").train(blocks_dataset_fn(examples))
+    assert ("input position not restored (the checkpoint has no input position): skipping "
+            "the 2 steps' batches already consumed") in caplog.text
+    np.testing.assert_allclose(np.concatenate([part1.losses, part2.losses]), full.losses,
+                               rtol=1e-6)
+    # The new checkpoints hold the input position again.
+    assert tf.train.load_checkpoint(
+        os.fspath(tmp_path / "split" / f"ckpt-{STEPS}")).has_tensor(resume._LAYOUT_KEY)
+
+
 def test_non_finite_loss_stops_naming_the_step_without_saving(tmp_path, examples):
     poisoned = {k: v.copy() for k, v in examples.items()}
     poisoned["masked_lm_weights"][2 * BATCH + 3, 0] = np.nan  # in the batch of step 3
@@ -177,6 +243,30 @@ def test_eval_results_match_reference_and_file_format(examples, baseline):
     everything = t.evaluate(blocks_dataset_fn(eval_examples, repeat=False), max_steps=100)
     assert everything["loss"] == pytest.approx(reference_metrics(t.model, eval_examples)["loss"],
                                                rel=1e-5)
+
+
+def test_eval_only_restores_every_model_variable_or_names_what_is_missing(tmp_path, examples,
+                                                                         baseline):
+    no_nsp_dir = tmp_path / "no_nsp"
+    make_trainer(no_nsp_dir, use_nsp=False, num_train_steps=2).train(blocks_dataset_fn(examples))
+    # An NSP model from a checkpoint without the NSP head: its weights would stay random.
+    with pytest.raises(UserError, match=r"^cannot evaluate .*ckpt-2: it does not match this "
+                                        r"model \(missing: model/nsp_head/"):
+        make_trainer(no_nsp_dir).restore_for_eval()
+    # Another model size: every shape differs.
+    baseline_dir = baseline["trainer"].config.output_dir
+    with pytest.raises(UserError, match=rf"^cannot evaluate .*ckpt-{STEPS}: it does not match "
+                                        r"this model \(shape mismatch: model/\S+ \[32, 64\] vs "
+                                        r"\[48, 64\], .* \(42 in all\)\); was it trained"):
+        make_trainer(baseline_dir, bert={"hidden_size": 48}).restore_for_eval()
+    # A checkpoint with more than the model needs (the NSP head, evaluated without NSP) is
+    # fine: every model variable gets the trained value.
+    t = make_trainer(baseline_dir, use_nsp=False)
+    t.restore_for_eval()
+    assert int(t.step.numpy()) == STEPS
+    trained = {v.path: v.numpy() for v in baseline["trainer"].model.encoder.weights}
+    for v in t.model.encoder.weights:
+        np.testing.assert_array_equal(v.numpy(), trained[v.path])
 
 
 def test_no_nsp_trains_the_masked_lm_only(tmp_path, examples):

@@ -6,15 +6,16 @@ A training checkpoint holds everything a run needs to continue exactly where it 
     optimizer  its slots (Adam moments, ...), iteration counter and loss scale
     step       the global step (int64)
     rng        Keras seed-generator states (dropout); Keras does not track them itself
+    input      the tf.data iterator's position, where the strategy allows (`bert_tf.resume`)
 
-The input position is not stored: tf.distribute's distributed iterators cannot be
-checkpointed, so the input is deterministic given the seed and a resumed run skips the
-batches the first `step` steps consumed (see `Trainer`).
+Restoring is strict: every variable must be in the checkpoint with its shape, and the
+checkpoint must hold nothing else (`compare_with_checkpoint`), else a one-line UserError.
 
 `tf.train.CheckpointManager` writes them as `output_dir/ckpt-<step>` (TensorFlow writes
 `<prefix>_temp/` and renames, and updates the `checkpoint` index file atomically).
 `deferred_interrupts` keeps Ctrl-C from landing in the middle of a save, so a run never
-leaves a half-written checkpoint behind.
+leaves a half-written checkpoint behind; `sigterm_requests` turns SIGTERM (a preemption
+notice) into a request the trainer honours at its next loop boundary: save, then stop.
 
 Under MultiWorkerMirroredStrategy every worker takes part in a save; the chief writes to
 output_dir and the others to a scratch directory they delete at once. All workers restore
@@ -36,11 +37,17 @@ import signal
 import threading
 from typing import Iterator, List, Optional, Sequence
 
-import keras
 import tensorflow as tf
 from absl import logging
 
 from bert_tf import errors, fileio
+from bert_tf.training.checkpoint_paths import (
+    _short,
+    checkpoint_variable_paths,
+    compare_with_checkpoint,
+    model_variable_paths,
+    saved_root_children,
+)
 from bert_tf.errors import UserError
 
 _CKPT_PREFIX = "ckpt"
@@ -63,6 +70,29 @@ def deferred_interrupts() -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
     if received:
         raise KeyboardInterrupt
+
+
+class Terminated(Exception):
+    """Training stopped on SIGTERM after saving a checkpoint; the message says where."""
+
+
+@contextlib.contextmanager
+def sigterm_requests() -> Iterator[List[int]]:
+    """Records SIGTERM (preemption notice) instead of dying, while the block runs.
+
+    Yields:
+        A list that gets the signal number when SIGTERM arrives; the caller checks it at its
+        step boundaries, saves and stops. Outside the main thread nothing is installed.
+    """
+    received: List[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: received.append(signum))
+    try:
+        yield received
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def seed_state_variables(model) -> list:
@@ -157,10 +187,15 @@ class CheckpointSaver:
                 path = os.path.join(self.output_dir, os.path.basename(path))
         return path
 
-    def restore_latest(self) -> Optional[int]:
+    def restore_latest(self, without: Sequence[str] = ()) -> Optional[int]:
         """Restores the latest checkpoint of this run, if any.
 
-        Every worker reads the chief's latest checkpoint in output_dir.
+        Every worker reads the chief's latest checkpoint in output_dir. Every variable of
+        every object must be restored, and the checkpoint must hold nothing else.
+
+        Args:
+            without: root objects of the checkpoint (e.g. "input") to leave as they are,
+                whether the checkpoint has them or not.
 
         Returns:
             The restored step, or None if the run starts from scratch.
@@ -171,14 +206,32 @@ class CheckpointSaver:
         path = tf.train.latest_checkpoint(self.output_dir)
         if path is None:
             return None
-        try:
-            self._checkpoint.restore(path).assert_consumed()
-        except (AssertionError, ValueError, tf.errors.OpError) as e:
-            raise UserError(
+        roots = {name: obj for name, obj in tf.train.TrackableView.children(self._checkpoint).items()
+                 if name not in without and name != "save_counter"}
+
+        def fail(reason: str) -> UserError:
+            return UserError(
                 f"cannot resume from {path}: it does not match this model and optimizer "
-                f"({errors.reason(e)}); use a new --output_dir, or --init_checkpoint to start "
-                "from its weights only"
-            ) from None
+                f"({reason}); use a new --output_dir, or --init_checkpoint to start from its "
+                "weights only")
+
+        mismatch = compare_with_checkpoint(path, roots)
+        extra = saved_root_children(path) - set(roots) - set(without) - {"save_counter"}
+        if extra:
+            mismatch = dataclasses.replace(
+                mismatch, unexpected=mismatch.unexpected + tuple(sorted(extra)))
+        if mismatch:
+            raise fail(mismatch.describe())
+        try:
+            if without:
+                # The checkpoint may hold the objects left out: match ours, ignore those.
+                status = tf.train.Checkpoint(**roots).restore(path)
+                status.assert_existing_objects_matched()
+                status.expect_partial()
+            else:
+                self._checkpoint.restore(path).assert_consumed()
+        except (AssertionError, ValueError, tf.errors.OpError) as e:
+            raise fail(errors.reason(e)) from None
         return int(self._step.numpy())
 
 
@@ -214,65 +267,6 @@ class WarmStartReport:
     restored: tuple
     missing: tuple
     unused: tuple
-
-
-def model_variable_paths(root_name: str, root) -> dict:
-    """Object paths of the variables reachable from `root`, as tf.train.Checkpoint walks them.
-
-    Breadth-first from `root`, each object named by its first (shortest) path, which is how
-    the checkpoint's object graph is matched on restore.
-
-    Returns:
-        {"root_name/child/.../variable": variable}.
-    """
-    paths = {}
-    seen = {id(root)}
-    queue = [(root_name, root)]
-    while queue:
-        path, obj = queue.pop(0)
-        if isinstance(obj, (tf.Variable, keras.Variable)):
-            paths[path] = obj
-            continue
-        for name, child in tf.train.TrackableView.children(obj).items():
-            if id(child) not in seen:
-                seen.add(id(child))
-                queue.append((f"{path}/{name}", child))
-    return paths
-
-
-def checkpoint_variable_paths(path: str, root_name: str) -> dict:
-    """Variables saved under the root's child `root_name`, by object path, with their shapes.
-
-    Read from the checkpoint's object graph rather than from its tensor keys: a tensor key is
-    the variable's shortest path from the root, which for model weights is usually through
-    the optimizer ("optimizer/_trainable_variables/3"), not through the model.
-
-    Returns:
-        {"root_name/child/.../variable": shape list}; empty if there is no such child.
-    """
-    from tensorflow.core.protobuf import trackable_object_graph_pb2
-
-    reader = tf.train.load_checkpoint(path)
-    if not reader.has_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"):
-        return {}
-    graph = trackable_object_graph_pb2.TrackableObjectGraph()
-    graph.ParseFromString(reader.get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
-    shapes = reader.get_variable_to_shape_map()
-    start = [c.node_id for c in graph.nodes[0].children if c.local_name == root_name]
-    found = {}
-    seen = set(start)
-    queue = [(root_name, node_id) for node_id in start]
-    while queue:
-        obj_path, node_id = queue.pop(0)
-        node = graph.nodes[node_id]
-        for attribute in node.attributes:
-            if attribute.name == "VARIABLE_VALUE":
-                found[obj_path] = list(shapes.get(attribute.checkpoint_key, []))
-        for child in node.children:
-            if child.node_id not in seen:
-                seen.add(child.node_id)
-                queue.append((f"{obj_path}/{child.local_name}", child.node_id))
-    return found
 
 
 def warm_start(model, init_checkpoint: str, root_name: str = "model") -> WarmStartReport:
@@ -319,10 +313,6 @@ def warm_start(model, init_checkpoint: str, root_name: str = "model") -> WarmSta
     report = WarmStartReport(path, tuple(restored), tuple(missing), tuple(unused))
     log_warm_start(report)
     return report
-
-
-def _short(names: Sequence[str]) -> str:
-    return ", ".join(names[:10]) + (f" ... ({len(names)} in all)" if len(names) > 10 else "")
 
 
 def log_warm_start(report: WarmStartReport) -> None:

@@ -254,15 +254,18 @@ class _BertOptimizerBase(keras.optimizers.Optimizer):
 
 @keras.saving.register_keras_serializable(package="bert_tf")
 class AdamWeightDecay(_BertOptimizerBase):
-    """BERT's AdamW: `w -= lr * (m / (sqrt(v) + eps) + wd * w)`, decay only where not excluded.
+    """BERT's AdamW: `w -= lr * (m_hat / (sqrt(v_hat) + eps) + wd * w)`, decay only where not
+    excluded; m_hat = m / (1 - beta_1^t), v_hat = v / (1 - beta_2^t), or the raw moments
+    without bias_correction.
 
     Args:
-        bias_correction: False (default) = the original BERT update on the raw moments; True
-            divides m and v by (1 - beta^t) first, as standard Adam does.
+        bias_correction: True (default, as OptimizerConfig and --adam_bias_correction) divides
+            m and v by (1 - beta^t) first, as standard Adam does; False is the original BERT
+            update on the raw moments (unstable with short warmups, see the module docstring).
         See _BertOptimizerBase / OptimizerConfig for the others.
     """
 
-    def __init__(self, *args: Any, bias_correction: bool = False, name: str = "adam_weight_decay",
+    def __init__(self, *args: Any, bias_correction: bool = True, name: str = "adam_weight_decay",
                  **kwargs: Any):
         super().__init__(*args, name=name, **kwargs)
         self.bias_correction = bias_correction

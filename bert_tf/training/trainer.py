@@ -7,12 +7,14 @@
 A custom loop rather than `keras.Model.fit`: it reduces the losses over the global batch
 exactly (`bert_tf.training.train_loop`), accumulates gradients, runs `steps_per_loop` steps per
 tf.function call, and resumes a killed run on the same trajectory: the checkpoint restores
-model, optimizer, step and dropout RNG (`bert_tf.training.checkpointing`), and the deterministic input
-skips the batches already consumed.
+model, optimizer, step and dropout RNG (`bert_tf.training.checkpointing`) and the input
+position (the tf.data iterator, `bert_tf.training.resume`; where it cannot be saved, the
+deterministic input skips the batches already consumed).
 
 Failure handling: bad input found inside the graph becomes a one-line `UserError`; a
 non-finite loss stops the run with a `UserError` naming the step, without saving that state;
-Ctrl-C stops at once and leaves only complete checkpoints.
+Ctrl-C stops at once and leaves only complete checkpoints; SIGTERM (a preempted VM) saves a
+checkpoint at the end of the current loop and stops (`checkpointing.Terminated`).
 """
 
 from __future__ import annotations
@@ -30,7 +32,13 @@ from absl import logging
 from bert_tf import fileio
 from bert_tf.data import input_config, input_pipeline, input_validation
 from bert_tf.errors import UserError
-from bert_tf.training import checkpointing, distribution, train_loop
+from bert_tf.training import (
+    checkpoint_paths,
+    checkpointing,
+    distribution,
+    resume,
+    train_loop,
+)
 from bert_tf.training.progress import ProgressLogger
 
 # (input context, per-replica batch size) -> dataset of feature dicts.
@@ -221,6 +229,44 @@ class Trainer:
 
     # ------------------------------------------------------------------ training
 
+    def _restore_training_state(self, dataset_fn: DatasetFn):
+        """Sets up the checkpoint saver and the input, resuming from the latest checkpoint.
+
+        Returns:
+            (the input iterator, positioned at the start step; the start step).
+        """
+        cfg = self.config
+        per_replica_batch = self.micro_batch_size * cfg.gradient_accumulation_steps
+        unsupported = resume.unsupported_reason(self.strategy)
+        train_input = None if unsupported else resume.TrainInput(
+            self.strategy, dataset_fn, per_replica_batch)
+        checkpoint = tf.train.Checkpoint(
+            model=self.model, optimizer=self.optimizer, step=self.step,
+            rng=checkpointing.seed_state_variables(self.model),
+            **(train_input.checkpoint_objects() if train_input else {}))
+        self._saver = saver = checkpointing.CheckpointSaver(
+            cfg.output_dir, checkpoint, self.step, cfg.keep_checkpoint_max, self.worker_index)
+        latest = tf.train.latest_checkpoint(cfg.output_dir)
+        problem = unsupported
+        if latest and train_input:
+            problem = train_input.saved_state_problem(latest)
+        restored = saver.restore_latest(without=(resume.INPUT_ROOT,) if problem else ())
+        if restored is None:
+            if cfg.init_checkpoint:
+                checkpointing.warm_start(self.model, cfg.init_checkpoint)
+        else:
+            logging.info("resuming from %s at step %d", saver.latest, restored)
+        start = int(self.step.numpy())
+        if start and problem:
+            logging.info("input position not restored (%s): skipping the %d steps' batches "
+                         "already consumed", problem, start)
+        if train_input is None:
+            # The input position is a function of the step (see distribute_dataset).
+            return iter(self.distribute_dataset(dataset_fn, per_replica_batch, start)), start
+        if start and problem:
+            train_input.skip_to(start)
+        return train_input, start
+
     def train(self, dataset_fn: DatasetFn) -> TrainResult:
         """Trains to `num_train_steps`, resuming from the latest checkpoint in output_dir.
 
@@ -230,22 +276,12 @@ class Trainer:
         Raises:
             UserError: bad input, a checkpoint that does not fit, or a non-finite loss.
             KeyboardInterrupt: on Ctrl-C (only complete checkpoints remain).
+            checkpointing.Terminated: on SIGTERM (e.g. a preempted VM), after the current loop
+                and a checkpoint of the step reached.
         """
         cfg = self.config
-        checkpoint = tf.train.Checkpoint(
-            model=self.model, optimizer=self.optimizer, step=self.step,
-            rng=checkpointing.seed_state_variables(self.model))
-        saver = checkpointing.CheckpointSaver(
-            cfg.output_dir, checkpoint, self.step, cfg.keep_checkpoint_max, self.worker_index)
-        restored = saver.restore_latest()
-        if restored is not None:
-            logging.info("resuming from %s at step %d", saver.latest, restored)
-        elif cfg.init_checkpoint:
-            checkpointing.warm_start(self.model, cfg.init_checkpoint)
-        start = int(self.step.numpy())
-        # The input position is a function of the step (see distribute_dataset).
-        iterator = iter(self.distribute_dataset(
-            dataset_fn, self.micro_batch_size * cfg.gradient_accumulation_steps, start))
+        iterator, start = self._restore_training_state(dataset_fn)
+        saver = self._saver
         stop = cfg.num_train_steps
         if cfg.max_steps_per_run:
             stop = min(stop, start + cfg.max_steps_per_run)
@@ -258,33 +294,41 @@ class Trainer:
         if start >= cfg.num_train_steps:
             logging.info("already trained to step %d (num_train_steps=%d)", start, stop)
         train_start = time.monotonic()
-        try:
-            while step < stop:
-                to_save = cfg.save_checkpoints_steps - step % cfg.save_checkpoints_steps
-                n = min(cfg.steps_per_loop, stop - step, to_save)
-                began = time.perf_counter()
-                losses, sums = self._call(self.steps.train_loop, iterator, tf.constant(n))
-                losses = losses.numpy()
-                progress.add(losses, train_loop.to_numpy(sums), time.perf_counter() - began)
-                all_losses.append(losses)
-                bad = np.flatnonzero(~np.isfinite(losses))
-                if bad.size:
-                    raise UserError(
-                        f"non-finite loss ({losses[bad[0]]}) at step {step + bad[0] + 1}; "
-                        f"stopped without saving it (last checkpoint: {saver.latest or 'none'})")
-                step = int(self.step.numpy())
-                if (cfg.max_train_minutes and step < stop
-                        and time.monotonic() - train_start >= 60 * cfg.max_train_minutes):
-                    logging.info("--max_train_minutes=%g reached at step %d: saving a checkpoint "
-                                 "and stopping training", cfg.max_train_minutes, step)
-                    stop = step
-                if progress.due(step) or step == stop:
-                    last_report = progress.report(step, self.learning_rate())
-                if step % cfg.save_checkpoints_steps == 0 or step == stop:
-                    path = saver.save()
-                    logging.info("saved checkpoint %s", path)
-        finally:
-            progress.close()
+        with checkpointing.sigterm_requests() as sigterm:
+            try:
+                while step < stop:
+                    to_save = cfg.save_checkpoints_steps - step % cfg.save_checkpoints_steps
+                    n = min(cfg.steps_per_loop, stop - step, to_save)
+                    began = time.perf_counter()
+                    losses, sums = self._call(self.steps.train_loop, iterator, tf.constant(n))
+                    losses = losses.numpy()
+                    progress.add(losses, train_loop.to_numpy(sums), time.perf_counter() - began)
+                    all_losses.append(losses)
+                    bad = np.flatnonzero(~np.isfinite(losses))
+                    if bad.size:
+                        raise UserError(
+                            f"non-finite loss ({losses[bad[0]]}) at step {step + bad[0] + 1}; "
+                            f"stopped without saving it (last checkpoint: {saver.latest or 'none'})")
+                    step = int(self.step.numpy())
+                    if (cfg.max_train_minutes and step < stop
+                            and time.monotonic() - train_start >= 60 * cfg.max_train_minutes):
+                        logging.info("--max_train_minutes=%g reached at step %d: saving a "
+                                     "checkpoint and stopping training", cfg.max_train_minutes,
+                                     step)
+                        stop = step
+                    if sigterm:
+                        stop = step  # Preemption notice: save now and stop.
+                    if progress.due(step) or step == stop:
+                        last_report = progress.report(step, self.learning_rate())
+                    if step % cfg.save_checkpoints_steps == 0 or step == stop:
+                        path = saver.save()
+                        logging.info("saved checkpoint %s", path)
+            finally:
+                progress.close()
+        if sigterm:
+            raise checkpointing.Terminated(
+                f"stopped by SIGTERM at step {step} with checkpoint {saver.latest}; rerun with "
+                "the same output_dir to continue")
         self._trained = True
         losses = np.concatenate(all_losses) if all_losses else np.zeros([0], np.float32)
         return TrainResult(start, step, losses, last_report)
@@ -295,14 +339,20 @@ class Trainer:
         """Loads the weights to evaluate when this process did not train them.
 
         The latest checkpoint in output_dir, else init_checkpoint, else (with a warning) the
-        freshly initialized model.
+        freshly initialized model. Every model variable must be in the checkpoint, with its
+        shape: evaluating partly random weights would report meaningless figures.
+
+        Raises:
+            UserError: the checkpoint does not match this model.
         """
         latest = tf.train.latest_checkpoint(self.config.output_dir)
         if latest:
-            tf.train.Checkpoint(model=self.model, step=self.step).read(latest).expect_partial()
+            checkpoint_paths.read_strictly(latest, {"model": self.model, "step": self.step})
             logging.info("evaluating %s (step %d)", latest, int(self.step.numpy()))
         elif self.config.init_checkpoint:
-            checkpointing.warm_start(self.model, self.config.init_checkpoint)
+            path = checkpointing.resolve_checkpoint(self.config.init_checkpoint)
+            checkpoint_paths.read_strictly(path, {"model": self.model})
+            logging.info("evaluating the weights of %s", path)
         else:
             logging.warning("no checkpoint in %s: evaluating the untrained model",
                             self.config.output_dir)
