@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Dict, Optional, Tuple
+from typing import Optional, Tuple
 
 from bert_tf import fileio
 from bert_tf.errors import UserError
@@ -71,47 +71,6 @@ def find_config(checkpoint: str, bert_config_file: Optional[str]) -> str:
     return found
 
 
-def checkpoint_keys(obj, prefix: str, root_name: str = "model") -> Dict[int, str]:
-    """{id(variable): checkpoint key} for the variables of `obj` that the checkpoint holds.
-
-    A tf.train.Checkpoint stores each variable once, under its shortest path from the root,
-    which in a training checkpoint is often through the optimizer
-    (`optimizer/_trainable_variables/7/...`), not `model/...`. So keys cannot be derived
-    from the model's own paths; instead this walks the saved object graph and the live
-    object graph together from `root_name`, matching children by name, as a restore does.
-
-    Args:
-        obj: the live object saved as `root_name` (e.g. the Keras model).
-        prefix: the checkpoint prefix.
-        root_name: the child of the checkpoint's root that `obj` was saved as.
-    """
-    import tensorflow as tf
-    from tensorflow.core.protobuf import trackable_object_graph_pb2
-
-    reader = tf.train.load_checkpoint(prefix)
-    graph = trackable_object_graph_pb2.TrackableObjectGraph.FromString(
-        reader.get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
-    root = {c.local_name: c.node_id for c in graph.nodes[0].children}
-    if root_name not in root:
-        return {}
-    keys: Dict[int, str] = {}
-    seen = {id(obj)}
-    queue = [(obj, root[root_name])]
-    while queue:
-        live, node_id = queue.pop(0)
-        node = graph.nodes[node_id]
-        values = [a.checkpoint_key for a in node.attributes if a.name == "VARIABLE_VALUE"]
-        if values:
-            keys[id(live)] = values[0]
-            continue
-        saved_children = {c.local_name: c.node_id for c in node.children}
-        for name, child in tf.train.TrackableView.children(live).items():
-            if name in saved_children and id(child) not in seen:
-                seen.add(id(child))
-                queue.append((child, saved_children[name]))
-    return keys
-
-
 def restore_weights(model, prefix: str) -> Tuple[str, ...]:
     """Loads a `BertPretrainingModel`'s weights from a bert_tf checkpoint, by object graph.
 
@@ -128,8 +87,9 @@ def restore_weights(model, prefix: str) -> Tuple[str, ...]:
     import tensorflow as tf
 
     from bert_tf.modeling.weight_map import pretraining_weight_map
+    from bert_tf.training import checkpoint_paths
 
-    keys = checkpoint_keys(model, prefix)
+    keys = checkpoint_paths.checkpoint_keys(model, prefix)
     weights = pretraining_weight_map(model)
     reader = tf.train.load_checkpoint(prefix)
     values = {}

@@ -10,7 +10,7 @@ runs (`read_strictly`) use it to refuse a checkpoint that does not fit, in one l
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, Sequence
+from typing import Dict, Sequence, Tuple
 
 import keras
 import tensorflow as tf
@@ -43,23 +43,34 @@ def model_variable_paths(root_name: str, root) -> dict:
     return paths
 
 
-def checkpoint_variable_paths(path: str, root_name: str) -> dict:
-    """Variables saved under the root's child `root_name`, by object path, with their shapes.
-
-    Read from the checkpoint's object graph rather than from its tensor keys: a tensor key is
-    the variable's shortest path from the root, which for model weights is usually through
-    the optimizer ("optimizer/_trainable_variables/3"), not through the model.
-
-    Returns:
-        {"root_name/child/.../variable": shape list}; empty if there is no such child.
-    """
+def _object_graph(path: str):
+    """The TrackableObjectGraph saved in checkpoint `path`, or None (not a TF2 checkpoint)."""
     from tensorflow.core.protobuf import trackable_object_graph_pb2
 
     reader = tf.train.load_checkpoint(path)
     if not reader.has_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"):
-        return {}
+        return reader, None
     graph = trackable_object_graph_pb2.TrackableObjectGraph()
     graph.ParseFromString(reader.get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
+    return reader, graph
+
+
+def saved_variables(path: str, root_name: str) -> Dict[str, Tuple[str, list]]:
+    """Variables saved under the root's child `root_name`: {object path: (tensor key, shape)}.
+
+    The one walk of a checkpoint's object graph (breadth-first, each object named by its
+    first path, as a restore matches them). Read from the object graph rather than from the
+    tensor keys: a tensor key is the variable's shortest path from the root, which for model
+    weights is usually through the optimizer ("optimizer/_trainable_variables/3"), not
+    through the model.
+
+    Returns:
+        {"root_name/child/.../variable": (checkpoint key, shape list)}; empty if there is no
+        such child.
+    """
+    reader, graph = _object_graph(path)
+    if graph is None:
+        return {}
     shapes = reader.get_variable_to_shape_map()
     start = [c.node_id for c in graph.nodes[0].children if c.local_name == root_name]
     found = {}
@@ -70,7 +81,8 @@ def checkpoint_variable_paths(path: str, root_name: str) -> dict:
         node = graph.nodes[node_id]
         for attribute in node.attributes:
             if attribute.name == "VARIABLE_VALUE":
-                found[obj_path] = list(shapes.get(attribute.checkpoint_key, []))
+                key = attribute.checkpoint_key
+                found[obj_path] = (key, list(shapes.get(key, [])))
         for child in node.children:
             if child.node_id not in seen:
                 seen.add(child.node_id)
@@ -78,16 +90,23 @@ def checkpoint_variable_paths(path: str, root_name: str) -> dict:
     return found
 
 
+def checkpoint_variable_paths(path: str, root_name: str) -> dict:
+    """{object path: shape list} of the variables saved under `root_name` (`saved_variables`)."""
+    return {p: shape for p, (_, shape) in saved_variables(path, root_name).items()}
+
+
+def checkpoint_keys(obj, path: str, root_name: str = "model") -> Dict[int, str]:
+    """{id(variable): tensor key in checkpoint `path`} for the variables of the live `obj`
+    (saved as `root_name`) that the checkpoint holds, matched by object path."""
+    saved = saved_variables(path, root_name)
+    return {id(variable): saved[p][0]
+            for p, variable in model_variable_paths(root_name, obj).items() if p in saved}
+
+
 def saved_root_children(path: str) -> set:
     """Names of the root objects saved in checkpoint `path` ("model", "optimizer", ...)."""
-    from tensorflow.core.protobuf import trackable_object_graph_pb2
-
-    reader = tf.train.load_checkpoint(path)
-    if not reader.has_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"):
-        return set()
-    graph = trackable_object_graph_pb2.TrackableObjectGraph()
-    graph.ParseFromString(reader.get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
-    return {child.local_name for child in graph.nodes[0].children}
+    _, graph = _object_graph(path)
+    return set() if graph is None else {child.local_name for child in graph.nodes[0].children}
 
 
 @dataclasses.dataclass(frozen=True)

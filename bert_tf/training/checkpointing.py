@@ -41,6 +41,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import errors, fileio
+from bert_tf.errors import UserError
 from bert_tf.training.checkpoint_paths import (
     _short,
     checkpoint_variable_paths,
@@ -48,7 +49,6 @@ from bert_tf.training.checkpoint_paths import (
     model_variable_paths,
     saved_root_children,
 )
-from bert_tf.errors import UserError
 
 _CKPT_PREFIX = "ckpt"
 
