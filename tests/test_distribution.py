@@ -258,6 +258,17 @@ def test_auto_strategy_choice(monkeypatch):
         distribution.resolve_strategy_name(auto)
 
 
+def test_one_device_on_a_cpu_only_machine_is_the_default_strategy():
+    # OneDeviceStrategy("/cpu:0") cost 30% more CPU per example than the default strategy
+    # (benchmarks/bench_cli.py); with no GPU there is nothing to pin, so the default is used.
+    assert not tf.config.list_physical_devices("GPU")
+    strategy = distribution.create_strategy(
+        distribution.DistributionConfig(distribution_strategy="one_device"))
+    assert strategy is tf.distribute.get_strategy()
+    assert strategy.num_replicas_in_sync == 1
+    assert distribution.worker_info(strategy) == (0, 1)
+
+
 def test_multi_worker_without_tf_config_is_a_user_error(monkeypatch):
     monkeypatch.delenv("TF_CONFIG", raising=False)
     with pytest.raises(UserError, match="needs TF_CONFIG"):
