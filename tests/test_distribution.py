@@ -267,6 +267,7 @@ def test_one_device_on_a_cpu_only_machine_is_the_default_strategy():
     assert strategy is tf.distribute.get_strategy()
     assert strategy.num_replicas_in_sync == 1
     assert distribution.worker_info(strategy) == (0, 1)
+    assert distribution.resolve_use_xla(distribution.DistributionConfig(), strategy) is False
 
 
 def test_multi_worker_without_tf_config_is_a_user_error(monkeypatch):

@@ -244,6 +244,8 @@ def resolve_use_xla(config: DistributionConfig, strategy: tf.distribute.Strategy
         return bool(config.use_xla)
     if is_tpu_strategy(strategy):
         return True
+    if not tf.distribute.has_strategy() and strategy is tf.distribute.get_strategy():
+        return False  # the default strategy: create_strategy uses it only without a GPU
     devices = strategy.extended.worker_devices
     return any("GPU" in device.upper() for device in devices)
 
