@@ -3,7 +3,8 @@ be about 1M records: the saved input position (new) beside skipping the consumed
 
 A tiny BERT (1 layer, hidden 32) with a big batch (4096) on many cheap records (seq 32),
 so that reading the input dominates. One run trains to step 10, then its input is read on
-to far_step (4096 x 256 = 1,048,576 records) and saved there; each measurement copies one of its checkpoints into a fresh
+to far_step (4096 x 256 = 1,048,576 records) and saved there; each measurement copies one of
+its checkpoints into a fresh
 output_dir and times a new Trainer from construction to the end of its first step, with the
 input position restored from the checkpoint and with the old skip (the checkpoint's input
 state ignored). It also prints how much the input state adds to a checkpoint.
@@ -27,16 +28,17 @@ sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from absl import app, flags, logging  # noqa: E402
+from machine import describe  # noqa: E402
 
 from bert_tf.data import input_config, schema  # noqa: E402
-from bert_tf.training import optimization, resume, trainer  # noqa: E402
 from bert_tf.modeling.config import BertConfig  # noqa: E402
 from bert_tf.modeling.pretraining_model import BertPretrainingModel  # noqa: E402
-from machine import describe  # noqa: E402
+from bert_tf.training import optimization, resume, trainer  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_integer("batch_size", 4096, "Global batch.")
-flags.DEFINE_integer("far_step", 256, "The far step (its skip reads batch_size x far_step records).")
+flags.DEFINE_integer("far_step", 256,
+                     "The far step (its skip reads batch_size x far_step records).")
 flags.DEFINE_integer("num_records", 65536, "Records written (the input repeats).")
 
 SEQ, PREDS, VOCAB = 32, 5, 1000
@@ -94,7 +96,8 @@ def copy_checkpoint(source_dir: str, step: int, target_dir: str) -> None:
         if name.startswith(f"ckpt-{step}."):
             shutil.copy(os.path.join(source_dir, name), target_dir)
     with open(os.path.join(target_dir, "checkpoint"), "w") as f:
-        f.write(f'model_checkpoint_path: "ckpt-{step}"\nall_model_checkpoint_paths: "ckpt-{step}"\n')
+        f.write(f'model_checkpoint_path: "ckpt-{step}"\n'
+                f'all_model_checkpoint_paths: "ckpt-{step}"\n')
 
 
 def checkpoint_bytes(directory: str, step: int) -> int:
@@ -167,7 +170,8 @@ def main(argv) -> None:
         print(f"checkpoint size: {with_input / 1e6:.2f} MB with the input position, "
               f"{without / 1e6:.2f} MB without: the input state adds "
               f"{(with_input - without) / 1e6:.2f} MB (shuffle buffer "
-              f"{config.shuffle_buffer_size} records of ~{os.path.getsize(pattern.replace('*', '0')) * 4 / FLAGS.num_records:.0f} B, "
+              f"{config.shuffle_buffer_size} records of "
+              f"~{os.path.getsize(pattern.replace('*', '0')) * 4 / FLAGS.num_records:.0f} B, "
               "plus prefetched batches)")
     finally:
         shutil.rmtree(work, ignore_errors=True)

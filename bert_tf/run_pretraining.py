@@ -39,10 +39,12 @@ flags.DEFINE_string("output_dir", None, "Checkpoints, summaries and eval_results
 flags.DEFINE_string("init_checkpoint", None,
                     "Warm-start model weights (only) from this checkpoint or directory.")
 flags.DEFINE_integer("max_seq_length", 128, "Sequence length of the TFRecords.")
-flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions per sequence in the TFRecords.")
+flags.DEFINE_integer("max_predictions_per_seq", 20,
+                     "Masked positions per sequence in the TFRecords.")
 flags.DEFINE_bool("do_train", False, "Train.")
 flags.DEFINE_bool("do_eval", False, "Evaluate (after training, if --do_train).")
-flags.DEFINE_integer("train_batch_size", 32, "GLOBAL training batch (all replicas and micro-batches).")
+flags.DEFINE_integer("train_batch_size", 32,
+                     "GLOBAL training batch (all replicas and micro-batches).")
 flags.DEFINE_integer("eval_batch_size", 8, "GLOBAL eval batch.")
 flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate.")
 flags.DEFINE_integer("num_train_steps", 100000, "Optimizer steps.")

@@ -1,4 +1,5 @@
-"""Tests of bert_tf.training.checkpointing: saving/restoring the training state, interrupt-safe saves,
+"""Tests of bert_tf.training.checkpointing: saving/restoring the training state,
+interrupt-safe saves,
 stale temporaries, and warm-starting model weights with a report of missing/unused ones.
 """
 

@@ -1,4 +1,5 @@
-"""Tests of bert_tf.training.optimization: the schedule by hand, the optimizers against NumPy references.
+"""Tests of bert_tf.training.optimization: the schedule by hand, the optimizers against NumPy
+references.
 
 The strategy test runs in a subprocess: logical CPU devices must be configured before
 TensorFlow initialises, which has already happened in this process.
@@ -292,7 +293,7 @@ def test_works_inside_a_loss_scale_optimizer():
         opt.build(model.trainable_variables)
 
         @tf.function
-        def step():
+        def step(opt=opt, model=model):  # this iteration's optimizer and model
             with tf.GradientTape() as tape:
                 scaled = opt.scale_loss(tf.reduce_mean(tf.square(model(x))))
             grads = tape.gradient(scaled, model.trainable_variables)

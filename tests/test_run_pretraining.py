@@ -255,7 +255,8 @@ def test_init_checkpoint_warm_starts_a_longer_sequence_phase(straight, data, tmp
     assert re.search(r"2 checkpoint variables UNUSED by this model: model/nsp_head", proc.stderr)
     assert "NOT in the checkpoint" not in proc.stderr
     assert progress_steps(proc.stderr) == [1, 2]  # a fresh step counter
-    keys = [line.split(" = ")[0] for line in (tmp_path / "eval_results.txt").read_text().splitlines()]
+    results = (tmp_path / "eval_results.txt").read_text().splitlines()
+    keys = [line.split(" = ")[0] for line in results]
     assert keys == ["global_step", "loss", "masked_lm_accuracy", "masked_lm_loss"]
 
 
@@ -367,7 +368,8 @@ def test_config_flagfiles_parse(flagfile):
     # check instead of starting a job.
     proc = run_module(MODULE, [f"--flagfile=configs/{flagfile}", "--do_train=false",
                                "--do_eval=false"])
-    assert error_lines(proc.stderr) == ["error: at least one of --do_train or --do_eval must be true"]
+    assert error_lines(proc.stderr) == [
+        "error: at least one of --do_train or --do_eval must be true"]
 
 
 # ----------------------------------------------------------------- damaged and bad records

@@ -1,4 +1,5 @@
-"""Tests of bert_tf.training.trainer (and the step functions of bert_tf.training.train_loop) in-process, on one
+"""Tests of bert_tf.training.trainer (and the step functions of bert_tf.training.train_loop)
+in-process, on one
 CPU device with a tiny BERT: the loss reduction against a NumPy reference, gradient
 accumulation and steps_per_loop against the plain loop, resume, non-finite losses, eval
 results and TensorBoard summaries. Multi-replica runs are in test_distribution.py.
@@ -12,12 +13,16 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
+from _pretraining_helpers import (
+    blocks_dataset_fn,
+    synthetic_examples,
+    tiny_bert_config,
+    write_tfrecords,
+)
 
-from _pretraining_helpers import (blocks_dataset_fn, synthetic_examples, tiny_bert_config,
-                                  write_tfrecords)
+from bert_tf.data import input_config
 from bert_tf.errors import UserError
 from bert_tf.modeling.pretraining_model import BertPretrainingModel
-from bert_tf.data import input_config
 from bert_tf.training import optimization, resume, trainer
 
 STEPS = 4
@@ -164,7 +169,8 @@ def test_resume_restores_the_input_position_without_reading_consumed_records(tmp
     # The resumed run must not read the records of steps 1-2 again: they are made unreadable
     # after the checkpoint at step 2 (skipping them, as resume did before, fails).
     write_tfrecords(tmp_path / "data.tfrecord", examples)
-    full = make_trainer(tmp_path / "straight").train(tfrecord_dataset_fn(tmp_path / "data.tfrecord"))
+    data = tfrecord_dataset_fn(tmp_path / "data.tfrecord")
+    full = make_trainer(tmp_path / "straight").train(data)
     split_file = tmp_path / "split.tfrecord"
     write_tfrecords(split_file, examples)
     part1 = make_trainer(tmp_path / "split", max_steps_per_run=2).train(

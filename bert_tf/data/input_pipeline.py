@@ -115,7 +115,8 @@ def _check(bad: tf.Tensor, values: tf.Tensor, what: str, hint: str,
         parts = [INPUT_ERROR_PREFIX + " " + head, tf.strings.as_string(values[row, col]), tail]
         if origins is not None:
             paths, file_index, record_index = origins
-            parts += [" in record ", tf.strings.as_string(record_index[row]), " (counting from 0) of ",
+            parts += [" in record ", tf.strings.as_string(record_index[row]),
+                      " (counting from 0) of ",
                       tf.gather(paths, file_index[row])]
         assertion = tf.debugging.Assert(False, [tf.strings.join(parts + [hint])])
         with tf.control_dependencies([assertion]):
@@ -253,7 +254,8 @@ def make_pretraining_dataset(
         tf.range(len(inputs.files), dtype=tf.int32)))
     if mode == "files":
         files = files.shard(num_pipelines, pipeline_id)
-    num_files = len(inputs.files[pipeline_id::num_pipelines]) if mode == "files" else len(inputs.files)
+    num_files = (len(inputs.files[pipeline_id::num_pipelines]) if mode == "files"
+                 else len(inputs.files))
     if config.is_training:
         # Same seed on every pipeline: with record sharding they must agree on the order.
         files = files.shuffle(num_files, seed=config.seed, reshuffle_each_iteration=True)

@@ -107,7 +107,8 @@ def _first_example(path: str, compression: str
     try:
         return compression, tf.train.Example.FromString(record), size
     except Exception as e:  # google.protobuf.message.DecodeError
-        raise UserError(f"{path}: the first record is not a tf.train.Example ({errors.reason(e)})") from None
+        raise UserError(f"{path}: the first record is not a tf.train.Example "
+                        f"({errors.reason(e)})") from None
 
 
 def _detect_v2(example: tf.train.Example, path: str) -> bool:
@@ -222,7 +223,8 @@ def validate_input_files(config: InputConfig) -> InputFiles:
 
 
 # The pipeline's message for a file that ended early (input_pipeline.read_files).
-_DAMAGE = re.compile(r"corrupted input TFRecord (.+?) \((GZIP|plain)\): record (\d+) \(byte (\d+)\)")
+_DAMAGE = re.compile(
+    r"corrupted input TFRecord (.+?) \((GZIP|plain)\): record (\d+) \(byte (\d+)\)")
 
 
 def _with_damage(message: str) -> str:

@@ -2,7 +2,8 @@
 
 A TFRecord file is a sequence of frames:
 
-    uint64 length (little-endian) | uint32 masked_crc32c(length bytes) | data | uint32 masked_crc32c(data)
+    uint64 length (little-endian) | uint32 masked_crc32c(length bytes) | data
+        | uint32 masked_crc32c(data)
 
 The "mask" rotates the CRC right by 15 bits and adds a constant, so that CRCs of data that
 itself contains CRCs stay well distributed. This module holds the one definition of both, for

@@ -206,7 +206,8 @@ class CheckpointSaver:
         path = tf.train.latest_checkpoint(self.output_dir)
         if path is None:
             return None
-        roots = {name: obj for name, obj in tf.train.TrackableView.children(self._checkpoint).items()
+        children = tf.train.TrackableView.children(self._checkpoint)
+        roots = {name: obj for name, obj in children.items()
                  if name not in without and name != "save_counter"}
 
         def fail(reason: str) -> UserError:

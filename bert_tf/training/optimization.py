@@ -14,7 +14,8 @@ it exactly): then m / sqrt(v) starts 3.2x (step 1) to 6.5x (step 10) larger than
 only settles after ~1,000 steps. Under the original 10k-step warmup that is harmless, but with
 short warmups (fine-tuning-sized runs, the CPU demo) it drove a post-LN BERT-Mini into the
 input-independent unigram solution: it could not even memorise a single batch, while the
-bias-corrected update does (measured on the demo data, lr 1e-3). Keras' own AdamW is not used: it always
+bias-corrected update does (measured on the demo data, lr 1e-3). Keras' own AdamW is not used:
+it always
 bias-corrects, and it matches `exclude_from_weight_decay` against `variable.name` ("gamma",
 "bias"), which never contains the layer's name ("layer_norm"); here the patterns are searched
 in `variable.path` ("transformer_layer_0/self_attention_layer_norm/gamma").
@@ -83,7 +84,8 @@ class OptimizerConfig:
         # Accept a list from flags; keep the frozen config hashable.
         object.__setattr__(self, "exclude_from_weight_decay", tuple(self.exclude_from_weight_decay))
         if self.optimizer not in OPTIMIZERS:
-            raise UserError(f"--optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}")
+            raise UserError(f"--optimizer must be one of {', '.join(OPTIMIZERS)}, "
+                            f"got {self.optimizer!r}")
         if not self.learning_rate > 0:
             raise UserError(f"--learning_rate must be positive, got {self.learning_rate}")
         if self.num_train_steps <= 0:
@@ -93,7 +95,8 @@ class OptimizerConfig:
         if self.weight_decay_rate < 0:
             raise UserError(f"--weight_decay_rate must be >= 0, got {self.weight_decay_rate}")
         if not (0 <= self.beta_1 < 1 and 0 <= self.beta_2 < 1):
-            raise UserError(f"beta_1 and beta_2 must be in [0, 1), got {self.beta_1}, {self.beta_2}")
+            raise UserError(
+                f"beta_1 and beta_2 must be in [0, 1), got {self.beta_1}, {self.beta_2}")
         if self.clip_norm is not None and self.clip_norm < 0:
             raise UserError(f"--clip_norm must be >= 0, got {self.clip_norm}")
         for pattern in self.exclude_from_weight_decay:
@@ -130,7 +133,8 @@ class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
             step = tf.cast(step, tf.float32)
             total = tf.cast(self.num_train_steps, tf.float32)
             progress = tf.minimum(step, total) / total
-            decayed = (self.learning_rate - self.end_lr) * tf.pow(1.0 - progress, self.power) + self.end_lr
+            span = self.learning_rate - self.end_lr
+            decayed = span * tf.pow(1.0 - progress, self.power) + self.end_lr
             if not self.num_warmup_steps:
                 return decayed
             warmup = tf.cast(self.num_warmup_steps, tf.float32)

@@ -188,7 +188,8 @@ class ProgressLogger:
         if not self._write:
             return
         if self._eval_writer is None:
-            self._eval_writer = tf.summary.create_file_writer(os.path.join(self._output_dir, "eval"))
+            self._eval_writer = tf.summary.create_file_writer(
+                os.path.join(self._output_dir, "eval"))
         step = int(results.get("global_step", 0))
         with self._eval_writer.as_default(step=step):
             for key, value in results.items():

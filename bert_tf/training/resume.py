@@ -12,7 +12,8 @@ checkpoint.
 Elsewhere (TPUStrategy feeds its cores through a multi-device iterator; with several workers
 only the chief's checkpoint is kept, not every worker's position), and when resuming from a
 checkpoint without a usable input position, the run falls back to skipping the batches
-already consumed (`trainer.Trainer.distribute_dataset`), which reads them again: one log line says so.
+already consumed (`trainer.Trainer.distribute_dataset`), which reads them again: one log
+line says so.
 
 The saved state holds the shuffle buffer's records (about shuffle_buffer_size x the record
 size, e.g. 10,000 x ~0.5 KB for seq 128) and the prefetched batches; `benchmarks/bench_resume.py`

@@ -308,7 +308,8 @@ class Trainer:
                     if bad.size:
                         raise UserError(
                             f"non-finite loss ({losses[bad[0]]}) at step {step + bad[0] + 1}; "
-                            f"stopped without saving it (last checkpoint: {saver.latest or 'none'})")
+                            f"stopped without saving it "
+                            f"(last checkpoint: {saver.latest or 'none'})")
                     step = int(self.step.numpy())
                     if (cfg.max_train_minutes and step < stop
                             and time.monotonic() - train_start >= 60 * cfg.max_train_minutes):
