@@ -167,7 +167,7 @@ def config_from_flags() -> RunConfig:
     if not FLAGS.learning_rate > 0:
         raise UserError(f"--learning_rate must be positive, got {FLAGS.learning_rate}")
 
-    from bert_tf.data import dynamic_masking, input_validation
+    from bert_tf.data import input_validation, masking_rules
     from bert_tf.data.input_config import InputConfig
     from bert_tf.training import distribution, optimization, trainer
 
@@ -184,9 +184,9 @@ def config_from_flags() -> RunConfig:
                             f"--dynamic_masking: it masks single tokens or, with "
                             f"--do_whole_word_mask, whole words (n-gram spans are drawn only by "
                             f"create_pretraining_data)")
-        masking = dynamic_masking.MaskingConfig.from_vocab_file(
+        masking = masking_rules.MaskingConfig.from_vocab_file(
             FLAGS.vocab_file, FLAGS.max_predictions_per_seq, FLAGS.masked_lm_prob,
-            whole_word_mask=FLAGS.do_whole_word_mask)
+            do_whole_word_mask=FLAGS.do_whole_word_mask)
         if masking.vocab_size > bert_config.vocab_size:
             raise UserError(f"--vocab_file has {masking.vocab_size} tokens, more than "
                             f"vocab_size={bert_config.vocab_size} in --bert_config_file")

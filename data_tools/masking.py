@@ -1,10 +1,10 @@
 """Masked-LM predictions for a batch of instances, vectorised over the batch.
 
-Per instance (the original `create_masked_lm_predictions`): every position but [CLS]/[SEP]
-(and padding) is a candidate; `num_to_predict = min(max_predictions_per_seq, max(1,
-round(length * masked_lm_prob)))` positions are chosen in random order; each chosen position
-becomes [MASK] 80% of the time, stays unchanged 10%, becomes a random vocabulary id 10%;
-predictions are sorted by position.
+Per instance (the original `create_masked_lm_predictions`), with the rules and settings of
+`bert_tf.data.masking_rules`: every position but [CLS]/[SEP] (and padding) is a candidate;
+`num_to_predict` of them are chosen in random order; each chosen position becomes [MASK]
+80% of the time, stays unchanged 10%, becomes a random vocabulary id 10%; predictions are
+sorted by position.
 
 Units and spans:
 * Without whole-word masking a unit is one WordPiece; with it, a word (a piece starting
@@ -27,38 +27,16 @@ from typing import Optional
 
 import numpy as np
 
-MODE_FIXED = "fixed"
-MODE_ORIGINAL = "original"
-MODES = (MODE_FIXED, MODE_ORIGINAL)
+from bert_tf.data import masking_rules
+from bert_tf.data.masking_rules import MODE_FIXED, MODE_ORIGINAL, MODES, MaskingConfig
+
+__all__ = ["MODE_FIXED", "MODE_ORIGINAL", "MODES", "MaskingConfig", "MaskedBatch",
+           "mask_batch", "num_to_predict"]
+
 # Decision thresholds on one uniform draw: [0, 0.8) mask, [0.8, 0.9) keep, [0.9, 1) random.
-_P_MASK = 0.8
-_P_KEEP_END = 0.9
+_P_MASK = masking_rules.MASK_FRACTION
+_P_KEEP_END = masking_rules.MASK_FRACTION + masking_rules.KEEP_FRACTION  # == 0.9 exactly
 DECISION_MASK, DECISION_KEEP, DECISION_RANDOM = 0, 1, 2
-
-
-@dataclasses.dataclass(frozen=True)
-class MaskingConfig:
-    """Masked-LM settings.
-
-    Attributes:
-        masked_lm_prob: fraction of tokens to predict.
-        max_predictions_per_seq: at most this many predictions per instance.
-        vocab_size: random replacements are drawn from ids [0, vocab_size).
-        mask_id, cls_id, sep_id: special token ids.
-        do_whole_word_mask: mask whole words (units are words, not pieces).
-        whole_word_mask_mode: "fixed" (one decision per span) or "original" (per piece).
-        max_ngram_size: spans of up to this many units (1 = single units).
-    """
-
-    masked_lm_prob: float
-    max_predictions_per_seq: int
-    vocab_size: int
-    mask_id: int
-    cls_id: int
-    sep_id: int
-    do_whole_word_mask: bool = False
-    whole_word_mask_mode: str = MODE_FIXED
-    max_ngram_size: int = 1
 
 
 @dataclasses.dataclass
@@ -84,23 +62,30 @@ class MaskedBatch:
     num_candidates: np.ndarray
 
 
-def num_to_predict(lengths: np.ndarray, config: MaskingConfig) -> np.ndarray:
-    """min(max_predictions, max(1, round(length * prob))); round half to even, as Python's."""
-    k = np.rint(np.asarray(lengths, dtype=np.int64) * config.masked_lm_prob).astype(np.int64)
+def num_to_predict(num_tokens: np.ndarray, config: MaskingConfig) -> np.ndarray:
+    """`masking_rules.num_to_predict` of every row: int64 [n] from num_tokens int [n].
+
+    np.rint on the float64 product rounds half to even, as Python's round.
+    """
+    k = np.rint(np.asarray(num_tokens, dtype=np.int64) * config.masked_lm_prob).astype(np.int64)
     return np.minimum(config.max_predictions_per_seq, np.maximum(1, k))
 
 
 def candidates(input_ids: np.ndarray, lengths: np.ndarray, config: MaskingConfig) -> np.ndarray:
     """bool [n, seq_len]: real tokens other than [CLS] and [SEP]."""
     pos = np.arange(input_ids.shape[1])[None, :]
-    return (pos < lengths[:, None]) & (input_ids != config.cls_id) & (input_ids != config.sep_id)
+    return (pos < lengths[:, None]) & (input_ids != config.cls_token_id) & (
+        input_ids != config.sep_token_id)
 
 
 def unit_starts(input_ids: np.ndarray, cand: np.ndarray, is_continuation: Optional[np.ndarray],
                 config: MaskingConfig) -> np.ndarray:
     """bool [n, seq_len]: candidate positions that begin a new masking unit."""
-    if not config.do_whole_word_mask or is_continuation is None:
+    if not config.do_whole_word_mask:
         return cand
+    if is_continuation is None:
+        is_continuation = np.zeros(config.vocab_size, dtype=bool)
+        is_continuation[list(config.continuation_ids)] = True
     cont = is_continuation[input_ids]
     if config.whole_word_mask_mode == MODE_ORIGINAL:
         # The original appends a ## piece to the previous candidate group, wherever it is.
@@ -127,7 +112,8 @@ def mask_batch(input_ids: np.ndarray, lengths: np.ndarray, config: MaskingConfig
         lengths: int [n], real tokens per row.
         config: the masking settings.
         rng: the generator (all draws are vectorised over the batch).
-        is_continuation: bool [vocab_size], True for ## pieces (needed for whole words).
+        is_continuation: bool [vocab_size], True for ## pieces (default: from
+            `config.continuation_ids`; used only with whole words).
 
     Returns:
         A `MaskedBatch`.
@@ -136,7 +122,7 @@ def mask_batch(input_ids: np.ndarray, lengths: np.ndarray, config: MaskingConfig
     lengths = np.asarray(lengths, dtype=np.int64)
     n, seq_len = input_ids.shape
     cand = candidates(input_ids, lengths, config)
-    k = num_to_predict(lengths, config)
+    k = num_to_predict(lengths if config.count_special_tokens else cand.sum(axis=1), config)
     starts = unit_starts(input_ids, cand, is_continuation, config)
     # unit[i, p]: index of the unit that position p belongs to within row i (-1 if none).
     unit = np.where(cand, np.cumsum(starts, axis=1) - 1, -1)
@@ -156,7 +142,7 @@ def mask_batch(input_ids: np.ndarray, lengths: np.ndarray, config: MaskingConfig
                          np.where(u < _P_KEEP_END, DECISION_KEEP, DECISION_RANDOM))
     decisions = np.where(chosen, decisions, -1).astype(np.int8)
     out = np.array(input_ids, dtype=np.int32, copy=True)
-    out[decisions == DECISION_MASK] = config.mask_id
+    out[decisions == DECISION_MASK] = config.mask_token_id
     random_pos = decisions == DECISION_RANDOM
     out[random_pos] = rng.integers(0, config.vocab_size, size=int(random_pos.sum()))
     return _gather_predictions(input_ids, out, chosen, decisions, config,

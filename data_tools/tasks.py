@@ -77,12 +77,9 @@ def task_rng(random_seed: int, index: int) -> np.random.Generator:
 def masking_config(config: PipelineConfig, tokenizer: tokenization.FullTokenizer
                    ) -> masking.MaskingConfig:
     """The masking settings of the job, with the special ids of the tokenizer's vocab."""
-    vocab = tokenizer.vocab
-    return masking.MaskingConfig(
-        masked_lm_prob=config.masked_lm_prob,
-        max_predictions_per_seq=config.max_predictions_per_seq,
-        vocab_size=len(vocab), mask_id=vocab[tokenization.MASK], cls_id=vocab[tokenization.CLS],
-        sep_id=vocab[tokenization.SEP], do_whole_word_mask=config.do_whole_word_mask,
+    return masking.MaskingConfig.from_vocab(
+        tokenizer.vocab, config.max_predictions_per_seq, config.masked_lm_prob,
+        config.do_whole_word_mask, vocab_name=config.vocab_file,
         whole_word_mask_mode=config.whole_word_mask_mode, max_ngram_size=config.max_ngram_size)
 
 

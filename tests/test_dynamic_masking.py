@@ -162,7 +162,7 @@ def test_remask_batch_keeps_the_other_features():
 
 
 def test_config_rejects_bad_values():
-    with pytest.raises(UserError, match="masked_lm_prob must be in"):
+    with pytest.raises(UserError, match=r"--masked_lm_prob=1.5: must be in \(0, 1\]"):
         dm.MaskingConfig(vocab_size=10, max_predictions_per_seq=2, masked_lm_prob=1.5)
     with pytest.raises(UserError, match=r"mask_token_id=103 is outside the vocabulary \[0, 100\)"):
         dm.MaskingConfig(vocab_size=100, max_predictions_per_seq=2)
@@ -205,7 +205,7 @@ CONTINUATION = tuple(range(900, VOCAB))
 
 def ww_masked(ids, mask, seed=(1, 2), max_pred=20, **kwargs):
     return masked(ids, mask, seed=seed, max_pred=max_pred, continuation_ids=CONTINUATION,
-                  **kwargs)
+                  do_whole_word_mask=True, **kwargs)
 
 
 def test_word_ids_join_pieces_to_the_candidate_before_them():
@@ -213,7 +213,7 @@ def test_word_ids_join_pieces_to_the_candidate_before_them():
     ids = np.array([[CLS, 5, w, x, 6, SEP, e, 7, y, SEP, PAD, PAD]], np.int32)
     cand = (ids != CLS) & (ids != SEP) & (ids != PAD)
     config = dm.MaskingConfig(vocab_size=VOCAB, max_predictions_per_seq=4,
-                              continuation_ids=CONTINUATION)
+                              do_whole_word_mask=True, continuation_ids=CONTINUATION)
     got = dm.word_ids(tf.constant(ids), tf.constant(cand), config).numpy()
     # "5 ##w ##x" is word 0; "##e" after [SEP] starts word 2 on its own; "7 ##y" is word 3.
     np.testing.assert_array_equal(got, [[-1, 0, 0, 0, 1, -1, 2, 3, 3, -1, -1, -1]])
@@ -252,7 +252,7 @@ def test_every_masked_word_is_masked_in_all_its_pieces_with_one_decision():
     ids, mask = words_batch(rng, 400, 48)
     out = ww_masked(ids, mask, max_pred=12)
     config = dm.MaskingConfig(vocab_size=VOCAB, max_predictions_per_seq=12,
-                              continuation_ids=CONTINUATION)
+                              do_whole_word_mask=True, continuation_ids=CONTINUATION)
     cand = (mask > 0) & (ids != CLS) & (ids != SEP)
     words = dm.word_ids(tf.constant(ids), tf.constant(cand), config).numpy()
     counts = dm.num_to_predict(tf.constant(mask.sum(1), tf.int32),
@@ -306,11 +306,24 @@ def test_from_vocab_file_finds_the_continuation_pieces(tmp_path):
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "##b", "c",
                                 "##d"]) + "\n")
-    config = dm.MaskingConfig.from_vocab_file(str(vocab), 4, whole_word_mask=True)
-    assert config.continuation_ids == (6, 8) and config.whole_word
-    assert not dm.MaskingConfig.from_vocab_file(str(vocab), 4).whole_word
+    config = dm.MaskingConfig.from_vocab_file(str(vocab), 4, do_whole_word_mask=True)
+    assert config.continuation_ids == (6, 8) and config.do_whole_word_mask
+    flat = dm.MaskingConfig.from_vocab_file(str(vocab), 4)
+    assert not flat.do_whole_word_mask and flat.continuation_ids == ()
     no_pieces = tmp_path / "flat.txt"
     no_pieces.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\na\n")
     with pytest.raises(UserError, match=r"whole-word masking needs the vocabulary's '##' "
                                         r"pieces, but .*flat.txt has none"):
-        dm.MaskingConfig.from_vocab_file(str(no_pieces), 4, whole_word_mask=True)
+        dm.MaskingConfig.from_vocab_file(str(no_pieces), 4, do_whole_word_mask=True)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(max_ngram_size=3), r"--max_ngram_size=3 is not supported by dynamic masking"),
+    (dict(do_whole_word_mask=True, continuation_ids=CONTINUATION,
+          whole_word_mask_mode="original"),
+     r"--whole_word_mask_mode='original' is not supported by dynamic masking"),
+])
+def test_settings_only_the_writer_draws_are_one_line_errors(kwargs, message):
+    ids, mask = random_batch(np.random.default_rng(0), 2, 16)
+    with pytest.raises(UserError, match=message):
+        masked(ids, mask, **kwargs)

@@ -17,9 +17,9 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.data import input_config, input_pipeline, input_validation, schema, tfrecord_format
-from bert_tf.data.dynamic_masking import MaskingConfig
 from bert_tf.data.input_config import InputConfig
 from bert_tf.data.input_pipeline import make_pretraining_dataset
+from bert_tf.data.masking_rules import MaskingConfig
 from bert_tf.errors import UserError
 
 SEQ = 16

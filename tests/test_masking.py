@@ -14,8 +14,10 @@ IS_CONT[60:] = True  # ids 60..99 are "##" pieces; 10..59 start words
 
 def _config(**kw):
     base = dict(masked_lm_prob=0.15, max_predictions_per_seq=20, vocab_size=VOCAB,
-                mask_id=MASK, cls_id=CLS, sep_id=SEP)
+                mask_token_id=MASK, cls_token_id=CLS, sep_token_id=SEP)
     base.update(kw)
+    if base.get("do_whole_word_mask"):
+        base.setdefault("continuation_ids", tuple(np.flatnonzero(IS_CONT).tolist()))
     return MaskingConfig(**base)
 
 
@@ -227,3 +229,23 @@ def test_ngram_over_whole_words():
 def test_ngram_probabilities():
     np.testing.assert_allclose(masking.ngram_probabilities(3), np.array([6, 3, 2]) / 11)
     assert masking.ngram_probabilities(1).tolist() == [1.0]
+
+
+def test_continuation_pieces_default_to_the_config_s():
+    ids, lengths = _batch(64, 40, seed=11, cont_prob=0.4)
+    config = _config(do_whole_word_mask=True)
+    a = mask_batch(ids, lengths, config, np.random.default_rng(2), IS_CONT)
+    b = mask_batch(ids, lengths, config, np.random.default_rng(2))
+    np.testing.assert_array_equal(a.input_ids, b.input_ids)
+    np.testing.assert_array_equal(a.positions, b.positions)
+
+
+def test_count_special_tokens_false_counts_only_maskable_tokens():
+    # 20 real tokens, 3 of them [CLS]/[SEP]: round(0.25 * 20) = 5, round(0.25 * 17) = 4.
+    ids, lengths = _batch(8, 24, seed=12, lengths=np.full(8, 20))
+    counted = mask_batch(ids, lengths, _config(masked_lm_prob=0.25),
+                         np.random.default_rng(0))
+    maskable = mask_batch(ids, lengths, _config(masked_lm_prob=0.25, count_special_tokens=False),
+                          np.random.default_rng(0))
+    assert counted.num_predictions.tolist() == [5] * 8
+    assert maskable.num_predictions.tolist() == [4] * 8

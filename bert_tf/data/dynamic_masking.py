@@ -2,25 +2,20 @@
 
 The pretraining records carry one fixed mask per instance (the writer's `dupe_factor` copies
 are the original's only source of variety). Dynamic masking (as in RoBERTa) draws new
-positions and replacements each time a record is read, with the writer's own rules:
+positions and replacements each time a record is read, with the writer's own rules (stated
+once in `bert_tf.data.masking_rules`: the count rule, the candidates, the 80/10/10 split):
 
 - the original tokens are recovered first: `input_ids` with every masked position restored
   from `masked_lm_ids`, so the stored [MASK]/random replacements do not leak;
-- the number of predictions is the original's
-  `min(max_predictions_per_seq, max(1, round(num_tokens * masked_lm_prob)))`, never more than
-  there are candidates (`round` is Python 3's half-to-even, computed in float64 so it agrees
-  with the writer's `round()` bit for bit);
-- [CLS], [SEP] and [PAD] are never chosen; positions come out sorted, zero-padded, with
-  weight 0 for the padding;
-- each chosen token becomes [MASK] 80% of the time, stays unchanged 10%, and becomes a
-  uniformly random id in [0, vocab_size) 10%.
+- the count is computed in float64 so it agrees with the writer's `round()` bit for bit;
+- positions come out sorted, zero-padded, with weight 0 for the padding.
 
 Everything is TF ops on a batch, for a `tf.data` map. Randomness comes only from the stateless
 ops seeded by the caller's `seed` tensor, so a (seed, batch index) pair always gives the same
 masks: runs are reproducible and resumable, and a record read in another epoch (another batch
 index) gets a fresh mask.
 
-Whole-word masking (`continuation_ids` set, e.g. `from_vocab_file(..., whole_word_mask=True)`)
+Whole-word masking (`do_whole_word_mask`, e.g. `from_vocab_file(..., do_whole_word_mask=True)`)
 follows the writer's default ("fixed") whole-word rules: a piece starting with "##" joins the
 word of the candidate just before it (after [CLS]/[SEP] it starts a word of its own); words
 are visited in random order and a word is taken only if all its pieces still fit the count,
@@ -31,93 +26,32 @@ its pieces. N-gram spans (the writer's max_ngram_size > 1) are not drawn here.
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Dict, Tuple
+from typing import Dict
 
 import tensorflow as tf
 
-from bert_tf.data import schema
+from bert_tf.data import masking_rules, schema
+from bert_tf.data.masking_rules import KEEP_FRACTION, MASK_FRACTION, MaskingConfig
 from bert_tf.errors import UserError
-from bert_tf.text import tokenization
 
-# The original's replacement rule: 80% [MASK], then half of the rest unchanged, half random.
-MASK_FRACTION = 0.8
-KEEP_FRACTION = 0.1
+__all__ = ["MaskingConfig", "mask_tokens", "num_to_predict", "remask_batch",
+           "restore_original_ids", "word_ids"]
 
 
-@dataclasses.dataclass(frozen=True)
-class MaskingConfig:
-    """How to draw the masks.
+def check_supported(config: MaskingConfig) -> None:
+    """Dynamic masking draws single tokens, or whole words in the "fixed" mode, no spans.
 
-    Attributes:
-        vocab_size: random replacements are drawn from [0, vocab_size).
-        max_predictions_per_seq: P, the length of the masked_lm_* features.
-        masked_lm_prob: fraction of the tokens to predict (0.15 in BERT).
-        mask_token_id, cls_token_id, sep_token_id, pad_token_id: the special ids (the
-            defaults are Google's uncased vocab: 103, 101, 102, 0; `from_vocab_file` reads
-            them from any vocabulary).
-        count_special_tokens: True (the original's rule) counts every real token, [CLS] and
-            [SEP] included, in `num_tokens` of the count rule; False counts only the tokens that
-            can be masked.
-        continuation_ids: the ids of the vocabulary's "##" pieces; non-empty turns on
-            whole-word masking (see the module docstring).
+    Raises:
+        UserError: config asks for n-gram spans or the "original" whole-word mode.
     """
-
-    vocab_size: int
-    max_predictions_per_seq: int
-    masked_lm_prob: float = 0.15
-    mask_token_id: int = 103
-    cls_token_id: int = 101
-    sep_token_id: int = 102
-    pad_token_id: int = 0
-    count_special_tokens: bool = True
-    continuation_ids: Tuple[int, ...] = ()
-
-    @property
-    def whole_word(self) -> bool:
-        return bool(self.continuation_ids)
-
-    @classmethod
-    def from_vocab_file(cls, vocab_file: str, max_predictions_per_seq: int,
-                        masked_lm_prob: float = 0.15, whole_word_mask: bool = False
-                        ) -> "MaskingConfig":
-        """The settings for a WordPiece vocabulary: its special ids, its size as the range
-        of random replacements (as the original writer drew them from the vocab), and with
-        whole_word_mask its "##" pieces.
-
-        Raises:
-            UserError: the file is unreadable or lacks [PAD], [UNK], [CLS], [SEP] or [MASK],
-                or whole_word_mask with a vocabulary without "##" pieces.
-        """
-        vocab = tokenization.load_vocab(vocab_file)
-        continuation = ()
-        if whole_word_mask:
-            continuation = tuple(sorted(i for t, i in vocab.items() if t.startswith("##")))
-            if not continuation:
-                raise UserError(f"whole-word masking needs the vocabulary's '##' pieces, but "
-                                f"{vocab_file} has none")
-        return cls(vocab_size=len(vocab), max_predictions_per_seq=max_predictions_per_seq,
-                   masked_lm_prob=masked_lm_prob, mask_token_id=vocab["[MASK]"],
-                   cls_token_id=vocab["[CLS]"], sep_token_id=vocab["[SEP]"],
-                   pad_token_id=vocab["[PAD]"], continuation_ids=continuation)
-
-    def __post_init__(self) -> None:
-        if self.vocab_size <= 0:
-            raise UserError(f"vocab_size must be positive, got {self.vocab_size}")
-        if self.max_predictions_per_seq <= 0:
-            raise UserError(
-                f"--max_predictions_per_seq must be positive for dynamic masking, "
-                f"got {self.max_predictions_per_seq}"
-            )
-        if not 0.0 < self.masked_lm_prob < 1.0:
-            raise UserError(f"--masked_lm_prob must be in (0, 1), got {self.masked_lm_prob}")
-        for name in ("mask_token_id", "cls_token_id", "sep_token_id", "pad_token_id"):
-            value = getattr(self, name)
-            if not 0 <= value < self.vocab_size:
-                raise UserError(f"{name}={value} is outside the vocabulary [0, {self.vocab_size})")
-        if self.continuation_ids and not (
-                0 <= min(self.continuation_ids) and max(self.continuation_ids) < self.vocab_size):
-            raise UserError(f"continuation_ids must be in [0, {self.vocab_size})")
+    if config.max_ngram_size != 1:
+        raise UserError(f"--max_ngram_size={config.max_ngram_size} is not supported by "
+                        "dynamic masking (n-gram spans are drawn only by "
+                        "create_pretraining_data)")
+    if config.do_whole_word_mask and config.whole_word_mask_mode != masking_rules.MODE_FIXED:
+        raise UserError(f"--whole_word_mask_mode={config.whole_word_mask_mode!r} is not "
+                        f"supported by dynamic masking (only "
+                        f"{masking_rules.MODE_FIXED!r})")
 
 
 def restore_original_ids(
@@ -157,7 +91,7 @@ def _put(ids: tf.Tensor, positions: tf.Tensor, valid: tf.Tensor, values: tf.Tens
 def num_to_predict(
     num_tokens: tf.Tensor, num_candidates: tf.Tensor, config: MaskingConfig
 ) -> tf.Tensor:
-    """The original's count rule, capped by the number of maskable tokens.
+    """`masking_rules.num_to_predict` of every row, capped by the number of maskable tokens.
 
     Args:
         num_tokens: [batch] int32, the count the rule scales by `masked_lm_prob`.
@@ -192,6 +126,7 @@ def mask_tokens(
         masked_lm_positions [batch, max_pred] int32 (sorted, zero-padded), masked_lm_ids
         [batch, max_pred] int32 (0 for padding), masked_lm_weights [batch, max_pred] float32.
     """
+    check_supported(config)
     dtype = original_ids.dtype
     shape = tf.shape(original_ids)
     batch, seq_len = shape[0], shape[1]
@@ -211,7 +146,7 @@ def mask_tokens(
     else:
         num_tokens = num_candidates
     count = num_to_predict(num_tokens, num_candidates, config)  # [batch]
-    if config.whole_word:
+    if config.do_whole_word_mask:
         return _mask_words(original_ids, candidates, count, seeds, config)
 
     # A uniformly random subset of `count` candidates: the top `count` of iid uniform scores,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional, Tuple, Union
 
-from bert_tf.data import dynamic_masking
+from bert_tf.data import masking_rules
 from bert_tf.data.corrupt_records import CorruptRecords
 from bert_tf.errors import UserError
 
@@ -74,7 +74,7 @@ class InputConfig:
     cycle_length: int = 8
     compression: str = "auto"
     use_v2_feature_names: Union[str, bool] = "auto"
-    masking: Optional[dynamic_masking.MaskingConfig] = None
+    masking: Optional[masking_rules.MaskingConfig] = None
     drop_remainder: bool = True
     validate_files: bool = True
     resolved_files: Optional[InputFiles] = None
