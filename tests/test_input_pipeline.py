@@ -252,8 +252,10 @@ def test_training_shards_are_disjoint_within_an_epoch(tmp_path, num_files):
 
 def test_same_seed_same_batches_other_seed_other_batches(tmp_path):
     write_files(tmp_path, num_files=3, per_file=8)
-    run = lambda seed: collect(
-        make_pretraining_dataset(config(tmp_path, seed=seed, masking=masking())), 8)
+
+    def run(seed):
+        return collect(make_pretraining_dataset(config(tmp_path, seed=seed, masking=masking())), 8)
+
     first, again, other = run(7), run(7), run(8)
     for a, b in zip(first, again):
         for name in a:
@@ -626,7 +628,8 @@ def test_validation_does_not_start_the_tensorflow_runtime(tmp_path):
         f"max_seq_length={SEQ}, max_predictions_per_seq={PRED}, vocab_size={VOCAB})\n"
         "print(len(input_validation.validate_input_files(cfg).files))\n"
         "cpu = tf.config.list_physical_devices('CPU')[0]\n"
-        "tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)\n"
+        "tf.config.set_logical_device_configuration(\n"
+        "    cpu, [tf.config.LogicalDeviceConfiguration()] * 2)\n"
         "print(len(tf.config.list_logical_devices('CPU')))\n"
     )
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

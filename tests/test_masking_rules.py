@@ -3,6 +3,8 @@ which the NumPy writer and the TF dynamic masking must both follow."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -47,8 +49,8 @@ def test_good_settings_and_the_defaults():
     assert (d.mask_token_id, d.cls_token_id, d.sep_token_id, d.pad_token_id) == (103, 101, 102, 0)
     assert (d.masked_lm_prob, d.count_special_tokens, d.do_whole_word_mask,
             d.whole_word_mask_mode, d.max_ngram_size) == (0.15, True, False, "fixed", 1)
-    with pytest.raises(Exception):
-        d.masked_lm_prob = 0.2  # frozen
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        d.masked_lm_prob = 0.2
 
 
 def write_vocab(tmp_path, tokens):

@@ -102,7 +102,8 @@ def num_to_predict(
         [batch] int32, in [0, max_predictions_per_seq].
     """
     # float64 and half-to-even rounding, like Python 3's round(len(tokens) * prob).
-    scaled = tf.round(tf.cast(num_tokens, tf.float64) * tf.constant(config.masked_lm_prob, tf.float64))
+    prob = tf.constant(config.masked_lm_prob, tf.float64)
+    scaled = tf.round(tf.cast(num_tokens, tf.float64) * prob)
     n = tf.minimum(
         tf.cast(config.max_predictions_per_seq, tf.int32),
         tf.maximum(1, tf.cast(scaled, tf.int32)),
