@@ -17,14 +17,13 @@ The same --random_seed, inputs and outputs give byte-identical files for any --n
 from __future__ import annotations
 
 import os
-import signal
 from typing import Sequence
 
-from absl import flags, logging
+from absl import flags
 
 from bert_tf import errors, fileio
 from bert_tf.errors import UserError, cli_main
-from data_tools import instances, masking, pipeline
+from data_tools import instances, job_entry, masking, pipeline
 from data_tools.job_config import PipelineConfig
 from data_tools.tfrecord_writer import output_paths
 
@@ -132,24 +131,10 @@ def config_from_flags() -> PipelineConfig:
     return PipelineConfig(input_files=tuple(inputs), output_files=tuple(outputs), **settings)
 
 
-def _raise_interrupt(signum, frame):
-    # SIGTERM (e.g. a job scheduler) cleans up like Ctrl-C: temporary shards are removed.
-    raise KeyboardInterrupt
-
-
 @cli_main
 def main(argv: Sequence[str]) -> None:
-    if len(argv) > 1:
-        raise UserError(f"unexpected arguments: {' '.join(argv[1:])}")
-    signal.signal(signal.SIGTERM, _raise_interrupt)
-    logging.set_verbosity(logging.INFO)
-    config = config_from_flags()
-    if FLAGS.beam_pipeline_options is not None:
-        from data_tools import beam_pipeline  # imports Apache Beam (the [beam] extra)
-
-        beam_pipeline.run(config, FLAGS.beam_pipeline_options)
-    else:
-        pipeline.run(config)
+    job_entry.run_job(argv, config_from_flags, pipeline.run, "beam_pipeline",
+                      FLAGS.beam_pipeline_options)
 
 
 def console_main() -> None:

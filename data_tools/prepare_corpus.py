@@ -16,14 +16,13 @@ the same for any --num_workers.
 from __future__ import annotations
 
 import os
-import signal
 from typing import Sequence
 
-from absl import flags, logging
+from absl import flags
 
 from bert_tf import errors, fileio
 from bert_tf.errors import UserError, cli_main
-from data_tools import prepare_job, raw_corpus, sentences
+from data_tools import job_entry, prepare_job, raw_corpus, sentences
 from data_tools.tfrecord_writer import output_paths
 
 FLAGS = flags.FLAGS
@@ -96,24 +95,10 @@ def config_from_flags() -> prepare_job.PrepareConfig:
                                      **settings)
 
 
-def _raise_interrupt(signum, frame):
-    # SIGTERM (e.g. a job scheduler) cleans up like Ctrl-C: temporary outputs are removed.
-    raise KeyboardInterrupt
-
-
 @cli_main
 def main(argv: Sequence[str]) -> None:
-    if len(argv) > 1:
-        raise UserError(f"unexpected arguments: {' '.join(argv[1:])}")
-    signal.signal(signal.SIGTERM, _raise_interrupt)
-    logging.set_verbosity(logging.INFO)
-    config = config_from_flags()
-    if FLAGS.beam_pipeline_options is not None:
-        from data_tools import beam_prepare  # imports Apache Beam (the [beam] extra)
-
-        beam_prepare.run(config, FLAGS.beam_pipeline_options)
-    else:
-        prepare_job.run(config)
+    job_entry.run_job(argv, config_from_flags, prepare_job.run, "beam_prepare",
+                      FLAGS.beam_pipeline_options)
 
 
 def console_main() -> None:

@@ -1,0 +1,44 @@
+"""What the entry points of the data jobs share once their flags are parsed.
+
+SIGTERM (a job scheduler stopping the job) cleans up like Ctrl-C: the temporary outputs are
+removed. The job then runs locally, or as an Apache Beam pipeline when
+`--beam_pipeline_options` is given (the Beam module is imported only then: the `[beam]` extra).
+"""
+
+from __future__ import annotations
+
+import importlib
+import signal
+from typing import Any, Callable, Optional, Sequence
+
+from absl import logging
+
+from bert_tf.errors import UserError
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def run_job(argv: Sequence[str], make_config: Callable[[], Any],
+            run_local: Callable[[Any], Any], beam_module: str,
+            beam_pipeline_options: Optional[str]) -> None:
+    """Checks argv, builds the config from the flags and runs the job.
+
+    Args:
+        argv: absl's remaining arguments (the program name only).
+        make_config: builds and validates the job's config from the parsed flags.
+        run_local: runs the job in this process and its workers.
+        beam_module: the data_tools module whose `run(config, options)` builds the same job
+            as a Beam pipeline.
+        beam_pipeline_options: the flag's value; None runs locally.
+    """
+    if len(argv) > 1:
+        raise UserError(f"unexpected arguments: {' '.join(argv[1:])}")
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    logging.set_verbosity(logging.INFO)
+    config = make_config()
+    if beam_pipeline_options is not None:
+        importlib.import_module(f"data_tools.{beam_module}").run(config, beam_pipeline_options)
+    else:
+        run_local(config)
