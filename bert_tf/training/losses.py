@@ -187,15 +187,20 @@ def reduce_pretraining_losses(
     return losses
 
 
-def metrics_from_sums(sums: Mapping[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+def metrics_from_sums(sums: Mapping[str, object]) -> Dict[str, tf.Tensor]:
     """Accuracies and losses from GLOBAL sums (`local_sums()` all-reduced with SUM).
+
+    The one place these are computed: in the train step (tensors), and on the host for the
+    progress lines and eval results (sums accumulated as NumPy values; `float()` of each
+    result gives the number to print).
 
     Returns:
         float32 scalars {"masked_lm_loss", "masked_lm_accuracy", "loss", and with NSP
         "next_sentence_loss", "next_sentence_accuracy"}. The accuracy of a batch without
         predictions is 0.
     """
-    weight = tf.cast(sums["mlm_weight"], tf.float32)
+    sums = {key: tf.cast(value, tf.float32) for key, value in sums.items()}
+    weight = sums["mlm_weight"]
     n = tf.cast(sums["num_examples"], tf.float32)
     mlm = sums["mlm_weighted_ce"] / (weight + MLM_WEIGHT_EPSILON)
     metrics = {

@@ -25,7 +25,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf.training import train_loop
+from bert_tf.training import losses, train_loop
 
 # Console abbreviations of the metric names.
 _SHORT = {
@@ -149,7 +149,7 @@ class ProgressLogger:
         self._last_step, self._last_time = step, self._clock()
         elapsed = max(self._seconds, 1e-9)
         steps = len(self._losses)
-        values = train_loop.metrics_from_sums(self._sums)
+        values = {k: float(v) for k, v in losses.metrics_from_sums(self._sums).items()}
         # The mean of the per-step objectives (each step's loss over its own global batch).
         values["loss"] = float(np.mean(self._losses))
         values["learning_rate"] = float(learning_rate)

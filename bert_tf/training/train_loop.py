@@ -35,17 +35,6 @@ from bert_tf.data import schema
 from bert_tf.training import checkpointing, losses
 
 
-def metrics_from_sums(sums: Dict[str, object]) -> Dict[str, float]:
-    """Reported metrics as Python floats from global sums (one step, an interval, an eval).
-
-    Returns:
-        {"masked_lm_accuracy", "masked_lm_loss", "loss" and, with NSP,
-        "next_sentence_accuracy", "next_sentence_loss"}.
-    """
-    values = {key: tf.constant(np.asarray(v, np.float32)) for key, v in sums.items()}
-    return {key: float(v) for key, v in losses.metrics_from_sums(values).items()}
-
-
 def _local_sums(outputs, batch) -> Dict[str, tf.Tensor]:
     """Sums over this replica's examples of the per-example loss terms; float32 scalars."""
     return losses.compute_loss_terms(outputs, batch).local_sums()

@@ -36,6 +36,7 @@ from bert_tf.training import (
     checkpoint_paths,
     checkpointing,
     distribution,
+    losses,
     resume,
     train_loop,
 )
@@ -377,7 +378,7 @@ class Trainer:
         sums = train_loop.to_numpy(sums)
         if int(batches) == 0 or sums["num_examples"] == 0:
             raise UserError("eval input is empty: no batch to evaluate")
-        results = train_loop.metrics_from_sums(sums)
+        results = {k: float(v) for k, v in losses.metrics_from_sums(sums).items()}
         results["global_step"] = int(self.step.numpy())
         logging.info("evaluated %d batches (%d examples)", int(batches), int(sums["num_examples"]))
         logger = ProgressLogger(self.config.output_dir, 0, 0, write_summaries=self.is_chief)
