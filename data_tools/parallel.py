@@ -72,7 +72,8 @@ def map_ordered(fn: Callable[..., R], calls: Iterable[Sequence[Any]], num_worker
         raise UserError("a worker process died (killed, or out of memory?); no output "
                         "was written") from None
     finally:
-        # On Ctrl-C or an error, stop the workers now rather than after their current task.
-        for process in list((getattr(executor, "_processes", None) or {}).values()):
-            process.terminate()
+        # On Ctrl-C or an error: cancel the queued tasks and let each worker finish the one it
+        # holds (at most `num_workers + 1` chunks, seconds). Terminating the workers instead
+        # can cut a result message in half inside the executor's pipe, and the executor's
+        # thread then waits for the rest of it forever (seen as a hang on SIGTERM).
         executor.shutdown(wait=True, cancel_futures=True)
