@@ -101,7 +101,7 @@ def test_report_values_and_line(caplog):
     clock = FakeClock()
     logger = progress.ProgressLogger("unused", 10, BATCH, write_summaries=False,
                                      log_every_n_steps=5, clock=clock)
-    caplog.set_level(logging.INFO)
+    caplog.set_level(logging.INFO, logger="absl")  # absl may have been left at WARNING
     logger.add([7.0], step_sums(0), 4.0)  # the first call: includes tracing
     first = logger.report(1, 1e-4)
     logger.add([6.0, 5.0], {k: 2 * v for k, v in step_sums(1).items()}, 2.0)

@@ -2,6 +2,7 @@
 serves it."""
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -175,3 +176,35 @@ def test_bad_input_gives_one_line_errors(run_dir, tmp_path, google_vocab_path):
         assert len(lines) == 1 and message in lines[0], result.stderr
         assert "Traceback" not in result.stderr
         assert not (tmp_path / "out").exists()
+
+
+def test_in_process_export_keeps_the_absl_log_level(tmp_path):
+    # tf.saved_model.save on its own leaves absl's logger at WARNING (asserted first, so this
+    # test fails if TensorFlow changes and the workaround can go); export_saved_model keeps the
+    # caller's level, so a notebook's training logs after an export still appear.
+    import tensorflow as tf
+
+    from bert_tf.export.saved_model import export_saved_model
+
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b", "##c"]
+    vocab_file = tmp_path / "vocab.txt"
+    vocab_file.write_text("\n".join(vocab) + "\n")
+    config = BertConfig(vocab_size=len(vocab), hidden_size=8, num_hidden_layers=1,
+                        num_attention_heads=2, intermediate_size=16, max_position_embeddings=16,
+                        type_vocab_size=2, hidden_act="gelu_approximate")
+    model = BertPretrainingModel(config, use_nsp=False)
+    absl_logger = logging.getLogger("absl")
+    previous = absl_logger.level
+    try:
+        absl_logger.setLevel(logging.INFO)
+        tf.saved_model.save(tf.Module(), str(tmp_path / "plain"))
+        assert absl_logger.level == logging.WARNING
+        absl_logger.setLevel(logging.INFO)
+        export_saved_model(model, str(vocab_file), True, str(tmp_path / "sm"), max_seq_length=8,
+                           top_k=2)
+        assert absl_logger.level == logging.INFO
+    finally:
+        absl_logger.setLevel(previous)
+    loaded = tf.saved_model.load(str(tmp_path / "sm"))
+    out = loaded.signatures["serving_default"](text_a=tf.constant(["a bc"]))
+    np.testing.assert_array_equal(out["input_ids"], [[2, 5, 6, 7, 3]])

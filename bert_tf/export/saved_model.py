@@ -18,6 +18,8 @@ Example TensorFlow Serving REST request (model directory `export/bert/1`):
 
 from __future__ import annotations
 
+import logging
+
 from bert_tf.errors import UserError
 
 
@@ -64,6 +66,15 @@ def export_saved_model(
     module = BertServingModule(
         model.encoder, TFBertTokenizer(vocab_file, do_lower_case), max_seq_length,
         mlm_head=model.mlm_head if with_fill_mask else None, top_k=top_k)
-    with atomic_directory(export_dir) as tmp:
-        tf.saved_model.save(module, tmp, signatures=module.signatures())
+    # tf.saved_model.save silences absl's INFO logs for the rest of the process: it raises the
+    # verbosity while it walks the object graph, then "restores" absl's flag default (WARNING)
+    # rather than the logger's level. A notebook that exports, then trains on, would lose its
+    # progress lines; keep the level the caller had.
+    absl_logger = logging.getLogger("absl")
+    level = absl_logger.level
+    try:
+        with atomic_directory(export_dir) as tmp:
+            tf.saved_model.save(module, tmp, signatures=module.signatures())
+    finally:
+        absl_logger.setLevel(level)
     return export_dir
