@@ -277,6 +277,9 @@ def make_pretraining_dataset(
 
     paths = tf.constant(list(inputs.files))
 
+    # Plain graph code: autograph's conversion of it (tf.data converts map functions by
+    # default) took about a second per dataset, at every start of a run.
+    @tf.autograph.experimental.do_not_convert
     def to_features(index: tf.Tensor, batch) -> Dict[str, tf.Tensor]:
         serialized, file_index, record_index = batch
         features = check_batch(parse_batch(serialized, config, v2), config.vocab_size,

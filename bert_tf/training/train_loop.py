@@ -34,6 +34,11 @@ import tensorflow as tf
 from bert_tf.data import schema
 from bert_tf.training import checkpointing, losses
 
+# Autograph is for this module's own loops (steps_per_loop, eval, micro-batches). The model,
+# losses and optimizer are written for graph mode already (Keras 3 traces its own steps without
+# autograph); converting them, ~100 Keras functions, added seconds to every trace.
+_plain = tf.autograph.experimental.do_not_convert
+
 
 def _local_sums(outputs, batch) -> Dict[str, tf.Tensor]:
     """Sums over this replica's examples of the per-example loss terms; float32 scalars."""
@@ -110,6 +115,7 @@ class StepFunctions:
 
     # ------------------------------------------------------------------ per replica
 
+    @_plain
     def _micro_batch_gradients(self, batch, global_weight, num_examples):
         variables = self.model.trainable_variables
         with tf.GradientTape() as tape:
@@ -158,6 +164,7 @@ class StepFunctions:
             grads[j] = a
         return grads, sums
 
+    @_plain
     def _replica_train_step(self, batch):
         ctx = tf.distribute.get_replica_context()
         # The global denominators come from the labels alone, before any forward pass.
@@ -188,17 +195,20 @@ class StepFunctions:
         self._apply(grads)
         return sums
 
+    @_plain
     def _apply_gradients(self, grads):
         """Applies summed gradients (None for variables the loss does not reach)."""
         pairs = [(g, v) for g, v in zip(grads, self.model.trainable_variables) if g is not None]
         with _optimizer_without_all_reduce(self.optimizer):
             self.optimizer.apply([g for g, _ in pairs], [v for _, v in pairs])
 
+    @_plain
     def _local_eval_sums(self, batch):
         return _local_sums(self.model.head_logits(batch, training=False), batch)
 
     # ------------------------------------------------------------------ loops
 
+    @_plain
     def _reduce(self, per_replica: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
         return {
             key: self.strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica[key], axis=None)
