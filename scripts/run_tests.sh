@@ -16,4 +16,8 @@ if ! "$ROOT/.venv/bin/python" -c "import apache_beam" 2>/dev/null; then
   "$ROOT/.venv/bin/python" -m pip install --quiet -e "$ROOT[test,beam]"
 fi
 export TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-2}"
-exec "$ROOT/.venv/bin/python" -m pytest "$@"
+# Test files are spread over worker processes (pytest-xdist), one file per worker at a time
+# so module fixtures are built once: up to 4 workers (BERT_TF_TEST_WORKERS overrides; 0 runs
+# everything in this process). Arguments given here come last and win.
+WORKERS="${BERT_TF_TEST_WORKERS:-$("$ROOT/.venv/bin/python" -c 'import os; print(min(4, os.cpu_count() or 1))')}"
+exec "$ROOT/.venv/bin/python" -m pytest -n "$WORKERS" --dist loadfile "$@"
