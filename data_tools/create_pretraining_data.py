@@ -21,11 +21,10 @@ from typing import Sequence
 
 from absl import flags
 
-from bert_tf import errors, fileio
+from bert_tf import errors
 from bert_tf.errors import UserError, cli_main
 from data_tools import instances, job_entry, masking, pipeline
 from data_tools.job_config import PipelineConfig
-from data_tools.tfrecord_writer import output_paths
 
 FLAGS = flags.FLAGS
 
@@ -123,12 +122,9 @@ def config_from_flags() -> PipelineConfig:
         progress_seconds=FLAGS.progress_seconds,
     )
     PipelineConfig(input_files=(), output_files=(), **settings)
-    inputs = fileio.expand_patterns(FLAGS.input_file, "input_file")
-    outputs = output_paths(FLAGS.output_file, FLAGS.num_output_shards)
-    overlap = set(map(os.path.abspath, inputs)) & set(map(os.path.abspath, outputs))
-    if overlap:
-        raise UserError(f"--output_file would overwrite an input file: {sorted(overlap)[0]}")
-    return PipelineConfig(input_files=tuple(inputs), output_files=tuple(outputs), **settings)
+    inputs, outputs = job_entry.job_files(FLAGS.input_file, FLAGS.output_file,
+                                          FLAGS.num_output_shards)
+    return PipelineConfig(input_files=inputs, output_files=outputs, **settings)
 
 
 @cli_main

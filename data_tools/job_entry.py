@@ -8,16 +8,34 @@ removed. The job then runs locally, or as an Apache Beam pipeline when
 from __future__ import annotations
 
 import importlib
+import os
 import signal
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence, Tuple
 
 from absl import logging
 
+from bert_tf import fileio
 from bert_tf.errors import UserError
+from data_tools.tfrecord_writer import output_paths
 
 
 def _raise_interrupt(signum, frame):
     raise KeyboardInterrupt
+
+
+def job_files(input_file: str, output_file: str, num_output_shards: int
+              ) -> Tuple[Tuple[str, ...], Tuple[str, ...]]:
+    """(input files matched by the comma-separated patterns, output shard paths).
+
+    Raises:
+        UserError: no input matches, bad output pattern, or an output would overwrite an input.
+    """
+    inputs = fileio.expand_patterns(input_file, "input_file")
+    outputs = output_paths(output_file, num_output_shards)
+    overlap = set(map(os.path.abspath, inputs)) & set(map(os.path.abspath, outputs))
+    if overlap:
+        raise UserError(f"--output_file would overwrite an input file: {sorted(overlap)[0]}")
+    return tuple(inputs), tuple(outputs)
 
 
 def run_job(argv: Sequence[str], make_config: Callable[[], Any],

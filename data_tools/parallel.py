@@ -1,23 +1,37 @@
 """An ordered map over a pool of worker processes, with few tasks in flight.
 
 Results come back in task order whatever the number of workers, which is what makes the data
-jobs' outputs independent of --num_workers; at most `num_workers + 1` tasks are submitted
-ahead of the one being consumed, so memory stays bounded however long the input is.
+jobs' outputs independent of --num_workers; at most `num_workers + 1` tasks are handed out
+ahead of the result being consumed, so memory stays bounded however long the input is.
+
+Each worker has its own pipe to the parent, read by the parent's own thread. The standard
+pools (concurrent.futures, multiprocessing.Pool) share one result pipe between all workers
+and read it from a helper thread: a worker killed while it sends a result (out of memory,
+or stopped on Ctrl-C) leaves half a message in it, and that thread then waits for the rest
+forever; the job hangs instead of failing (seen in CI, 1 run in 10 of the killed-worker
+test). Here a worker's death closes only its own pipe, the parent sees the end of the file
+or the process sentinel and reports it, and stopping the workers is a plain terminate.
 """
 
 from __future__ import annotations
 
-import collections
-import concurrent.futures
-import concurrent.futures.process
 import multiprocessing
+import multiprocessing.connection
 import signal
 import sys
-from typing import Any, Callable, Deque, Iterable, Iterator, Optional, Sequence, TypeVar
+import traceback
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, TypeVar
 
 from bert_tf.errors import UserError
 
 R = TypeVar("R")
+_END = object()
+
+_DIED = "a worker process died (killed, or out of memory?); no output was written"
+
+
+class WorkerTraceback(Exception):
+    """The traceback of an exception raised in a worker (the `__cause__` of its re-raise)."""
 
 
 def _start_worker(initializer: Optional[Callable[..., None]], initargs: Sequence[Any]) -> None:
@@ -30,6 +44,38 @@ def _start_worker(initializer: Optional[Callable[..., None]], initargs: Sequence
         initializer(*initargs)
 
 
+def _worker_main(conn, inherited, initializer, initargs) -> None:
+    """A worker: runs `(fn, args)` tasks from `conn` and sends `(ok, value, traceback)` back,
+    until it receives None or the parent dies."""
+    for other in inherited:  # (fork) the parent's ends of the earlier workers' pipes
+        other.close()
+    _start_worker(initializer, initargs)
+    parent = multiprocessing.parent_process()
+    watched = [conn] + ([parent.sentinel] if parent is not None else [])
+    while True:
+        if conn not in multiprocessing.connection.wait(watched):
+            return  # the parent died
+        try:
+            task = conn.recv()
+        except (EOFError, OSError):
+            return
+        if task is None:
+            return
+        fn, args = task
+        try:
+            reply = (True, fn(*args), None)
+        except Exception as e:
+            reply = (False, e, traceback.format_exc())
+        try:
+            conn.send(reply)  # pickled whole before anything is written
+        except OSError:
+            return
+        except Exception as e:  # the result or exception did not pickle: say so instead
+            what = "result" if reply[0] else f"exception {type(reply[1]).__name__}"
+            conn.send((False, RuntimeError(f"a worker's {what} could not be sent: {e}"),
+                       reply[2] or traceback.format_exc()))
+
+
 def start_method() -> str:
     """"fork" on Linux before TensorFlow is imported, else "spawn".
 
@@ -39,6 +85,69 @@ def start_method() -> str:
     """
     return ("fork" if sys.platform.startswith("linux") and "tensorflow" not in sys.modules
             else "spawn")
+
+
+class _Worker:
+    def __init__(self, context, others: List["_Worker"], initializer, initargs) -> None:
+        self.conn, child_end = context.Pipe()
+        inherited = [w.conn for w in others] if context.get_start_method() == "fork" else []
+        self.process = context.Process(target=_worker_main, daemon=True,
+                                       args=(child_end, inherited, initializer, initargs))
+        self.process.start()
+        # Only the worker holds its end now: its death is an end of file here.
+        child_end.close()
+
+
+def _receive(worker: _Worker) -> Tuple[bool, Any, Optional[str]]:
+    try:
+        return worker.conn.recv()
+    except (EOFError, OSError):  # died before or while sending its result
+        raise UserError(_DIED) from None
+
+
+def _unwrap(ok: bool, value: Any, remote_traceback: Optional[str]) -> Any:
+    """The result, or the worker's exception raised here (in task order, like results)."""
+    if ok:
+        return value
+    if isinstance(value, UserError):
+        raise value
+    raise value from WorkerTraceback(remote_traceback)
+
+
+def _run(fn: Callable[..., R], calls: Iterator[Sequence[Any]], workers: List[_Worker],
+         window: int) -> Iterator[R]:
+    results: Dict[int, Tuple[bool, Any, Optional[str]]] = {}  # received ahead of their turn
+    busy: Dict[_Worker, int] = {}  # worker -> index of its task
+    idle = list(reversed(workers))
+    handed_out = next_out = 0
+    exhausted = False
+    while True:
+        while idle and not exhausted and handed_out < next_out + window:
+            call = next(calls, _END)
+            if call is _END:
+                exhausted = True
+                break
+            worker = idle.pop()
+            try:
+                worker.conn.send((fn, tuple(call)))
+            except OSError:  # died while idle
+                raise UserError(_DIED) from None
+            busy[worker] = handed_out
+            handed_out += 1
+        if next_out in results:
+            yield _unwrap(*results.pop(next_out))
+            next_out += 1
+            continue
+        if not busy:
+            return
+        waiting = {}
+        for worker in busy:
+            waiting[worker.conn] = waiting[worker.process.sentinel] = worker
+        for ready in multiprocessing.connection.wait(list(waiting)):
+            worker = waiting[ready]
+            if worker in busy:  # its pipe and its sentinel can both be ready
+                results[busy.pop(worker)] = _receive(worker)
+                idle.append(worker)
 
 
 def map_ordered(fn: Callable[..., R], calls: Iterable[Sequence[Any]], num_workers: int,
@@ -55,25 +164,29 @@ def map_ordered(fn: Callable[..., R], calls: Iterable[Sequence[Any]], num_worker
         initargs: the initializer's arguments.
 
     Raises:
-        UserError: a worker process died (killed, or out of memory).
+        UserError: a worker process died (killed, or out of memory), or `fn` raised one.
+        Exception: what `fn` raised in a worker, with the worker's traceback as its cause.
     """
-    executor = concurrent.futures.ProcessPoolExecutor(
-        num_workers, mp_context=multiprocessing.get_context(start_method()),
-        initializer=_start_worker, initargs=(initializer, tuple(initargs)))
-    pending: Deque[concurrent.futures.Future] = collections.deque()
+    context = multiprocessing.get_context(start_method())
+    workers: List[_Worker] = []
+    finished = False
     try:
-        for call in calls:
-            pending.append(executor.submit(fn, *call))
-            while len(pending) > num_workers + 1:
-                yield pending.popleft().result()
-        while pending:
-            yield pending.popleft().result()
-    except concurrent.futures.process.BrokenProcessPool:
-        raise UserError("a worker process died (killed, or out of memory?); no output "
-                        "was written") from None
+        for _ in range(num_workers):
+            workers.append(_Worker(context, workers, initializer, tuple(initargs)))
+        yield from _run(fn, iter(calls), workers, num_workers + 1)
+        finished = True
     finally:
-        # On Ctrl-C or an error: cancel the queued tasks and let each worker finish the one it
-        # holds (at most `num_workers + 1` chunks, seconds). Terminating the workers instead
-        # can cut a result message in half inside the executor's pipe, and the executor's
-        # thread then waits for the rest of it forever (seen as a hang on SIGTERM).
-        executor.shutdown(wait=True, cancel_futures=True)
+        for worker in workers:
+            if finished:
+                try:
+                    worker.conn.send(None)
+                except OSError:
+                    pass
+            else:  # Ctrl-C, an error, or the consumer stopped early: stop now
+                worker.process.terminate()
+        for worker in workers:
+            worker.process.join(timeout=10 if finished else None)
+            if worker.process.is_alive():
+                worker.process.kill()
+                worker.process.join()
+            worker.conn.close()

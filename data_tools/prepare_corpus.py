@@ -20,10 +20,9 @@ from typing import Sequence
 
 from absl import flags
 
-from bert_tf import errors, fileio
+from bert_tf import errors
 from bert_tf.errors import UserError, cli_main
 from data_tools import job_entry, prepare_job, raw_corpus, sentences
-from data_tools.tfrecord_writer import output_paths
 
 FLAGS = flags.FLAGS
 
@@ -86,13 +85,9 @@ def config_from_flags() -> prepare_job.PrepareConfig:
     )
     # Flag values are checked by PrepareConfig itself; the files only after that.
     prepare_job.PrepareConfig(input_files=(), output_files=(), **settings)
-    inputs = fileio.expand_patterns(FLAGS.input_file, "input_file")
-    outputs = output_paths(FLAGS.output_file, FLAGS.num_output_shards)
-    overlap = set(map(os.path.abspath, inputs)) & set(map(os.path.abspath, outputs))
-    if overlap:
-        raise UserError(f"--output_file would overwrite an input file: {sorted(overlap)[0]}")
-    return prepare_job.PrepareConfig(input_files=tuple(inputs), output_files=tuple(outputs),
-                                     **settings)
+    inputs, outputs = job_entry.job_files(FLAGS.input_file, FLAGS.output_file,
+                                          FLAGS.num_output_shards)
+    return prepare_job.PrepareConfig(input_files=inputs, output_files=outputs, **settings)
 
 
 @cli_main

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from bert_tf.errors import UserError
-from data_tools import parallel, prepare_job, raw_corpus
+from data_tools import prepare_job, raw_corpus
 from data_tools.prepare_job import PrepareConfig, SeenHashes
 
 
@@ -139,16 +139,3 @@ def test_run_reads_and_writes_remote_paths(corpus_lines):
         assert f.read() == ""  # fewer documents than shards: an empty shard
 
 
-def _square(x):
-    return x * x
-
-
-def _die(x):
-    os._exit(3)
-
-
-def test_map_ordered_keeps_order_and_reports_a_dead_worker():
-    assert list(parallel.map_ordered(_square, ((i,) for i in range(20)), 2)) == \
-        [i * i for i in range(20)]
-    with pytest.raises(UserError, match=r"^a worker process died"):
-        list(parallel.map_ordered(_die, [(1,)], 2))
