@@ -10,7 +10,7 @@ and read it from a helper thread: a worker killed while it sends a result (out o
 or stopped on Ctrl-C) leaves half a message in it, and that thread then waits for the rest
 forever; the job hangs instead of failing (seen in CI, 1 run in 10 of the killed-worker
 test). Here a worker's death closes only its own pipe, the parent sees the end of the file
-or the process sentinel and reports it, and stopping the workers is a plain terminate.
+or the process sentinel and reports it, and stopping the workers is a plain kill.
 """
 
 from __future__ import annotations
@@ -34,12 +34,19 @@ class WorkerTraceback(Exception):
     """The traceback of an exception raised in a worker (the `__cause__` of its re-raise)."""
 
 
+# Blocked while a worker starts: until it has set its own handlers, a forked worker would
+# run the parent's (KeyboardInterrupt), print a traceback, and could hang in its bootstrap.
+_STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+_CAN_MASK = hasattr(signal, "pthread_sigmask")
+
+
 def _start_worker(initializer: Optional[Callable[..., None]], initargs: Sequence[Any]) -> None:
-    # Ctrl-C reaches the whole process group; the parent alone handles it and terminates us.
+    # Ctrl-C reaches the whole process group; the parent alone handles it and stops us.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    # Entry points turn SIGTERM into KeyboardInterrupt; the parent ends workers with
-    # SIGTERM, which must simply end a worker.
+    # Entry points turn SIGTERM into KeyboardInterrupt; in a worker it must simply end it.
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if _CAN_MASK:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
     if initializer is not None:
         initializer(*initargs)
 
@@ -93,7 +100,12 @@ class _Worker:
         inherited = [w.conn for w in others] if context.get_start_method() == "fork" else []
         self.process = context.Process(target=_worker_main, daemon=True,
                                        args=(child_end, inherited, initializer, initargs))
-        self.process.start()
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS) if _CAN_MASK else None
+        try:
+            self.process.start()
+        finally:
+            if mask is not None:
+                signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a pending Ctrl-C lands now
         # Only the worker holds its end now: its death is an end of file here.
         child_end.close()
 
@@ -182,8 +194,9 @@ def map_ordered(fn: Callable[..., R], calls: Iterable[Sequence[Any]], num_worker
                     worker.conn.send(None)
                 except OSError:
                     pass
-            else:  # Ctrl-C, an error, or the consumer stopped early: stop now
-                worker.process.terminate()
+            else:  # Ctrl-C, an error, or the consumer stopped early: stop now. SIGKILL is
+                # safe (each worker has its own pipe) and cannot be caught or delayed.
+                worker.process.kill()
         for worker in workers:
             worker.process.join(timeout=10 if finished else None)
             if worker.process.is_alive():
