@@ -6,7 +6,7 @@ A training checkpoint holds everything a run needs to continue exactly where it 
     optimizer  its slots (Adam moments, ...), iteration counter and loss scale
     step       the global step (int64)
     rng        Keras seed-generator states (dropout); Keras does not track them itself
-    input      the tf.data iterator's position, where the strategy allows (`bert_tf.resume`)
+    input      the tf.data iterator's position, where possible (`bert_tf.training.resume`)
 
 Restoring is strict: every variable must be in the checkpoint with its shape, and the
 checkpoint must hold nothing else (`compare_with_checkpoint`), else a one-line UserError.
@@ -43,11 +43,11 @@ from absl import logging
 from bert_tf import errors, fileio
 from bert_tf.errors import UserError
 from bert_tf.training.checkpoint_paths import (
-    _short,
+    SavedObjectGraph,
     checkpoint_variable_paths,
     compare_with_checkpoint,
     model_variable_paths,
-    saved_root_children,
+    short_list,
 )
 
 _CKPT_PREFIX = "ckpt"
@@ -216,8 +216,9 @@ class CheckpointSaver:
                 f"({reason}); use a new --output_dir, or --init_checkpoint to start from its "
                 "weights only")
 
-        mismatch = compare_with_checkpoint(path, roots)
-        extra = saved_root_children(path) - set(roots) - set(without) - {"save_counter"}
+        saved = SavedObjectGraph(path)
+        mismatch = compare_with_checkpoint(saved, roots)
+        extra = saved.root_names() - set(roots) - set(without) - {"save_counter"}
         if extra:
             mismatch = dataclasses.replace(
                 mismatch, unexpected=mismatch.unexpected + tuple(sorted(extra)))
@@ -323,10 +324,10 @@ def log_warm_start(report: WarmStartReport) -> None:
     if report.missing:
         logging.warning(
             "init_checkpoint: %d model variables NOT in the checkpoint (left at their initial "
-            "values): %s", len(report.missing), _short(report.missing)
+            "values): %s", len(report.missing), short_list(report.missing)
         )
     if report.unused:
         logging.warning(
             "init_checkpoint: %d checkpoint variables UNUSED by this model: %s",
-            len(report.unused), _short(report.unused)
+            len(report.unused), short_list(report.unused)
         )
