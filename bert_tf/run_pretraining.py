@@ -271,15 +271,13 @@ def run(config: RunConfig) -> Optional[dict]:
     Returns:
         The eval results, if evaluated.
     """
-    import tensorflow as tf
-
     from bert_tf.modeling.pretraining_model import BertPretrainingModel
     from bert_tf.training import distribution, optimization, trainer
 
     strategy = distribution.create_strategy(config.distribution)
     use_xla = distribution.resolve_use_xla(config.distribution, strategy)
     logging.info("strategy %s with %d replica(s), dtype policy %s, XLA %s",
-                 "default (one CPU)" if strategy is tf.distribute.get_strategy()
+                 "default (one CPU)" if distribution.is_default_strategy(strategy)
                  else type(strategy).__name__, strategy.num_replicas_in_sync,
                  config.distribution.dtype_policy, "on" if use_xla else "off")
     trainer_config = dataclasses.replace(config.trainer, use_xla=use_xla)

@@ -230,6 +230,12 @@ def is_tpu_strategy(strategy: tf.distribute.Strategy) -> bool:
     return isinstance(strategy, (tf.distribute.TPUStrategy, tf.distribute.experimental.TPUStrategy))
 
 
+def is_default_strategy(strategy: tf.distribute.Strategy) -> bool:
+    """True for TensorFlow's default strategy (what `create_strategy` gives on a CPU-only
+    machine for one_device), outside any other strategy's scope."""
+    return not tf.distribute.has_strategy() and strategy is tf.distribute.get_strategy()
+
+
 def resolve_use_xla(config: DistributionConfig, strategy: tf.distribute.Strategy) -> bool:
     """Whether to XLA-compile the per-replica forward/backward pass.
 
@@ -244,8 +250,8 @@ def resolve_use_xla(config: DistributionConfig, strategy: tf.distribute.Strategy
         return bool(config.use_xla)
     if is_tpu_strategy(strategy):
         return True
-    if not tf.distribute.has_strategy() and strategy is tf.distribute.get_strategy():
-        return False  # the default strategy: create_strategy uses it only without a GPU
+    if is_default_strategy(strategy):
+        return False  # create_strategy uses it only without a GPU
     devices = strategy.extended.worker_devices
     return any("GPU" in device.upper() for device in devices)
 

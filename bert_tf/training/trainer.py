@@ -234,7 +234,8 @@ class Trainer:
         """Sets up the checkpoint saver and the input, resuming from the latest checkpoint.
 
         Returns:
-            (the input iterator, positioned at the start step; the start step).
+            (the checkpoint saver; the input iterator, positioned at the start step; the
+            start step).
         """
         cfg = self.config
         per_replica_batch = self.micro_batch_size * cfg.gradient_accumulation_steps
@@ -245,7 +246,7 @@ class Trainer:
             model=self.model, optimizer=self.optimizer, step=self.step,
             rng=checkpointing.seed_state_variables(self.model),
             **(train_input.checkpoint_objects() if train_input else {}))
-        self._saver = saver = checkpointing.CheckpointSaver(
+        saver = checkpointing.CheckpointSaver(
             cfg.output_dir, checkpoint, self.step, cfg.keep_checkpoint_max, self.worker_index)
         latest = tf.train.latest_checkpoint(cfg.output_dir)
         problem = unsupported
@@ -263,10 +264,10 @@ class Trainer:
                          "already consumed", problem, start)
         if train_input is None:
             # The input position is a function of the step (see distribute_dataset).
-            return iter(self.distribute_dataset(dataset_fn, per_replica_batch, start)), start
+            return saver, iter(self.distribute_dataset(dataset_fn, per_replica_batch, start)), start
         if start and problem:
             train_input.skip_to(start)
-        return train_input, start
+        return saver, train_input, start
 
     def train(self, dataset_fn: DatasetFn) -> TrainResult:
         """Trains to `num_train_steps`, resuming from the latest checkpoint in output_dir.
@@ -281,8 +282,7 @@ class Trainer:
                 and a checkpoint of the step reached.
         """
         cfg = self.config
-        iterator, start = self._restore_training_state(dataset_fn)
-        saver = self._saver
+        saver, iterator, start = self._restore_training_state(dataset_fn)
         stop = cfg.num_train_steps
         if cfg.max_steps_per_run:
             stop = min(stop, start + cfg.max_steps_per_run)
@@ -301,15 +301,16 @@ class Trainer:
                     to_save = cfg.save_checkpoints_steps - step % cfg.save_checkpoints_steps
                     n = min(cfg.steps_per_loop, stop - step, to_save)
                     began = time.perf_counter()
-                    losses, sums = self._call(self.steps.train_loop, iterator, tf.constant(n))
-                    losses = losses.numpy()
-                    progress.add(losses, train_loop.to_numpy(sums), time.perf_counter() - began)
-                    all_losses.append(losses)
-                    bad = np.flatnonzero(~np.isfinite(losses))
+                    step_losses, sums = self._call(self.steps.train_loop, iterator, tf.constant(n))
+                    step_losses = step_losses.numpy()
+                    progress.add(step_losses, train_loop.to_numpy(sums),
+                                 time.perf_counter() - began)
+                    all_losses.append(step_losses)
+                    bad = np.flatnonzero(~np.isfinite(step_losses))
                     if bad.size:
                         raise UserError(
-                            f"non-finite loss ({losses[bad[0]]}) at step {step + bad[0] + 1}; "
-                            f"stopped without saving it "
+                            f"non-finite loss ({step_losses[bad[0]]}) at step "
+                            f"{step + bad[0] + 1}; stopped without saving it "
                             f"(last checkpoint: {saver.latest or 'none'})")
                     step = int(self.step.numpy())
                     if (cfg.max_train_minutes and step < stop
@@ -332,8 +333,8 @@ class Trainer:
                 f"stopped by SIGTERM at step {step} with checkpoint {saver.latest}; rerun with "
                 "the same output_dir to continue")
         self._trained = True
-        losses = np.concatenate(all_losses) if all_losses else np.zeros([0], np.float32)
-        return TrainResult(start, step, losses, last_report)
+        run_losses = np.concatenate(all_losses) if all_losses else np.zeros([0], np.float32)
+        return TrainResult(start, step, run_losses, last_report)
 
     # ------------------------------------------------------------------ evaluation
 
