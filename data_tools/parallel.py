@@ -8,9 +8,10 @@ Each worker has its own pipe to the parent, read by the parent's own thread. The
 pools (concurrent.futures, multiprocessing.Pool) share one result pipe between all workers
 and read it from a helper thread: a worker killed while it sends a result (out of memory,
 or stopped on Ctrl-C) leaves half a message in it, and that thread then waits for the rest
-forever; the job hangs instead of failing (seen in CI, 1 run in 10 of the killed-worker
-test). Here a worker's death closes only its own pipe, the parent sees the end of the file
-or the process sentinel and reports it, and stopping the workers is a plain kill.
+forever, so the job hangs instead of failing (seen with ProcessPoolExecutor: in CI on
+SIGTERM, and here in 1 run in 10 of the killed-worker test under load). Here a worker's death
+closes only its own pipe, the parent sees the end of the file or the process sentinel and
+reports it, and stopping the workers is a plain kill.
 """
 
 from __future__ import annotations

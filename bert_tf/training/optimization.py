@@ -15,10 +15,10 @@ only settles after ~1,000 steps. Under the original 10k-step warmup that is harm
 short warmups (fine-tuning-sized runs, the CPU demo) it drove a post-LN BERT-Mini into the
 input-independent unigram solution: it could not even memorise a single batch, while the
 bias-corrected update does (measured on the demo data, lr 1e-3). Keras' own AdamW is not used:
-it always
-bias-corrects, and it matches `exclude_from_weight_decay` against `variable.name` ("gamma",
-"bias"), which never contains the layer's name ("layer_norm"); here the patterns are searched
-in `variable.path` ("transformer_layer_0/self_attention_layer_norm/gamma").
+it always bias-corrects (so it cannot reproduce the original), and it matches
+`exclude_from_weight_decay` against `variable.name` ("gamma", "bias"), which never contains
+the layer's name ("layer_norm"); here the patterns are searched in `variable.path`
+("transformer_layer_0/self_attention_layer_norm/gamma").
 
 LAMB (You et al., 2019) is the layer-wise adaptive variant used for large-batch BERT: the
 bias-corrected Adam direction plus weight decay, scaled per variable by the trust ratio
