@@ -167,20 +167,30 @@ def read_until(proc, pattern, timeout):
     raise AssertionError(f"{pattern!r} not seen in time; stderr:\n{text[-3000:]}")
 
 
-def test_ctrl_c_stops_cleanly_and_leaves_complete_checkpoints(data, tmp_path):
-    args = common_flags(data, tmp_path, num_train_steps=100000, save_checkpoints_steps=2,
-                        keep_checkpoint_max=100)
+def signal_when_seen(args, pattern, sig):
+    """Starts the command, sends `sig` once `pattern` appears in its log, and waits.
+
+    Returns:
+        (the finished process, the log after the pattern).
+    """
     proc = subprocess.Popen([sys.executable, "-m", MODULE, *args], cwd=REPO_ROOT,
                             env=subprocess_env(), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
-        read_until(proc, r"saved checkpoint .*ckpt-4", timeout=240)
-        proc.send_signal(signal.SIGINT)
+        read_until(proc, pattern, timeout=240)
+        proc.send_signal(sig)
         _, rest = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+    return proc, rest
+
+
+def test_ctrl_c_stops_cleanly_and_leaves_complete_checkpoints(data, tmp_path):
+    args = common_flags(data, tmp_path, num_train_steps=100000, save_checkpoints_steps=2,
+                        keep_checkpoint_max=100)
+    proc, rest = signal_when_seen(args, r"saved checkpoint .*ckpt-4", signal.SIGINT)
     assert proc.returncode == 130
     assert error_lines(rest) == ["error: interrupted"]
     assert "Traceback" not in rest
@@ -198,17 +208,8 @@ def test_sigterm_saves_a_checkpoint_and_the_rerun_continues_the_trajectory(data,
     # A preempted VM: SIGTERM -> checkpoint at the step reached, one line, exit 143; the
     # rerun's losses are those the uninterrupted run has for the same steps.
     flags = dict(num_train_steps=100000, save_checkpoints_steps=1000)
-    proc = subprocess.Popen([sys.executable, "-m", MODULE, *common_flags(data, tmp_path, **flags)],
-                            cwd=REPO_ROOT, env=subprocess_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    try:
-        read_until(proc, r"step 2/100000 \|", timeout=240)
-        proc.send_signal(signal.SIGTERM)
-        _, rest = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    proc, rest = signal_when_seen(common_flags(data, tmp_path, **flags), r"step 2/100000 \|",
+                                  signal.SIGTERM)
     assert proc.returncode == 143, rest[-3000:]
     assert "Traceback" not in rest and not error_lines(rest)
     match = re.search(r"^stopped by SIGTERM at step (\d+) with checkpoint (\S+); rerun", rest,
