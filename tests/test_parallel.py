@@ -1,5 +1,6 @@
 """Tests for data_tools.parallel: order, bounded hand-out, errors, dead workers, no hang."""
 
+import multiprocessing
 import os
 import signal
 import subprocess
@@ -108,10 +109,10 @@ def test_a_worker_killed_while_sending_is_an_error_not_a_hang(tmp_path):
 def test_the_workers_are_gone_after_an_early_stop():
     results = parallel.map_ordered(_square, ((i,) for i in range(1000)), 2)
     assert next(results) == 0
-    pids = [p.pid for p in __import__("multiprocessing").active_children()]
+    pids = [p.pid for p in multiprocessing.active_children()]
     assert len(pids) >= 2
     results.close()  # the consumer stops early: the workers are terminated and joined
-    alive = [p.pid for p in __import__("multiprocessing").active_children()]
+    alive = [p.pid for p in multiprocessing.active_children()]
     assert not set(pids) & set(alive)
 
 
