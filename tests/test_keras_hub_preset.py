@@ -9,15 +9,32 @@ import keras
 import keras_hub
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from bert_tf.errors import UserError
 from bert_tf.export import keras_hub_preset
+from bert_tf.export.preset_tokenizer import OriginalBertTokenizer  # as users must: registers it
 from bert_tf.interop import model_files as convert
 from bert_tf.interop.native import write_native
 from bert_tf.modeling.config import BertConfig
 from bert_tf.modeling.encoder import BertEncoder
 from bert_tf.modeling.weight_map import encoder_weight_map, get_weights
 from bert_tf.text.tokenization import FullTokenizer
+
+# Strings where keras-hub's own BertTokenizer (NFKC case folding, split at Cc/Cf, 100-byte
+# words) and the original algorithm disagree, and a few where they agree.
+HARD_STRINGS = [
+    "5 µg/ml", "m²", "ﬁnance", "Ⅻ", "①", "ＡＢＣ", "ﬀ", "Café Déjà vu", "北京大学の学生です",
+    ("internationalization" * 8)[:150], "İstanbul", "Straße ß", "ΟΔΥΣΣΕΥΣ",
+    "e\u0301a\u0308 n\u0303o\u0338", "🙂 👍🏽 👨\u200d👩\u200d👧",
+    # The original deletes Cc/Cf and U+FFFD and splits at Zs; keras-hub does not.
+    "x\u00a0y", "co\u00adoperate", "zero\u200bwidth", "a\ufffdb", "½ ㎏ \u212a ﬃ ǅ",
+    "日本\u3000語", "b" * 201,
+    "Hello, World!", "Café au lait, naïve résumé.", "unaffordable tokenization",
+]
+# Those of HARD_STRINGS on which keras-hub's BertTokenizer(lowercase=True,
+# strip_accents=True), the tokenizer exported before OriginalBertTokenizer, gives other ids.
+STOCK_UNCASED_DIFFERS = [0, 1, 2, 3, 4, 5, 6, 9, 11, 12, 14, 15, 16, 17, 18, 19, 20]
 
 
 def _encoder(activation_meaning: str, seed: int = 0) -> BertEncoder:
@@ -49,6 +66,35 @@ def preset(tmp_path_factory, google_vocab_path):
     return encoder, path
 
 
+@pytest.fixture(scope="module")
+def cased_preset(tmp_path_factory, google_vocab_path):
+    """A preset exported with do_lower_case=False (the uncased vocab is fine for this)."""
+    path = str(tmp_path_factory.mktemp("presets") / "tiny_bert_cased")
+    keras_hub_preset.export_keras_hub_preset(_encoder("gelu_tanh"), google_vocab_path, False,
+                                             path, max_seq_length=32)
+    return path
+
+
+@pytest.fixture(params=[True, False], ids=["uncased", "cased"])
+def preset_and_case(request):
+    """(preset directory, do_lower_case) for both settings."""
+    lower = request.param
+    fixture = "preset" if lower else "cased_preset"
+    value = request.getfixturevalue(fixture)
+    return (value[1] if lower else value), lower
+
+
+def _ids_both_paths(layer, texts):
+    """`layer(texts)` on keras-hub's Python path (an eager call) and its TensorFlow path
+    (tf.data), each in one batch; a dict's "token_ids" if the layer is a preprocessor."""
+    eager = layer(texts)
+    graph = next(iter(tf.data.Dataset.from_tensor_slices(texts).batch(len(texts)).map(layer)))
+    if isinstance(eager, dict):
+        eager, graph = eager["token_ids"], graph["token_ids"]
+    graph = graph.to_list() if isinstance(graph, tf.RaggedTensor) else graph.numpy().tolist()
+    return [[int(i) for i in row] for row in eager], graph
+
+
 def test_backbone_from_preset_has_our_outputs(preset):
     encoder, path = preset
     assert {"config.json", "model.weights.h5", "tokenizer.json", "preprocessor.json",
@@ -65,13 +111,103 @@ def test_backbone_from_preset_has_our_outputs(preset):
     np.testing.assert_allclose(theirs["pooled_output"], ours["pooled_output"], atol=1e-5)
 
 
-def test_preset_tokenizer_agrees_with_ours(preset, google_vocab_path):
-    _, path = preset
+def test_preset_tokenizer_agrees_with_ours(preset_and_case, google_vocab_path):
+    path, lower = preset_and_case
     tokenizer = keras_hub.models.BertTokenizer.from_preset(path)
+    assert isinstance(tokenizer, OriginalBertTokenizer) and tokenizer.lowercase == lower
+    ours = FullTokenizer(google_vocab_path, do_lower_case=lower)
+    expected = [ours.convert_tokens_to_ids(ours.tokenize(text)) for text in HARD_STRINGS]
+    for text, ids in zip(HARD_STRINGS, expected):
+        assert np.asarray(tokenizer(text)).tolist() == ids, text
+    eager, graph = _ids_both_paths(tokenizer, HARD_STRINGS)
+    assert eager == expected and graph == expected
+
+    # The route users take: the classifier's preprocessor, [CLS] ids [SEP] padded to 32.
+    classifier = keras_hub.models.BertTextClassifier.from_preset(path, num_classes=2)
+    packed = [[ours.vocab["[CLS]"]] + ids[:30] + [ours.vocab["[SEP]"]] for ids in expected]
+    packed = [row + [0] * (32 - len(row)) for row in packed]
+    eager, graph = _ids_both_paths(classifier.preprocessor, HARD_STRINGS)
+    assert eager == packed and graph == packed
+
+
+def test_stock_keras_hub_tokenizer_differs_on_hard_strings(google_vocab_path):
+    """Why the preset ships OriginalBertTokenizer: if keras-hub ever matches the original,
+    this fails and the subclass may go."""
     ours = FullTokenizer(google_vocab_path, do_lower_case=True)
-    for text in ["Hello, World!", "Café au lait, naïve résumé.", "unaffordable tokenization"]:
-        expected = ours.convert_tokens_to_ids(ours.tokenize(text))
-        assert np.asarray(tokenizer(text)).tolist() == expected, text
+    stock = keras_hub.models.BertTokenizer(vocabulary=list(ours.vocab), lowercase=True,
+                                           strip_accents=True)
+    differs = [i for i, text in enumerate(HARD_STRINGS)
+               if np.asarray(stock(text)).tolist() != ours.encode(text)]
+    assert differs == STOCK_UNCASED_DIFFERS
+    assert np.asarray(stock("5 µg/ml")).tolist() == ours.encode("5 μg/ml")  # Greek mu
+
+
+def test_preset_tokenizer_matches_ours_on_the_corpus(preset_and_case, corpus_lines,
+                                                     google_vocab_path):
+    """Every line of the bundled corpus gets the pretraining ids, on both keras-hub paths
+    (keras-hub's own tokenizer differs on 64 lines, uncased)."""
+    path, lower = preset_and_case
+    lines = [line for line in corpus_lines if line.strip()]
+    assert len(lines) == 17541
+    expected = FullTokenizer(google_vocab_path, do_lower_case=lower).encode_batch(lines)
+    tokenizer = keras_hub.models.BertTextClassifier.from_preset(
+        path, num_classes=2).preprocessor.tokenizer
+    eager, graph = _ids_both_paths(tokenizer, lines)
+    assert sum(a != b for a, b in zip(eager, expected)) == 0
+    assert sum(a != b for a, b in zip(graph, expected)) == 0
+
+
+def test_preset_tokenizer_output_formats_match_keras_hub(preset):
+    """Scalars, batches of rank 2, ragged batches, sequence_length and string output (rank 1:
+    above) come out as from keras-hub's BertTokenizer on each of its two paths (on text that
+    both tokenizers split the same way)."""
+    ours = keras_hub.models.BertTokenizer.from_preset(preset[1])
+    stock = keras_hub.models.BertTokenizer(vocabulary=ours.vocabulary, lowercase=True,
+                                           strip_accents=True)
+    batch = [["Hello, World!", "a b"], ["unaffordable", ""]]
+    for kwargs in [{}, {"sequence_length": 5, "dtype": "string"}]:
+        layers = []
+        for layer in (ours, stock):
+            layer = type(layer).from_config({**layer.get_config(), **kwargs})
+            layer.set_vocabulary(ours.vocabulary)
+            layers.append(layer)
+        for inputs in ["Hello, World!", batch, tf.ragged.constant([["x y"], []])]:
+            eager = [_to_list(layer(inputs)) for layer in layers]
+            graph = [_to_list(tf.function(layer)(tf.constant(inputs) if isinstance(
+                inputs, (str, list)) else inputs)) for layer in layers]
+            assert eager[0] == eager[1] and graph[0] == graph[1], (kwargs, inputs)
+            assert isinstance(layers[0](inputs), type(layers[1](inputs)))
+
+
+def _to_list(x):
+    if isinstance(x, tf.RaggedTensor):
+        return x.to_list()
+    if hasattr(x, "numpy"):
+        x = x.numpy()
+    x = np.asarray(x, dtype=object).tolist() if not isinstance(x, list) else x
+    return [_to_list(i) for i in x] if isinstance(x, list) else (
+        x.decode() if isinstance(x, bytes) else x)
+
+
+def test_loading_the_preset_without_the_tokenizer_class_fails_loudly(preset):
+    registry = keras.saving.get_custom_objects()
+    name = "bert_tf>OriginalBertTokenizer"
+    cls = registry.pop(name)
+    try:
+        with pytest.raises(TypeError, match="OriginalBertTokenizer"):
+            keras_hub.models.BertTextClassifier.from_preset(preset[1], num_classes=2)
+    finally:
+        registry[name] = cls
+
+
+def test_original_tokenizer_rejects_other_algorithms(google_vocab_path):
+    vocab = list(FullTokenizer(google_vocab_path).vocab)
+    with pytest.raises(ValueError, match="strip_accents"):
+        OriginalBertTokenizer(vocabulary=vocab, lowercase=True, strip_accents=False)
+    with pytest.raises(ValueError, match="split=True"):
+        OriginalBertTokenizer(vocabulary=vocab, split=False)
+    with pytest.raises(ValueError, match="suffix_indicator='##'"):
+        OriginalBertTokenizer(vocabulary=vocab, suffix_indicator="@@")
 
 
 def test_fine_tuning_in_three_lines(preset):

@@ -17,7 +17,7 @@ PACKAGES = ("bert_tf", "data_tools")
 # ones before it. errors and fileio (utilities) may be imported by all; the entry points
 # (run_pretraining, convert_checkpoint, export.__main__) by none.
 FLOW = ("bert_tf.text", "bert_tf.data", "bert_tf.modeling", "bert_tf.training",
-        "bert_tf.interop", "bert_tf.export")
+        "bert_tf.interop", "bert_tf.finetune", "bert_tf.export")
 UTILITIES = ("bert_tf.errors", "bert_tf.fileio")
 MAX_LINES = 420  # "roughly 400"
 

@@ -1,6 +1,7 @@
 """Export the encoder as a keras-hub preset directory (BertBackbone + BertTokenizer).
 
     export_keras_hub_preset(model.encoder, "vocab.txt", True, "presets/my_bert")
+    import bert_tf.export.preset_tokenizer  # registers the preset's tokenizer class
     backbone = keras_hub.models.BertBackbone.from_preset("presets/my_bert")
     classifier = keras_hub.models.BertTextClassifier.from_preset("presets/my_bert",
                                                                  num_classes=2)
@@ -13,6 +14,10 @@ names them the same way, so the weights are copied through the canonical weight 
   exact (erf) GELU is exported anyway, with a one-line warning giving the maximum difference
   of the outputs on a probe batch.
 * It has one dropout rate (`hidden_dropout_prob` is used); dropout is off at inference.
+
+The tokenizer is `bert_tf.export.preset_tokenizer.OriginalBertTokenizer`, a `BertTokenizer`
+that gives `FullTokenizer`'s ids (keras-hub's lower-casing is NFKC case folding, which
+changes e.g. 'µ', 'm²' and 'ﬁ'); loading the preset therefore needs that module imported.
 """
 
 from __future__ import annotations
@@ -101,6 +106,8 @@ def export_keras_hub_preset(
 ) -> str:
     """Writes a keras-hub preset: backbone config and weights, tokenizer, preprocessor.
 
+    The tokenizer is an `OriginalBertTokenizer` (the original release's normalization).
+
     Args:
         encoder: a `BertEncoder` with its weights loaded.
         vocab_file: the model's vocabulary.
@@ -120,6 +127,7 @@ def export_keras_hub_preset(
     """
     import keras_hub
 
+    from bert_tf.export.preset_tokenizer import OriginalBertTokenizer
     from bert_tf.interop.model_files import activation_meaning, atomic_directory, check_vocab_size
     from bert_tf.text.tokenization import load_vocab, vocab_list
 
@@ -140,10 +148,10 @@ def export_keras_hub_preset(
                         "only GELU")
     elif diff > _SAME_OUTPUT_TOLERANCE:
         raise RuntimeError(f"keras-hub BertBackbone differs from the encoder by {diff:.3g}")
-    tokenizer = keras_hub.models.BertTokenizer(
-        vocabulary=vocab_list(load_vocab(vocab_file)), lowercase=do_lower_case,
-        # BERT's uncased models also strip accents; keras-hub's default does not.
-        strip_accents=do_lower_case)
+    # keras-hub's own BertTokenizer lower-cases another way (NFKC case folding); this
+    # subclass gives the ids the model was pretrained with.
+    tokenizer = OriginalBertTokenizer(vocabulary=vocab_list(load_vocab(vocab_file)),
+                                      lowercase=do_lower_case)
     # Saving the preprocessor saves its tokenizer too (tokenizer.json + the vocabulary).
     preprocessor = keras_hub.models.BertTextClassifierPreprocessor(
         tokenizer, sequence_length=max_seq_length)

@@ -1,17 +1,17 @@
 """The replicated train and eval steps: where losses are reduced over the global batch.
 
-Losses (`bert_tf.training.losses`) are per example. This module is the one place that reduces them
-over the global batch (all replicas, all accumulated micro-batches), with the formulas of
-`losses.reduce_pretraining_losses` / `losses.metrics_from_sums`:
+Losses are per example. This module is the one place that reduces them over the global
+batch (all replicas, all accumulated micro-batches), through the task's `Objective`
+(`bert_tf.training.objectives`). For pretraining, for example:
 
     masked_lm_loss     = sum(w * CE) / (sum(w) + 1e-5)       sums over the global batch
     next_sentence_loss = sum(CE_nsp) / global_batch_size
     loss               = masked_lm_loss + next_sentence_loss
 
-Replicas hold different numbers of masked tokens, so averaging per-replica means would weight
-tokens unequally. Instead each replica first learns the global denominators (a cross-replica
-sum of its label weights and example count, known from the input before the forward pass),
-then differentiates its own share of the global loss,
+Replicas hold different numbers of masked tokens (or labelled words), so averaging
+per-replica means would weight them unequally. Instead each replica first learns the global
+denominators (`Objective.denominators`, summed across replicas; known from the input before
+the forward pass), then differentiates its own share of the global loss, e.g.
 
     local sum(w * CE) / (global sum(w) + 1e-5) + local sum(CE_nsp) / global_batch_size,
 
@@ -31,18 +31,12 @@ from typing import Dict, Iterator, Tuple
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.data import schema
-from bert_tf.training import checkpointing, losses
+from bert_tf.training import checkpointing, objectives
 
 # Autograph is for this module's own loops (steps_per_loop, eval, micro-batches). The model,
 # losses and optimizer are written for graph mode already (Keras 3 traces its own steps without
 # autograph); converting them, ~100 Keras functions, added seconds to every trace.
 _plain = tf.autograph.experimental.do_not_convert
-
-
-def _local_sums(outputs, batch) -> Dict[str, tf.Tensor]:
-    """Sums over this replica's examples of the per-example loss terms; float32 scalars."""
-    return losses.compute_loss_terms(outputs, batch).local_sums()
 
 
 @contextlib.contextmanager
@@ -75,11 +69,11 @@ class StepFunctions:
     """Builds the tf.functions that run training and eval steps under a strategy.
 
     Args:
-        model: the pre-training model (built under `strategy.scope()`).
+        model: the model (built under `strategy.scope()`).
         optimizer: its Keras optimizer (possibly a LossScaleOptimizer), built.
         strategy: the distribution strategy.
         step: int64 global step variable, incremented per train step.
-        use_nsp: include the NSP loss and metrics.
+        objective: what is minimised and reported (`objectives.Objective`).
         accumulation_steps: k; every replica batch holds k micro-batches, whose gradients are
             summed before one optimizer update.
         use_xla: XLA-compile the per-replica forward/backward pass.
@@ -91,15 +85,15 @@ class StepFunctions:
     """
 
     def __init__(self, model, optimizer, strategy: tf.distribute.Strategy, step: tf.Variable,
-                 use_nsp: bool = True, accumulation_steps: int = 1, use_xla: bool = False,
-                 xla_optimizer: bool = True):
+                 objective: objectives.Objective, accumulation_steps: int = 1,
+                 use_xla: bool = False, xla_optimizer: bool = True):
         self.model = model
         self.optimizer = optimizer
         self.strategy = strategy
         self.step = step
-        self.use_nsp = use_nsp
+        self.objective = objective
         self.accumulation_steps = accumulation_steps
-        self.keys = losses.sum_keys(use_nsp)
+        self.keys = tuple(objective.sum_keys)
         self._seed_states = checkpointing.seed_state_variables(model)  # dropout RNG
         self._gradients = tf.function(self._local_gradients, jit_compile=use_xla)
         if xla_optimizer and strategy.num_replicas_in_sync == 1:
@@ -112,52 +106,50 @@ class StepFunctions:
         self._forward = self._local_eval_sums
         self.train_loop = tf.function(self._train_loop)
         self.eval_loop = tf.function(self._eval_loop)
+        self.predict_step = tf.function(self._predict_step)
 
     # ------------------------------------------------------------------ per replica
 
     @_plain
-    def _micro_batch_gradients(self, batch, global_weight, num_examples):
+    def _micro_batch_gradients(self, batch, denominators):
         variables = self.model.trainable_variables
         with tf.GradientTape() as tape:
-            outputs = self.model.head_logits(batch, training=True)
-            terms = losses.compute_loss_terms(outputs, batch)
+            outputs = self.objective.forward(self.model, batch, training=True)
             # This replica's share of the global objective (see the module docstring).
-            share = losses.reduce_pretraining_losses(terms, global_weight, num_examples)["loss"]
+            share, sums = self.objective.loss_and_sums(outputs, batch, denominators)
             scaled = self.optimizer.scale_loss(share)
         grads = tape.gradient(scaled, variables)
         # Embedding lookups give IndexedSlices; dense gradients sum and all-reduce simply.
         # Variables outside the loss (the pooler under --no_nsp) keep None: no update at all.
         grads = [None if g is None else tf.convert_to_tensor(g) for g in grads]
-        return grads, terms.local_sums()
+        return grads, sums
 
-    def _local_gradients(self, batch, global_weight, num_examples):
+    def _local_gradients(self, batch, denominators):
         """Gradients of this replica's loss share, summed over its k micro-batches.
 
         Args:
             batch: this replica's features, leading dimension k * micro_batch.
-            global_weight: global sum of the MLM weights (scalar).
-            num_examples: global number of examples (scalar).
+            denominators: the objective's denominators summed over the GLOBAL batch.
 
         Returns:
             (gradients, one per trainable variable, None for variables the loss does not
-            reach; local sums, see losses.sum_keys).
+            reach; local sums, see Objective.sum_keys).
         """
         k = self.accumulation_steps
         if k == 1:
-            return self._micro_batch_gradients(batch, global_weight, num_examples)
+            return self._micro_batch_gradients(batch, denominators)
         micro = {
             name: tf.reshape(value, tf.concat([[k, -1], tf.shape(value)[1:]], axis=0))
             for name, value in batch.items()
         }
         # The first micro-batch outside the loop fixes which gradients are None.
         grads, sums = self._micro_batch_gradients(
-            {name: value[0] for name, value in micro.items()}, global_weight, num_examples)
+            {name: value[0] for name, value in micro.items()}, denominators)
         present = [i for i, g in enumerate(grads) if g is not None]
         acc = [grads[i] for i in present]
         for i in tf.range(1, k):
             micro_grads, micro_sums = self._micro_batch_gradients(
-                {name: value[i] for name, value in micro.items()}, global_weight, num_examples
-            )
+                {name: value[i] for name, value in micro.items()}, denominators)
             acc = [a + micro_grads[j] for a, j in zip(acc, present)]
             sums = {key: sums[key] + micro_sums[key] for key in self.keys}
         for a, j in zip(acc, present):
@@ -168,11 +160,10 @@ class StepFunctions:
     def _replica_train_step(self, batch):
         ctx = tf.distribute.get_replica_context()
         # The global denominators come from the labels alone, before any forward pass.
-        local_weight = tf.reduce_sum(batch[schema.MASKED_LM_WEIGHTS])
-        local_examples = tf.cast(tf.shape(batch[schema.MASKED_LM_WEIGHTS])[0], tf.float32)
-        global_weight, global_examples = ctx.all_reduce(
-            tf.distribute.ReduceOp.SUM, [local_weight, local_examples]
-        )
+        local = self.objective.denominators(batch)
+        names = sorted(local)
+        reduced = ctx.all_reduce(tf.distribute.ReduceOp.SUM, [local[n] for n in names])
+        denominators = dict(zip(names, reduced))
         # The seed-generator states are mirrored, so without this every replica would draw
         # the same dropout masks. Each replica shifts its own copy's seed by its replica id
         # for this step's draws (aggregation NONE: the assign stays local), then shifts back:
@@ -183,7 +174,7 @@ class StepFunctions:
                                tf.constant(0, tf.int64)])
             for state in self._seed_states:
                 state.assign(state + offset)
-        grads, sums = self._gradients(batch, global_weight, global_examples)
+        grads, sums = self._gradients(batch, denominators)
         if shift:
             for state in self._seed_states:
                 state.assign(state - offset)
@@ -204,7 +195,13 @@ class StepFunctions:
 
     @_plain
     def _local_eval_sums(self, batch):
-        return _local_sums(self.model.head_logits(batch, training=False), batch)
+        return self.objective.local_sums(
+            self.objective.forward(self.model, batch, training=False), batch)
+
+    @_plain
+    def _local_predictions(self, batch):
+        outputs = self.objective.forward(self.model, batch, training=False)
+        return self.objective.predictions(outputs, batch)
 
     # ------------------------------------------------------------------ loops
 
@@ -230,7 +227,7 @@ class StepFunctions:
         for i in tf.range(num_steps):
             sums = self._reduce(self.strategy.run(self._replica_train_step, args=(next(iterator),)))
             self.step.assign_add(1)
-            loss = losses.metrics_from_sums(sums)["loss"]
+            loss = self.objective.metrics(sums)["loss"]
             step_losses = step_losses.write(i, loss)
             totals = {key: totals[key] + sums[key] for key in self.keys}
             if not tf.math.is_finite(loss):
@@ -241,7 +238,7 @@ class StepFunctions:
         """Evaluates up to `max_steps` batches (fewer if the data ends first).
 
         Returns:
-            (number of batches evaluated: int32 scalar; sums over them, see losses.sum_keys).
+            (number of batches evaluated: int32 scalar; sums over them, see Objective.sum_keys).
         """
         totals = {key: tf.zeros([]) for key in self.keys}
         batches = tf.constant(0)
@@ -253,6 +250,18 @@ class StepFunctions:
             totals = {key: totals[key] + sums[key] for key in self.keys}
             batches += 1
         return batches, totals
+
+
+    def _predict_step(self, batch_iterator) -> Dict[str, tf.Tensor]:
+        """One global batch of per-example predictions, gathered along the batch axis.
+
+        Returns:
+            {name: tensor [global_batch, ...]} in replica order (the input pipeline's order
+            when one pipeline feeds all replicas; callers order by an example-index feature).
+        """
+        per_replica = self.strategy.run(self._local_predictions, args=(next(batch_iterator),))
+        return {name: self.strategy.gather(value, axis=0)
+                for name, value in per_replica.items()}
 
 
 def to_numpy(sums: Dict[str, tf.Tensor]) -> Dict[str, np.ndarray]:

@@ -29,23 +29,26 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import fileio
 from bert_tf.data import input_config, input_pipeline, input_validation
 from bert_tf.errors import UserError
 from bert_tf.training import (
     checkpoint_paths,
     checkpointing,
     distribution,
-    losses,
+    objectives,
     resume,
     train_loop,
 )
 from bert_tf.training.progress import ProgressLogger
+from bert_tf.training.results import (  # noqa: F401 (part of this module's API)
+    EVAL_RESULTS_FILE,
+    format_eval_results,
+    write_eval_results,
+)
 
 # (input context, per-replica batch size) -> dataset of feature dicts.
 DatasetFn = Callable[[tf.distribute.InputContext, int], tf.data.Dataset]
 
-EVAL_RESULTS_FILE = "eval_results.txt"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -165,11 +168,20 @@ class Trainer:
             after seeding Keras' random state with config.seed).
         optimizer_fn: builds the Keras optimizer (under the scope); wrapped in a
             LossScaleOptimizer for mixed_float16.
+        objective: what is minimised and reported (default: pretraining's MLM + NSP, with
+            NSP as config.use_nsp says); fine-tuning tasks pass their own.
+        warm_start_fn: called with the model to load initial weights when output_dir has no
+            checkpoint to resume from (default: restore config.init_checkpoint, a bert_tf
+            checkpoint, by object graph).
     """
 
     def __init__(self, config: TrainerConfig, strategy: tf.distribute.Strategy,
-                 model_fn: Callable[[], keras.Model], optimizer_fn: Callable[[], object]):
+                 model_fn: Callable[[], keras.Model], optimizer_fn: Callable[[], object],
+                 objective: Optional[objectives.Objective] = None,
+                 warm_start_fn: Optional[Callable[[keras.Model], None]] = None):
         self.config = config
+        self.objective = objective or objectives.PretrainingObjective(config.use_nsp)
+        self.warm_start_fn = warm_start_fn
         self.strategy = strategy
         self.num_replicas = strategy.num_replicas_in_sync
         # Check the batch sizes before building anything.
@@ -189,20 +201,17 @@ class Trainer:
             self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step",
                                     aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
         self.steps = train_loop.StepFunctions(
-            self.model, self.optimizer, strategy, self.step, use_nsp=config.use_nsp,
+            self.model, self.optimizer, strategy, self.step, self.objective,
             accumulation_steps=config.gradient_accumulation_steps, use_xla=config.use_xla)
         self._trained = False
 
-    # ------------------------------------------------------------------ helpers
-
     def distribute_dataset(self, dataset_fn: DatasetFn, per_replica_batch: int,
                            skip_steps: int = 0):
-        """The distributed dataset; `skip_steps` steps' worth of batches are skipped.
+        """The distributed dataset, `skip_steps` steps' worth of batches skipped.
 
-        Each step takes one batch per replica, and an input pipeline (one per worker/host)
-        feeds num_replicas / num_pipelines replicas, so resuming at step s skips that many
-        batches times s in every pipeline; the deterministic input then continues where the
-        interrupted run was.
+        A step takes one batch per replica and a pipeline (one per worker) feeds
+        num_replicas / num_pipelines replicas: resuming at step s skips that many batches
+        times s in every pipeline, and the deterministic input continues where it was.
         """
 
         def per_pipeline(context: tf.distribute.InputContext) -> tf.data.Dataset:
@@ -254,7 +263,9 @@ class Trainer:
             problem = train_input.saved_state_problem(latest)
         restored = saver.restore_latest(without=(resume.INPUT_ROOT,) if problem else ())
         if restored is None:
-            if cfg.init_checkpoint:
+            if self.warm_start_fn is not None:
+                self.warm_start_fn(self.model)
+            elif cfg.init_checkpoint:
                 checkpointing.warm_start(self.model, cfg.init_checkpoint)
         else:
             logging.info("resuming from %s at step %d", saver.latest, restored)
@@ -379,7 +390,7 @@ class Trainer:
         sums = train_loop.to_numpy(sums)
         if int(batches) == 0 or sums["num_examples"] == 0:
             raise UserError("eval input is empty: no batch to evaluate")
-        results = {k: float(v) for k, v in losses.metrics_from_sums(sums).items()}
+        results = {k: float(v) for k, v in self.objective.metrics(sums).items()}
         results["global_step"] = int(self.step.numpy())
         logging.info("evaluated %d batches (%d examples)", int(batches), int(sums["num_examples"]))
         logger = ProgressLogger(self.config.output_dir, 0, 0, write_summaries=self.is_chief)
@@ -390,21 +401,20 @@ class Trainer:
         return results
 
 
-def format_eval_results(results: Dict[str, float]) -> str:
-    """`key = value` lines in sorted key order, as the original run_pretraining wrote them."""
-    lines = []
-    for key in sorted(results):
-        value = results[key]
-        # str() of a float32, as the original printed its numpy metrics: "0.12", not 0.1199...
-        lines.append(f"{key} = {value if isinstance(value, int) else str(np.float32(value))}")
-    return "\n".join(lines) + "\n"
+    def predict(self, dataset_fn: DatasetFn, num_batches: int) -> Dict[str, np.ndarray]:
+        """Per-example predictions (`Objective.predictions`) of `num_batches` global batches.
 
+        The input must yield `num_batches` full global batches of `eval_batch_size` (pad the
+        last one; TPUs need static shapes). Uses the weights in memory (after `train` or
+        `restore_for_eval`).
 
-def write_eval_results(path: str, results: Dict[str, float]) -> None:
-    """Writes eval results atomically and prints them."""
-    text = format_eval_results(results)
-    fileio.makedirs(os.path.dirname(path) or ".")
-    with fileio.atomic_output(path, "wb") as f:
-        f.write(text.encode("utf-8"))
-    print("***** Eval results *****\n" + text, end="", flush=True)
-
+        Returns:
+            {name: array [num_batches * eval_batch_size, ...]}, batches in input order.
+        """
+        iterator = iter(self.distribute_dataset(dataset_fn, self.eval_batch_per_replica))
+        parts: Dict[str, list] = {}
+        for _ in range(num_batches):
+            out = self._call(self.steps.predict_step, iterator)
+            for name, value in out.items():
+                parts.setdefault(name, []).append(value.numpy())
+        return {name: np.concatenate(values) for name, values in parts.items()}

@@ -1,0 +1,91 @@
+"""What the trainer optimizes and reports: the contract between a task and the train loop.
+
+The trainer and its step functions know nothing of MLM, NSP, classes or spans. A task gives
+them an `Objective`:
+
+* `denominators(batch)`: per-replica quantities known from the labels alone (the number of
+  examples, of masked tokens, of labelled words). The loop sums them over all replicas
+  before the forward pass, so each replica can differentiate its exact share of the loss of
+  the GLOBAL batch (see `bert_tf.training.train_loop`).
+* `forward(model, batch, training)`: the model outputs the loss needs.
+* `loss_and_sums(outputs, batch, global_denominators)`: this replica's share of the global
+  loss (the shares of all replicas and all accumulated micro-batches add up to the global
+  loss), and float32 scalar sums over the replica's examples (`sum_keys`) to add over
+  replicas and steps, from which `metrics(sums)` computes the figures of progress lines and
+  eval results (always with a "loss" key: the objective minimised, as a global-batch mean).
+* `predictions(outputs, batch)`: per-example outputs for `Trainer.predict` (fine-tuning tasks
+  score whole dev sets on the host: F1, MCC, span matching cannot be summed per batch).
+
+Losses stay per example inside each objective; the reduction over the global batch happens
+only in `loss_and_sums` with the all-reduced denominators.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Mapping, Tuple
+
+import tensorflow as tf
+
+from bert_tf.data import schema
+from bert_tf.training import losses
+
+
+class Objective:
+    """Base class: see the module docstring. Subclasses set `sum_keys` and override all."""
+
+    sum_keys: Tuple[str, ...] = ()
+
+    def denominators(self, batch: Mapping[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+        raise NotImplementedError
+
+    def forward(self, model: Any, batch: Mapping[str, tf.Tensor], training: bool
+                ) -> Dict[str, tf.Tensor]:
+        raise NotImplementedError
+
+    def loss_and_sums(self, outputs: Mapping[str, tf.Tensor], batch: Mapping[str, tf.Tensor],
+                      global_denominators: Mapping[str, tf.Tensor]
+                      ) -> Tuple[tf.Tensor, Dict[str, tf.Tensor]]:
+        raise NotImplementedError
+
+    def local_sums(self, outputs: Mapping[str, tf.Tensor], batch: Mapping[str, tf.Tensor]
+                   ) -> Dict[str, tf.Tensor]:
+        """The sums of `loss_and_sums` alone (eval: no loss share is needed)."""
+        return self.loss_and_sums(outputs, batch, self.denominators(batch))[1]
+
+    def metrics(self, sums: Mapping[str, Any]) -> Dict[str, tf.Tensor]:
+        raise NotImplementedError
+
+    def predictions(self, outputs: Mapping[str, tf.Tensor], batch: Mapping[str, tf.Tensor]
+                    ) -> Dict[str, tf.Tensor]:
+        """Per-example outputs to gather on the host; default: every model output."""
+        return dict(outputs)
+
+
+class PretrainingObjective(Objective):
+    """Masked LM (+ next-sentence prediction), with the original release's reductions.
+
+        masked_lm_loss     = sum(w * CE) / (sum(w) + 1e-5)   over the global batch
+        next_sentence_loss = sum(CE_nsp) / global_batch_size
+    """
+
+    def __init__(self, use_nsp: bool = True):
+        self.use_nsp = use_nsp
+        self.sum_keys = losses.sum_keys(use_nsp)
+
+    def denominators(self, batch):
+        weights = batch[schema.MASKED_LM_WEIGHTS]
+        return {"mlm_weight": tf.reduce_sum(weights),
+                "num_examples": tf.cast(tf.shape(weights)[0], tf.float32)}
+
+    def forward(self, model, batch, training):
+        # The heads' logits only: the last block runs at [CLS] and the masked positions.
+        return model.head_logits(batch, training=training)
+
+    def loss_and_sums(self, outputs, batch, global_denominators):
+        terms = losses.compute_loss_terms(outputs, batch)
+        share = losses.reduce_pretraining_losses(
+            terms, global_denominators["mlm_weight"], global_denominators["num_examples"])["loss"]
+        return share, terms.local_sums()
+
+    def metrics(self, sums):
+        return losses.metrics_from_sums(sums)
