@@ -19,7 +19,7 @@ from __future__ import annotations
 import datetime
 import os
 import time
-from typing import Callable, Dict, Optional, Sequence
+from typing import Any, Callable, Dict, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -78,14 +78,18 @@ class ProgressLogger:
         clock: monotonic seconds (injectable for tests).
         skipped_records: returns the input records skipped so far (--skip_corrupt_records),
             shown in every line; None shows nothing.
+        metrics_fn: global sums -> metrics (the task objective's `metrics`; default:
+            pretraining's).
     """
 
     def __init__(self, output_dir: str, total_steps: int, global_batch_size: int,
                  write_summaries: bool = True, log_every_n_steps: int = 100,
                  report_seconds: float = REPORT_SECONDS,
                  clock: Callable[[], float] = time.monotonic,
-                 skipped_records: Optional[Callable[[], int]] = None):
+                 skipped_records: Optional[Callable[[], int]] = None,
+                 metrics_fn: Optional[Callable[[Dict[str, float]], Dict[str, Any]]] = None):
         self.total_steps = total_steps
+        self._metrics_fn = metrics_fn or losses.metrics_from_sums
         self._skipped_records = skipped_records
         self.global_batch_size = global_batch_size
         self.log_every_n_steps = log_every_n_steps
@@ -149,7 +153,8 @@ class ProgressLogger:
         self._last_step, self._last_time = step, self._clock()
         elapsed = max(self._seconds, 1e-9)
         steps = len(self._losses)
-        values = {k: float(v) for k, v in losses.metrics_from_sums(self._sums).items()}
+        values = {k: float(v) for k, v in self._metrics_fn(self._sums).items()}
+        task_keys = sorted(k for k in values if k != "loss")
         # The mean of the per-step objectives (each step's loss over its own global batch).
         values["loss"] = float(np.mean(self._losses))
         values["learning_rate"] = float(learning_rate)
@@ -157,8 +162,11 @@ class ProgressLogger:
         steps_per_second = steps / elapsed
         eta = (self.total_steps - step) / steps_per_second if steps_per_second > 0 else np.inf
         parts = [f"step {step}/{self.total_steps}", f"loss {values['loss']:.6f}"]
-        mlm = [f"{_SHORT[k]} {values[k]:.4f}" for k in ("masked_lm_loss", "masked_lm_accuracy")]
-        parts.append(" ".join(mlm))
+        if "masked_lm_loss" not in values:  # a fine-tuning task: its own metrics by name
+            parts.append(" ".join(f"{k} {values[k]:.4f}" for k in task_keys))
+        else:
+            parts.append(" ".join(f"{_SHORT[k]} {values[k]:.4f}"
+                                  for k in ("masked_lm_loss", "masked_lm_accuracy")))
         if "next_sentence_loss" in values:
             nsp = [f"{_SHORT[k]} {values[k]:.4f}"
                    for k in ("next_sentence_loss", "next_sentence_accuracy")]

@@ -298,9 +298,9 @@ class Trainer:
         if cfg.max_steps_per_run:
             stop = min(stop, start + cfg.max_steps_per_run)
         progress = ProgressLogger(cfg.output_dir, cfg.num_train_steps, cfg.train_batch_size,
-                                  write_summaries=self.is_chief,
-                                  log_every_n_steps=cfg.log_every_n_steps,
-                                  skipped_records=getattr(dataset_fn, "skipped_records", None))
+                                  self.is_chief, cfg.log_every_n_steps,
+                                  skipped_records=getattr(dataset_fn, "skipped_records", None),
+                                  metrics_fn=self.objective.metrics)
         all_losses = []
         step, last_report = start, None
         if start >= cfg.num_train_steps:

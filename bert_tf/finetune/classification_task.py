@@ -1,0 +1,157 @@
+"""Sentence(-pair) classification and regression as a fine-tuning task (run_classifier).
+
+Adds to the shared runner (`bert_tf.finetune.runner`): the GLUE / tsv / csv / jsonl readers
+(`classification_data`), the `BertClassifier` head, its objective, the metrics written to
+eval_results.txt and test_results.tsv with per-class probabilities and the label string.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Dict, List, Optional
+
+import numpy as np
+from absl import logging
+
+from bert_tf import fileio
+from bert_tf.errors import UserError
+from bert_tf.finetune import classification_data as data
+from bert_tf.finetune import label_list as labels_io
+from bert_tf.finetune import metrics
+from bert_tf.finetune.objectives import ClassificationObjective
+
+# CoLA is scored by Matthews correlation in GLUE; the others add F1 when binary.
+_MCC_TASKS = ("cola",)
+TEST_RESULTS_FILE = "test_results.tsv"
+
+
+@dataclasses.dataclass(frozen=True)
+class ClassificationSettings:
+    """The task flags of run_classifier.
+
+    Attributes:
+        task_name: a GLUE task or tsv/csv/jsonl.
+        data_dir: where train/dev/test files are.
+        text_column, text_pair_column, label_column: columns of your own files.
+        regression: float labels (your own files; STS-B is regression by itself).
+        eval_split: the split --do_eval scores ("dev"; MNLI also "dev_mismatched").
+    """
+
+    task_name: str
+    data_dir: str
+    text_column: str = ""
+    text_pair_column: str = ""
+    label_column: str = ""
+    regression: bool = False
+    eval_split: str = "dev"
+
+
+def _log_softmax(logits: np.ndarray) -> np.ndarray:
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+
+
+class ClassificationTask:
+    """What run_classifier adds to the shared runner (see `runner.Task`)."""
+
+    kind = "classifier"
+    input_keys = ("input_ids", "input_mask", "segment_ids")
+    label_keys = ("label_ids",)
+
+    def __init__(self, settings: ClassificationSettings):
+        self.settings = settings
+        self.spec = data.get_task(settings.task_name, settings.text_column or None,
+                                  settings.text_pair_column or None,
+                                  settings.label_column or None, settings.regression)
+        self.label_list: Optional[List[str]] = None
+        self.splits: Dict[str, data.SplitData] = {}
+        self.features: Dict[str, data.ClassificationFeatures] = {}
+
+    # ------------------------------------------------------------------ setup
+
+    @property
+    def regression(self) -> bool:
+        return self.spec.is_regression
+
+    def num_labels(self) -> int:
+        return 1 if self.regression else len(self.label_list or ())
+
+    def objective(self) -> ClassificationObjective:
+        return ClassificationObjective(regression=self.regression)
+
+    def read(self, do_train: bool, do_eval: bool, do_predict: bool, model_dir: str) -> None:
+        """Reads the files the run needs and settles the label list (before any TF work).
+
+        Raises:
+            UserError: bad files, eval without labels, a dev label unknown to training.
+        """
+        s = self.settings
+        if do_train:
+            self.splits["train"] = data.read_split(self.spec, s.data_dir, "train")
+            self.label_list = data.build_label_list(self.spec, self.splits["train"])
+        else:
+            self.label_list = labels_io.load_label_list(
+                os.path.join(model_dir, labels_io.LABEL_LIST_FILE))
+        if do_eval:
+            dev = data.read_split(self.spec, s.data_dir, s.eval_split)
+            data.require_labels(dev)
+            self.splits["eval"] = dev
+        if do_predict:
+            self.splits["predict"] = data.read_split(self.spec, s.data_dir, "test")
+        if self.label_list is not None and len(self.label_list) < 2:
+            raise UserError(f"{self.splits['train'].path}: only one label "
+                            f"({self.label_list[0]!r}); classification needs two or more")
+
+    def save_assets(self, output_dir: str) -> None:
+        labels_io.save_label_list(os.path.join(output_dir, labels_io.LABEL_LIST_FILE),
+                                  self.label_list)
+
+    def arrays(self, split: str, tokenizer, max_seq_length: int) -> Dict[str, np.ndarray]:
+        """Featurized split ("train", "eval", "predict")."""
+        if split not in self.features:
+            examples = self.splits[split].examples
+            try:
+                feats = data.featurize(examples, self.label_list, tokenizer, max_seq_length)
+            except UserError as e:
+                raise UserError(f"{self.splits[split].path}: {e}") from None
+            if feats.num_truncated:
+                logging.info("%s: %d of %d examples truncated to --max_seq_length=%d",
+                             self.splits[split].path, feats.num_truncated, len(feats),
+                             max_seq_length)
+            self.features[split] = feats
+        return self.features[split].arrays
+
+    # ------------------------------------------------------------------ results
+
+    def evaluate(self, outputs: Dict[str, np.ndarray], output_dir: str) -> Dict[str, float]:
+        """eval_* metrics of the dev predictions (the official GLUE metrics of the task)."""
+        logits = outputs["logits"].astype(np.float64)
+        gold = self.features["eval"].arrays["label_ids"]
+        if self.regression:
+            result = metrics.classification_metrics("regression", gold, logits[:, 0])
+            result["eval_loss"] = float(np.mean((logits[:, 0] - gold) ** 2))
+            return result
+        result = metrics.classification_metrics(
+            "classification", gold, logits, with_mcc=self.spec.name in _MCC_TASKS)
+        nll = -_log_softmax(logits)[np.arange(len(gold)), gold]
+        result["eval_loss"] = float(nll.mean())
+        return result
+
+    def write_predictions(self, outputs: Dict[str, np.ndarray], output_dir: str) -> List[str]:
+        """test_results.tsv: guid, one probability column per class, the predicted label."""
+        logits = outputs["logits"].astype(np.float64)
+        guids = self.features["predict"].guids
+        path = os.path.join(output_dir, TEST_RESULTS_FILE)
+        if self.regression:
+            lines = ["guid\tprediction"] + [f"{g}\t{v:.6f}" for g, v in zip(guids, logits[:, 0])]
+        else:
+            probs = np.exp(_log_softmax(logits))
+            header = ["guid"] + [f"prob_{name}" for name in self.label_list] + ["label"]
+            lines = ["\t".join(header)]
+            for guid, row in zip(guids, probs):
+                cells = [guid] + [f"{p:.6f}" for p in row] + [self.label_list[int(row.argmax())]]
+                lines.append("\t".join(cells))
+        with fileio.atomic_output(path, "wb") as f:
+            f.write(("\n".join(lines) + "\n").encode("utf-8"))
+        return [path]

@@ -1,0 +1,114 @@
+"""The flags the three fine-tuning entry points share, and their common main.
+
+Only the `python -m` entry points (bert_tf.run_classifier, run_tagging, run_squad) import
+this module: it defines absl flags, which are parsed there and turned at once into a frozen
+`runner.FinetuneConfig`. Names are the original release's where it had the flag.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Callable
+
+from absl import flags, logging
+
+from bert_tf.errors import UserError
+
+FLAGS = flags.FLAGS
+EXIT_TERMINATED = 143  # 128 + SIGTERM, as run_pretraining
+
+
+def define_common_flags(max_seq_length: int = 128, learning_rate: float = 5e-5,
+                        train_batch_size: int = 32) -> None:
+    """Defines the model, run, recipe and hardware flags (call once, at import)."""
+    flags.DEFINE_string("bert_config_file", None,
+                        "bert_config.json (default: the one beside --init_checkpoint).")
+    flags.DEFINE_string("vocab_file", None, "vocab.txt (default: beside --init_checkpoint).")
+    flags.DEFINE_bool("do_lower_case", True, "Lower-case and strip accents (uncased models).")
+    flags.DEFINE_string("init_checkpoint", None,
+                        "A bert_tf checkpoint or output directory, a Google TF1 checkpoint or a "
+                        "Hugging Face directory (the format is detected).")
+    flags.DEFINE_string("output_dir", None, "Checkpoints, eval results and predictions.")
+    flags.DEFINE_bool("do_train", False, "Fine-tune.")
+    flags.DEFINE_bool("do_eval", False, "Evaluate on the dev data.")
+    flags.DEFINE_bool("do_predict", False, "Predict on the test data.")
+    flags.DEFINE_integer("train_batch_size", train_batch_size, "GLOBAL training batch.")
+    flags.DEFINE_integer("eval_batch_size", 8, "GLOBAL eval/predict batch.")
+    flags.DEFINE_float("learning_rate", learning_rate, "Peak learning rate (AdamW).")
+    flags.DEFINE_float("num_train_epochs", 3.0, "Epochs of fine-tuning.")
+    flags.DEFINE_float("warmup_proportion", 0.1, "Share of the steps with linear warmup.")
+    flags.DEFINE_float("weight_decay_rate", 0.01, "Decoupled weight decay (not on LayerNorm "
+                       "and biases).")
+    flags.DEFINE_float("clip_norm", 1.0, "Global-norm gradient clipping (0 = off).")
+    flags.DEFINE_integer("max_seq_length", max_seq_length, "Tokens per sequence.")
+    flags.DEFINE_integer("seed", 12345, "Seeds the head's initialization, dropout and order.")
+    flags.DEFINE_enum("distribution_strategy", "auto",
+                      ["auto", "tpu", "mirrored", "multi_worker_mirrored", "one_device"],
+                      "As in run_pretraining.")
+    flags.DEFINE_string("tpu", None, "TPU name or address ('local' on a TPU VM).")
+    flags.DEFINE_integer("num_gpus", -1, "GPUs to use (-1 = all visible).")
+    flags.DEFINE_integer("num_cpu_devices", 0, "Split the CPU into logical devices (tests).")
+    flags.DEFINE_enum("dtype_policy", "float32", ["float32", "mixed_bfloat16", "mixed_float16"],
+                      "Keras precision policy.")
+    flags.DEFINE_bool("use_xla", None, "XLA-compile the train step (default: per device).")
+    flags.DEFINE_integer("save_checkpoints_steps", 1000, "Checkpoint every N steps and at "
+                         "the end.")
+    flags.DEFINE_integer("keep_checkpoint_max", 1, "Recent checkpoints to keep.")
+    flags.DEFINE_integer("steps_per_loop", 1, "Train steps per tf.function call.")
+    flags.DEFINE_integer("log_every_n_steps", 100, "Progress line every N steps (and 30 s).")
+    flags.DEFINE_integer("max_steps_per_run", 0, "Stop after N steps with a checkpoint.")
+    flags.DEFINE_string("export_dir", None, "Also write a serving SavedModel (raw text in) "
+                        "there.")
+
+
+def config_from_flags():
+    """The frozen `runner.FinetuneConfig` of the parsed flags."""
+    from bert_tf.finetune.runner import FinetuneConfig
+    from bert_tf.training.distribution import DistributionConfig
+
+    return FinetuneConfig(
+        output_dir=FLAGS.output_dir or "", bert_config_file=FLAGS.bert_config_file or "",
+        vocab_file=FLAGS.vocab_file or "", do_lower_case=FLAGS.do_lower_case,
+        init_checkpoint=FLAGS.init_checkpoint or "", do_train=FLAGS.do_train,
+        do_eval=FLAGS.do_eval, do_predict=FLAGS.do_predict,
+        train_batch_size=FLAGS.train_batch_size, eval_batch_size=FLAGS.eval_batch_size,
+        learning_rate=FLAGS.learning_rate, num_train_epochs=FLAGS.num_train_epochs,
+        warmup_proportion=FLAGS.warmup_proportion, weight_decay_rate=FLAGS.weight_decay_rate,
+        clip_norm=FLAGS.clip_norm, max_seq_length=FLAGS.max_seq_length, seed=FLAGS.seed,
+        distribution=DistributionConfig(
+            distribution_strategy=FLAGS.distribution_strategy, tpu=FLAGS.tpu or "",
+            num_gpus=FLAGS.num_gpus, dtype_policy=FLAGS.dtype_policy, use_xla=FLAGS.use_xla,
+            num_cpu_devices=FLAGS.num_cpu_devices),
+        save_checkpoints_steps=FLAGS.save_checkpoints_steps,
+        keep_checkpoint_max=FLAGS.keep_checkpoint_max, steps_per_loop=FLAGS.steps_per_loop,
+        log_every_n_steps=FLAGS.log_every_n_steps, max_steps_per_run=FLAGS.max_steps_per_run,
+        export_dir=FLAGS.export_dir or "")
+
+
+def run_main(argv, make_task: Callable[[], object],
+             export_fn: Callable[[str, str, object], None]) -> None:
+    """The body of every entry point's main: flags -> configs -> runner.run, exit codes.
+
+    Args:
+        argv: what absl left after parsing.
+        make_task: builds the task from the task's own flags.
+        export_fn: (fine-tuned output_dir, export_dir, model in memory) -> writes the serving
+            SavedModel (`bert_tf.export.task_serving.export_finetuned`).
+    """
+    if len(argv) > 1:
+        raise UserError(f"unexpected arguments: {' '.join(argv[1:])}")
+    logging.set_verbosity(logging.INFO)
+    config = config_from_flags()
+    task = make_task()
+    from bert_tf.finetune import runner
+    from bert_tf.training.checkpointing import Terminated
+
+    try:
+        outcome = runner.run(config, task)
+    except Terminated as e:
+        print(e, file=sys.stderr, flush=True)
+        sys.exit(EXIT_TERMINATED)
+    if config.export_dir and outcome.is_chief:
+        # bert_tf.finetune may not import bert_tf.export (data flows one way): the entry
+        # point, which may import both, passes the exporter in.
+        export_fn(config.output_dir, config.export_dir, outcome.model)

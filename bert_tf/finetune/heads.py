@@ -1,0 +1,140 @@
+"""Fine-tuning models: the pretraining `BertEncoder` with one task head each.
+
+* `BertClassifier`: dropout + Dense(num_labels) on the pooled [CLS] output (the original
+  run_classifier's head); num_labels 1 is regression (STS-B).
+* `BertTagger`: dropout + Dense(num_labels) on every position of the sequence output.
+* `BertSpanExtractor`: Dense(2) on the sequence output -> start and end logits (run_squad's
+  head has no dropout of its own).
+
+Heads are initialised as the original release does (truncated normal, stddev
+`initializer_range`; zero bias) and compute in float32 under mixed precision, so the logits
+keep their resolution. Every model takes the encoder inputs {"input_ids", "input_mask",
+"segment_ids": int32 [batch, seq_len]} and ignores other keys of a batch (labels, indices).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Optional
+
+import keras
+
+from bert_tf.modeling.config import BertConfig
+from bert_tf.modeling.encoder import BertEncoder, bert_initializer, constructor_args
+
+INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
+KINDS = ("classifier", "tagger", "span")
+
+
+def _inputs() -> Dict[str, Any]:
+    return {name: keras.Input(shape=(None,), dtype="int32", name=name) for name in INPUT_NAMES}
+
+
+class _TaskModel(keras.Model):
+    """Shared plumbing: the encoder attribute, input filtering and (de)serialisation."""
+
+    def _finish(self, config: BertConfig, encoder: BertEncoder, num_labels: int) -> None:
+        self.config = config
+        self.encoder = encoder
+        self.num_labels = num_labels
+
+    def call(self, inputs, training=None, mask=None):
+        if isinstance(inputs, dict):  # a pipeline batch carries labels and indices too
+            inputs = {k: inputs[k] for k in INPUT_NAMES}
+        return super().call(inputs, training=training, mask=mask)
+
+    def get_config(self) -> Dict[str, Any]:
+        return {
+            "config": self.config.to_dict(),
+            "num_labels": self.num_labels,
+            "name": self.name,
+            "trainable": self.trainable,
+            "dtype": keras.dtype_policies.serialize(self.dtype_policy),
+        }
+
+    @classmethod
+    def from_config(cls, config: Dict[str, Any]):
+        return cls(**constructor_args(config))
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class BertClassifier(_TaskModel):
+    """Sentence(-pair) classification or regression.
+
+    Returns:
+        {"logits": float32 [batch, num_labels]} (num_labels 1: the regression output).
+    """
+
+    def __init__(self, config: BertConfig, num_labels: int, name: str = "bert_classifier",
+                 dtype: Optional[Any] = None, **kwargs: Any) -> None:
+        if isinstance(config, dict):
+            config = BertConfig.from_dict(config)
+        encoder = BertEncoder(config, dtype=dtype)
+        dropout = keras.layers.Dropout(config.hidden_dropout_prob, name="classifier_dropout")
+        dense = keras.layers.Dense(num_labels, kernel_initializer=bert_initializer(config),
+                                   dtype="float32", name="classifier")
+        inputs = _inputs()
+        pooled = encoder(inputs)["pooled_output"]
+        logits = dense(dropout(pooled))
+        super().__init__(inputs=inputs, outputs={"logits": logits}, name=name, dtype=dtype,
+                         **kwargs)
+        self._finish(config, encoder, num_labels)
+        self.head = dense
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class BertTagger(_TaskModel):
+    """Token tagging: one label per position (the data scores the first piece of a word).
+
+    Returns:
+        {"logits": float32 [batch, seq_len, num_labels]}.
+    """
+
+    def __init__(self, config: BertConfig, num_labels: int, name: str = "bert_tagger",
+                 dtype: Optional[Any] = None, **kwargs: Any) -> None:
+        if isinstance(config, dict):
+            config = BertConfig.from_dict(config)
+        encoder = BertEncoder(config, dtype=dtype)
+        dropout = keras.layers.Dropout(config.hidden_dropout_prob, name="tagger_dropout")
+        dense = keras.layers.Dense(num_labels, kernel_initializer=bert_initializer(config),
+                                   dtype="float32", name="tagger")
+        inputs = _inputs()
+        sequence = encoder(inputs)["sequence_output"]
+        logits = dense(dropout(sequence))
+        super().__init__(inputs=inputs, outputs={"logits": logits}, name=name, dtype=dtype,
+                         **kwargs)
+        self._finish(config, encoder, num_labels)
+        self.head = dense
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class BertSpanExtractor(_TaskModel):
+    """Extractive QA: start and end logits over the positions.
+
+    Returns:
+        {"start_logits": float32 [batch, seq_len], "end_logits": float32 [batch, seq_len]}.
+    """
+
+    def __init__(self, config: BertConfig, num_labels: int = 2, name: str = "bert_span",
+                 dtype: Optional[Any] = None, **kwargs: Any) -> None:
+        if isinstance(config, dict):
+            config = BertConfig.from_dict(config)
+        encoder = BertEncoder(config, dtype=dtype)
+        dense = keras.layers.Dense(2, kernel_initializer=bert_initializer(config),
+                                   dtype="float32", name="span")
+        inputs = _inputs()
+        logits = dense(encoder(inputs)["sequence_output"])  # [batch, seq_len, 2]
+        outputs = {"start_logits": logits[..., 0], "end_logits": logits[..., 1]}
+        super().__init__(inputs=inputs, outputs=outputs, name=name, dtype=dtype, **kwargs)
+        self._finish(config, encoder, 2)
+        self.head = dense
+
+
+def build_model(kind: str, config: BertConfig, num_labels: int) -> _TaskModel:
+    """The task model of `kind` ("classifier", "tagger" or "span")."""
+    if kind == "classifier":
+        return BertClassifier(config, num_labels)
+    if kind == "tagger":
+        return BertTagger(config, num_labels)
+    if kind == "span":
+        return BertSpanExtractor(config)
+    raise ValueError(f"unknown task model {kind!r} (expected one of {KINDS})")

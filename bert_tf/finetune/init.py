@@ -1,0 +1,137 @@
+"""Where a fine-tuning run starts from: --init_checkpoint in any format, detected.
+
+* a bert_tf pretraining (or fine-tuning) checkpoint, or the output directory holding them;
+* a Google TF1 checkpoint (`bert_model.ckpt` prefix or its release directory);
+* a Hugging Face BERT directory (config.json + model.safetensors or pytorch_model.bin).
+
+The encoder's weights are read into the format-neutral `ModelFiles` (bert_tf.interop) and
+assigned by canonical name; task heads start fresh. `bert_config.json`/`config.json` and
+`vocab.txt` beside the checkpoint are the defaults for --bert_config_file and --vocab_file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Optional
+
+from absl import logging
+
+from bert_tf import fileio
+from bert_tf.errors import UserError
+from bert_tf.interop import formats
+from bert_tf.interop.model_files import ModelFiles, find_beside
+from bert_tf.modeling.config import BertConfig
+
+# The fields that fix the shapes of the encoder's weights (dropout and the activation may
+# differ between pretraining and fine-tuning without breaking a weight).
+_ARCHITECTURE = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                 "intermediate_size", "max_position_embeddings", "type_vocab_size")
+_HF_WEIGHTS = ("model.safetensors", "pytorch_model.bin")
+
+
+def detect_format(path: str) -> str:
+    """"hf", "google" or "bert_tf" for a checkpoint path or directory.
+
+    Raises:
+        UserError: nothing readable at `path`.
+    """
+    import tensorflow as tf
+
+    if fileio.isdir(path) and fileio.exists(os.path.join(path, "config.json")) and any(
+            fileio.exists(os.path.join(path, name)) for name in _HF_WEIGHTS):
+        return "hf"
+    if path.endswith((".safetensors", ".bin")) and fileio.exists(path):
+        return "hf"
+    prefix = None
+    if fileio.isdir(path):
+        prefix = tf.train.latest_checkpoint(path)
+        if prefix is None and fileio.exists(os.path.join(path, "bert_model.ckpt.index")):
+            prefix = os.path.join(path, "bert_model.ckpt")
+    elif fileio.exists(path + ".index"):
+        prefix = path
+    if prefix is None:
+        raise UserError(f"--init_checkpoint={path}: no checkpoint there (expected a bert_tf "
+                        "output directory or ckpt-N prefix, a Google bert_model.ckpt, or a "
+                        "Hugging Face directory)")
+    names = tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
+    return "bert_tf" if any("/.ATTRIBUTES/" in n for n in names) else "google"
+
+
+@dataclasses.dataclass(frozen=True)
+class InitModel:
+    """The model to fine-tune: its config, vocabulary and (optionally) pretrained weights.
+
+    Attributes:
+        config: the architecture (from --bert_config_file, else the checkpoint's own).
+        vocab_file: --vocab_file, else the checkpoint's.
+        files: the pretrained weights, or None to start from random weights.
+        fmt: the detected format of --init_checkpoint ("" without one).
+    """
+
+    config: BertConfig
+    vocab_file: str
+    files: Optional[ModelFiles]
+    fmt: str = ""
+
+
+def resolve(init_checkpoint: str, bert_config_file: str, vocab_file: str) -> InitModel:
+    """Reads --init_checkpoint (if any) and settles the config and vocabulary.
+
+    Raises:
+        UserError: no config or vocabulary to be found, or a checkpoint whose weights do not
+            fit --bert_config_file (naming the first field that differs).
+    """
+    files = None
+    fmt = ""
+    if init_checkpoint:
+        fmt = detect_format(init_checkpoint)
+        config_arg = None if fmt == "hf" else (bert_config_file or None)
+        try:
+            files = formats.read_model(fmt, init_checkpoint, config_arg, vocab_file or None)
+        except UserError as e:
+            raise UserError(f"--init_checkpoint={init_checkpoint}: {e}") from None
+        logging.info("--init_checkpoint is a %s checkpoint: %s", fmt, files.source)
+    if bert_config_file:
+        config = BertConfig.from_json_file(bert_config_file)
+    elif files is not None:
+        config = files.config
+    else:
+        raise UserError("--bert_config_file is required without --init_checkpoint")
+    if files is not None:
+        for field in _ARCHITECTURE:
+            ours, theirs = getattr(config, field), getattr(files.config, field)
+            if ours != theirs:
+                raise UserError(f"--init_checkpoint={init_checkpoint} does not match "
+                                f"--bert_config_file: {field} is {theirs} in the checkpoint, "
+                                f"{ours} in {bert_config_file}")
+    vocab = vocab_file or (files.vocab_file if files is not None else None)
+    if not vocab and init_checkpoint:
+        vocab = find_beside(init_checkpoint, ("vocab.txt",))
+    if not vocab:
+        raise UserError("--vocab_file is required (no vocab.txt beside --init_checkpoint)")
+    if not fileio.exists(vocab):
+        raise UserError(f"--vocab_file={vocab} does not exist")
+    return InitModel(config, vocab, files, fmt)
+
+
+def load_encoder_weights(model, files: ModelFiles) -> None:
+    """Assigns the pretrained encoder weights to `model.encoder` (heads stay fresh).
+
+    Raises:
+        UserError: an encoder weight is missing (the pooler alone may be: sentence-embedding
+            models drop it; it then starts fresh, with a warning).
+    """
+    from bert_tf.modeling import weight_map
+
+    mapping = weight_map.encoder_weight_map(model.encoder)
+    values = {name: files.weights[name] for name in mapping if name in files.weights}
+    missing = [name for name in mapping if name not in values]
+    if [m for m in missing if not m.startswith("pooler/")]:
+        raise UserError(f"{files.source}: {len(missing)} encoder weight(s) missing, first: "
+                        f"{missing[0]}")
+    if missing:
+        logging.warning("%s has no pooler weights: the pooler starts from random weights",
+                        files.source)
+    weight_map.set_weights(mapping, values, strict=False, source=files.source)
+    logging.info("initialised %d encoder weights from %s", len(values), files.source)
