@@ -16,8 +16,8 @@ from typing import List, Tuple
 
 import numpy as np
 import pytest
-
 import reference_instances
+
 from bert_tf.text import tokenization
 from data_tools import corpus, instances, tasks
 from data_tools.job_config import PipelineConfig

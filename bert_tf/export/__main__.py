@@ -11,11 +11,22 @@ bert_config.json the run saved there. --export_dir must not exist yet; it is wri
 temporary name and renamed when complete. For TensorFlow Serving, give it a version
 directory (`<model_base_path>/1`). The SavedModel's signatures are documented in
 `bert_tf/export/serving.py`.
+
+A fine-tuning output directory (run_classifier, run_tagging, run_squad: it holds
+finetune_task.json) is exported with its task's raw-text signatures instead
+(`bert_tf/export/task_serving.py`):
+
+    python -m bert_tf.export --output_dir=out/sst2 --export_dir=export/sst2/1 \
+        [--max_seq_length=128]
+
+Its vocabulary, casing, config and labels are read from the directory, so --vocab_file,
+--do_lower_case, --bert_config_file, --top_k and --format=keras_hub are refused there.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
 
 from absl import flags, logging
@@ -27,7 +38,7 @@ FLAGS = flags.FLAGS
 DEFAULT_MAX_SEQ_LENGTH = 128
 
 flags.DEFINE_string("output_dir", None, "Pretraining output dir (latest checkpoint) or a "
-                    "checkpoint prefix.")
+                    "checkpoint prefix; or a fine-tuning output dir.")
 flags.DEFINE_string("vocab_file", None, "The model's vocabulary.")
 flags.DEFINE_bool("do_lower_case", None, "Lower-case and strip accents (as in training).")
 flags.DEFINE_string("export_dir", None, "New directory to write.")
@@ -105,13 +116,45 @@ def config_from_flags() -> ExportConfig:
         top_k=FLAGS.top_k, export_format=FLAGS.format)
 
 
+def is_finetuned(path: str) -> bool:
+    """Whether `path` is a fine-tuning output directory (it has finetune_task.json)."""
+    from bert_tf import fileio
+    from bert_tf.finetune.runner import TASK_FILE
+
+    return fileio.exists(os.path.join(path, TASK_FILE))
+
+
+def export_finetuned_from_flags() -> str:
+    """Exports the fine-tuned --output_dir with its task signatures. Returns export_dir."""
+    from bert_tf.export.task_serving import export_finetuned
+
+    if not FLAGS.export_dir:
+        raise UserError("--export_dir is required")
+    for name in ("vocab_file", "do_lower_case", "bert_config_file", "top_k"):
+        if FLAGS[name].present:
+            raise UserError(f"--{name} does not apply to the fine-tuned model in "
+                            f"{FLAGS.output_dir}: it is read from that directory")
+    if FLAGS.format != "saved_model":
+        raise UserError(f"--format={FLAGS.format}: a fine-tuned model exports as saved_model")
+    export_finetuned(FLAGS.output_dir, FLAGS.export_dir, max_seq_length=FLAGS.max_seq_length)
+    print(f"exported fine-tuned {FLAGS.output_dir} as saved_model to {FLAGS.export_dir}",
+          flush=True)
+    return FLAGS.export_dir
+
 
 @cli_main
 def main(argv) -> None:
     if len(argv) > 1:
         raise UserError(f"unexpected arguments: {' '.join(argv[1:])}")
     logging.set_verbosity(logging.INFO)
-    export(config_from_flags())
+    if FLAGS.output_dir and is_finetuned(FLAGS.output_dir):
+        export_finetuned_from_flags()
+    elif FLAGS.output_dir and is_finetuned(os.path.dirname(FLAGS.output_dir)):
+        raise UserError(f"{FLAGS.output_dir} is a checkpoint of a fine-tuned model: give its "
+                        f"directory, --output_dir={os.path.dirname(FLAGS.output_dir)} (the "
+                        "latest checkpoint there is exported)")
+    else:
+        export(config_from_flags())
 
 
 def console_main() -> None:
