@@ -96,6 +96,12 @@ class ClassificationTask:
         if do_eval:
             dev = data.read_split(self.spec, s.data_dir, s.eval_split)
             data.require_labels(dev)
+            if self.label_list is not None:  # now, not after training (featurize checks too)
+                known = set(self.label_list)
+                bad = next((e for e in dev.examples if str(e.label) not in known), None)
+                if bad is not None:
+                    raise UserError(f"{bad.where}: label {bad.label!r} is not one of the "
+                                    f"training labels ({', '.join(self.label_list)})")
             self.splits["eval"] = dev
         if do_predict:
             self.splits["predict"] = data.read_split(self.spec, s.data_dir, "test")
@@ -111,6 +117,8 @@ class ClassificationTask:
         """Featurized split ("train", "eval", "predict")."""
         if split not in self.features:
             examples = self.splits[split].examples
+            if split == "predict":  # its labels, if any, are not needed (nor checked)
+                examples = [dataclasses.replace(e, label=None) for e in examples]
             try:
                 feats = data.featurize(examples, self.label_list, tokenizer, max_seq_length)
             except UserError as e:

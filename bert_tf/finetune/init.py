@@ -90,6 +90,12 @@ def resolve(init_checkpoint: str, bert_config_file: str, vocab_file: str) -> Ini
         try:
             files = formats.read_model(fmt, init_checkpoint, config_arg, vocab_file or None)
         except UserError as e:
+            # A reader given another architecture fails on the first variable's shape; the
+            # checkpoint's own bert_config.json, when beside it, tells which field differs.
+            beside = find_beside(init_checkpoint, ("bert_config.json",)) if config_arg else None
+            if beside:
+                _check_architecture(BertConfig.from_json_file(beside), config_arg,
+                                    init_checkpoint)
             raise UserError(f"--init_checkpoint={init_checkpoint}: {e}") from None
         logging.info("--init_checkpoint is a %s checkpoint: %s", fmt, files.source)
     if bert_config_file:
@@ -99,12 +105,7 @@ def resolve(init_checkpoint: str, bert_config_file: str, vocab_file: str) -> Ini
     else:
         raise UserError("--bert_config_file is required without --init_checkpoint")
     if files is not None:
-        for field in _ARCHITECTURE:
-            ours, theirs = getattr(config, field), getattr(files.config, field)
-            if ours != theirs:
-                raise UserError(f"--init_checkpoint={init_checkpoint} does not match "
-                                f"--bert_config_file: {field} is {theirs} in the checkpoint, "
-                                f"{ours} in {bert_config_file}")
+        _check_architecture(files.config, bert_config_file, init_checkpoint)
     vocab = vocab_file or (files.vocab_file if files is not None else None)
     if not vocab and init_checkpoint:
         vocab = find_beside(init_checkpoint, ("vocab.txt",))
@@ -113,6 +114,20 @@ def resolve(init_checkpoint: str, bert_config_file: str, vocab_file: str) -> Ini
     if not fileio.exists(vocab):
         raise UserError(f"--vocab_file={vocab} does not exist")
     return InitModel(config, vocab, files, fmt)
+
+
+def _check_architecture(checkpoint_config: BertConfig, bert_config_file: str,
+                        init_checkpoint: str) -> None:
+    """Raises UserError naming the first weight-shaping field --bert_config_file changes."""
+    if not bert_config_file:
+        return
+    config = BertConfig.from_json_file(bert_config_file)
+    for field in _ARCHITECTURE:
+        ours, theirs = getattr(config, field), getattr(checkpoint_config, field)
+        if ours != theirs:
+            raise UserError(f"--init_checkpoint={init_checkpoint} does not match "
+                            f"--bert_config_file: {field} is {theirs} in the checkpoint, "
+                            f"{ours} in {bert_config_file}")
 
 
 def load_encoder_weights(model, files: ModelFiles) -> None:

