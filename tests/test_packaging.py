@@ -23,6 +23,9 @@ OWN_FLAG = {
     "bert-tf-build-vocab": "--vocab_size",
     "bert-tf-create-data": "--max_predictions_per_seq",
     "bert-tf-prepare-corpus": "--document_per",
+    "bert-tf-classify": "--text_pair_column",
+    "bert-tf-tag": "--eval_file",
+    "bert-tf-squad": "--doc_stride",
 }
 
 
