@@ -107,7 +107,7 @@ def binary_run(tmp_path_factory, bert_config, google_vocab_path):
         "--task_name=tsv", f"--data_dir={data_dir}", "--text_column=sentence",
         "--label_column=label", f"--bert_config_file={bert_config}",
         f"--vocab_file={google_vocab_path}", f"--output_dir={out}", "--do_train", "--do_eval",
-        "--do_predict", "--max_seq_length=64", "--num_train_epochs=15",
+        "--do_predict", "--max_seq_length=32", "--num_train_epochs=15",
         "--learning_rate=2e-3", "--train_batch_size=16", "--eval_batch_size=32"])
     assert proc.returncode == 0, proc.stderr[-3000:]
     return out, proc
