@@ -15,8 +15,7 @@ from __future__ import annotations
 
 from absl import flags
 
-from bert_tf import errors
-from bert_tf.errors import cli_main
+from bert_tf import finetune_main
 from bert_tf.finetune import cli
 
 FLAGS = flags.FLAGS
@@ -34,20 +33,8 @@ def _task():
                                        predict_file=FLAGS.predict_file or ""))
 
 
-def _export(model_dir: str, export_dir: str, model) -> None:
-    from bert_tf.export import task_serving
-
-    task_serving.export_finetuned(model_dir, export_dir, model)
-
-
-@cli_main
-def main(argv) -> None:
-    cli.run_main(argv, _task, _export)
-
-
-def console_main() -> None:
-    """The `bert-tf-tag` console script (and `python -m bert_tf.run_tagging`)."""
-    errors.run_app(main)
+# The `bert-tf-tag` console script is console_main.
+main, console_main = finetune_main.entry_points(_task)
 
 
 if __name__ == "__main__":

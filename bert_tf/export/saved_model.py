@@ -50,10 +50,9 @@ def export_saved_model(
     Raises:
         UserError: bad sizes, a vocabulary of another size, an existing export_dir.
     """
-    import tensorflow as tf
 
     from bert_tf.export.serving import BertServingModule
-    from bert_tf.interop.model_files import atomic_directory, check_vocab_size
+    from bert_tf.interop.model_files import check_vocab_size
     from bert_tf.text.tf_tokenization import TFBertTokenizer
 
     config = model.config
@@ -66,10 +65,21 @@ def export_saved_model(
     module = BertServingModule(
         model.encoder, TFBertTokenizer(vocab_file, do_lower_case), max_seq_length,
         mlm_head=model.mlm_head if with_fill_mask else None, top_k=top_k)
-    # tf.saved_model.save silences absl's INFO logs for the rest of the process: it raises the
-    # verbosity while it walks the object graph, then "restores" absl's flag default (WARNING)
-    # rather than the logger's level. A notebook that exports, then trains on, would lose its
-    # progress lines; keep the level the caller had.
+    return save_module(module, export_dir)
+
+
+def save_module(module, export_dir: str) -> str:
+    """Saves a serving tf.Module with its `signatures()` to export_dir, atomically.
+
+    tf.saved_model.save silences absl's INFO logs for the rest of the process: it raises the
+    verbosity while it walks the object graph, then "restores" absl's flag default (WARNING)
+    rather than the logger's level. A notebook that exports, then trains on, would lose its
+    progress lines; keep the level the caller had.
+    """
+    import tensorflow as tf
+
+    from bert_tf.interop.model_files import atomic_directory
+
     absl_logger = logging.getLogger("absl")
     level = absl_logger.level
     try:

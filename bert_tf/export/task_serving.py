@@ -43,7 +43,6 @@ Loading needs the TF Text ops: `import tensorflow_text` before `tf.saved_model.l
 from __future__ import annotations
 
 import functools
-import logging
 import os
 from typing import Dict, List, Optional, Sequence
 
@@ -305,7 +304,6 @@ def export_finetuned(model_dir: str, export_dir: str, model=None, *,
     from bert_tf.finetune import heads, runner
     from bert_tf.finetune.label_list import LABEL_LIST_FILE, load_label_list
     from bert_tf.interop.model_files import (
-        atomic_directory,
         check_new_directory,
         check_vocab_size,
     )
@@ -353,12 +351,6 @@ def export_finetuned(model_dir: str, export_dir: str, model=None, *,
             model, tokenizer, length, stride, query, answer, n_best,
             bool(info.get("version_2_with_negative", False)),
             float(info.get("null_score_diff_threshold", 0.0)))
-    # tf.saved_model.save resets absl's log level (see saved_model.export_saved_model).
-    absl_logger = logging.getLogger("absl")
-    level = absl_logger.level
-    try:
-        with atomic_directory(export_dir) as tmp:
-            tf.saved_model.save(module, tmp, signatures=module.signatures())
-    finally:
-        absl_logger.setLevel(level)
-    return export_dir
+    from bert_tf.export.saved_model import save_module
+
+    return save_module(module, export_dir)

@@ -56,25 +56,19 @@ class _TaskModel(keras.Model):
         return cls(**constructor_args(config))
 
 
-@keras.saving.register_keras_serializable(package="bert_tf")
-class BertClassifier(_TaskModel):
-    """Sentence(-pair) classification or regression.
+class _DropoutDenseModel(_TaskModel):
+    """Encoder -> one of its outputs -> dropout -> float32 Dense(num_labels) -> "logits"."""
 
-    Returns:
-        {"logits": float32 [batch, num_labels]} (num_labels 1: the regression output).
-    """
-
-    def __init__(self, config: BertConfig, num_labels: int, name: str = "bert_classifier",
-                 dtype: Optional[Any] = None, **kwargs: Any) -> None:
+    def __init__(self, config: BertConfig, num_labels: int, name: str, dtype: Optional[Any],
+                 source: str, head_name: str, **kwargs: Any) -> None:
         if isinstance(config, dict):
             config = BertConfig.from_dict(config)
         encoder = BertEncoder(config, dtype=dtype)
-        dropout = keras.layers.Dropout(config.hidden_dropout_prob, name="classifier_dropout")
+        dropout = keras.layers.Dropout(config.hidden_dropout_prob, name=f"{head_name}_dropout")
         dense = keras.layers.Dense(num_labels, kernel_initializer=bert_initializer(config),
-                                   dtype="float32", name="classifier")
+                                   dtype="float32", name=head_name)
         inputs = _inputs()
-        pooled = encoder(inputs)["pooled_output"]
-        logits = dense(dropout(pooled))
+        logits = dense(dropout(encoder(inputs)[source]))
         super().__init__(inputs=inputs, outputs={"logits": logits}, name=name, dtype=dtype,
                          **kwargs)
         self._finish(config, encoder, num_labels)
@@ -82,7 +76,21 @@ class BertClassifier(_TaskModel):
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
-class BertTagger(_TaskModel):
+class BertClassifier(_DropoutDenseModel):
+    """Sentence(-pair) classification or regression, on the pooled [CLS] output.
+
+    Returns:
+        {"logits": float32 [batch, num_labels]} (num_labels 1: the regression output).
+    """
+
+    def __init__(self, config: BertConfig, num_labels: int, name: str = "bert_classifier",
+                 dtype: Optional[Any] = None, **kwargs: Any) -> None:
+        super().__init__(config, num_labels, name, dtype, "pooled_output", "classifier",
+                         **kwargs)
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class BertTagger(_DropoutDenseModel):
     """Token tagging: one label per position (the data scores the first piece of a word).
 
     Returns:
@@ -91,19 +99,8 @@ class BertTagger(_TaskModel):
 
     def __init__(self, config: BertConfig, num_labels: int, name: str = "bert_tagger",
                  dtype: Optional[Any] = None, **kwargs: Any) -> None:
-        if isinstance(config, dict):
-            config = BertConfig.from_dict(config)
-        encoder = BertEncoder(config, dtype=dtype)
-        dropout = keras.layers.Dropout(config.hidden_dropout_prob, name="tagger_dropout")
-        dense = keras.layers.Dense(num_labels, kernel_initializer=bert_initializer(config),
-                                   dtype="float32", name="tagger")
-        inputs = _inputs()
-        sequence = encoder(inputs)["sequence_output"]
-        logits = dense(dropout(sequence))
-        super().__init__(inputs=inputs, outputs={"logits": logits}, name=name, dtype=dtype,
+        super().__init__(config, num_labels, name, dtype, "sequence_output", "tagger",
                          **kwargs)
-        self._finish(config, encoder, num_labels)
-        self.head = dense
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")

@@ -1,0 +1,33 @@
+"""The main functions shared by the fine-tuning entry points (run_classifier, run_tagging,
+run_squad): flags -> `bert_tf.finetune.runner`, then the serving export.
+
+A top-level module, like the entry points themselves: `bert_tf.finetune` may not import
+`bert_tf.export` (data flows one way), so the exporter is passed in from here.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Tuple
+
+from bert_tf import errors
+from bert_tf.errors import cli_main
+from bert_tf.finetune import cli
+
+
+def export_finetuned(model_dir: str, export_dir: str, model) -> None:
+    from bert_tf.export import task_serving
+
+    task_serving.export_finetuned(model_dir, export_dir, model)
+
+
+def entry_points(make_task: Callable[[], object]) -> Tuple[Callable, Callable]:
+    """(main, console_main) of an entry point whose task `make_task` builds from its flags."""
+
+    @cli_main
+    def main(argv) -> None:
+        cli.run_main(argv, make_task, export_finetuned)
+
+    def console_main() -> None:
+        errors.run_app(main)
+
+    return main, console_main
