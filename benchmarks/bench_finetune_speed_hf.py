@@ -6,17 +6,19 @@ The HF side of the fine-tuning speed comparison: `BertForSequenceClassification`
 the all-MiniLM-L6-v2 config (6 layers, hidden 384, 12 heads), seq 128, batch 32, random ids,
 2 labels, train mode (dropout 0.1), one step = forward + backward + grad-norm clip 1.0 +
 `torch.optim.AdamW` (eps 1e-6, weight decay 0.01) + linear LR schedule, exactly what
-benchmarks/hf_finetune.py does per step. After `--warmup` untimed steps, `--rounds` rounds
-of `--steps` steps are timed; the best round and the median are printed (the machine may
-be shared, so background load only ever slows a round down). Beside them, examples per
+benchmarks/hf_finetune.py does per step. Each variant (below) runs `--rounds` times, the
+variants taking turns, each time in a fresh process: `--warmup` untimed steps, then `--steps`
+timed steps. The best round and the median are printed (the machine may be shared, and
+background load only ever slows a round down). Beside them, examples per
 `--threads` CPU-seconds of this process: an estimate of the idle-machine rate when other
 jobs take cores away.
 
-CPU ISA caps: each variant runs in its own child process, one after the other, because the
-caps are read when torch loads. torch does not use oneDNN for float32 Linear/matmul (MKL
-sgemm does that), so `ONEDNN_MAX_CPU_ISA=AVX2` alone should change little; the equivalent
-cap for torch is `ATEN_CPU_CAPABILITY=avx2` (ATen's own vectorised kernels: GELU, softmax,
-LayerNorm, AdamW's foreach ops) plus `MKL_ENABLE_INSTRUCTIONS=AVX2` (the GEMMs).
+CPU ISA caps are read when torch loads, hence a process per variant and round. torch does
+not use oneDNN for float32 Linear/matmul on CPU (ONEDNN_VERBOSE=1 shows no oneDNN call for a
+Linear forward + backward; MKL sgemm does them), so `ONEDNN_MAX_CPU_ISA=AVX2` alone changes
+nothing. The equivalent cap for torch is `ATEN_CPU_CAPABILITY=avx2` (ATen's own vectorised
+kernels: GELU, softmax, LayerNorm, AdamW's foreach ops) plus `MKL_ENABLE_INSTRUCTIONS=AVX2`
+for the GEMMs (on this AMD CPU MKL's sgemm ran at the same speed with and without it).
 Figures are printed, never asserted.
 """
 
@@ -100,7 +102,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seq", type=int, default=128)
     parser.add_argument("--batch", type=int, default=32)
-    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--steps", type=int, default=5, help="steps per timed round")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
@@ -114,18 +116,27 @@ def main() -> None:
         return
     print(machine.describe())
     print(f"HF BertForSequenceClassification (MiniLM-L6-H384), seq {args.seq}, batch "
-          f"{args.batch}, {args.threads} threads, fwd+bwd+clip+AdamW, {args.warmup} warm-up "
-          f"steps, {args.rounds} rounds x {args.steps} steps")
-    for name in args.variants.split(","):
-        env = dict(os.environ)
-        for key in ("ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS"):
-            env.pop(key, None)  # each variant states its caps in full
-        env.update(VARIANTS[name])
-        cmd = [sys.executable, os.path.abspath(__file__), "--child"] + [
-            f"--{k}={getattr(args, k)}" for k in ("seq", "batch", "warmup", "steps", "rounds",
-                                                   "threads")]
-        out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
-        res = json.loads(out.strip().splitlines()[-1])
+          f"{args.batch}, {args.threads} threads, fwd+bwd+clip+AdamW; per variant and round a "
+          f"fresh process: {args.warmup} warm-up steps, then {args.steps} timed steps; the "
+          f"variants take turns ({args.rounds} rounds) so that they share the background load")
+    names = args.variants.split(",")
+    results = {name: {"rates": [], "cpu_rates": []} for name in names}
+    for _ in range(args.rounds):
+        for name in names:
+            env = dict(os.environ)
+            for key in ("ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS"):
+                env.pop(key, None)  # each variant states its caps in full
+            env.update(VARIANTS[name])
+            cmd = [sys.executable, os.path.abspath(__file__), "--child", "--rounds=1"] + [
+                f"--{k}={getattr(args, k)}" for k in ("seq", "batch", "warmup", "steps",
+                                                       "threads")]
+            out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True)
+            res = json.loads(out.stdout.strip().splitlines()[-1])
+            results[name]["rates"] += res["rates"]
+            results[name]["cpu_rates"] += res["cpu_rates"]
+            results[name].update(torch=res["torch"], capability=res["capability"])
+    for name in names:
+        res = results[name]
         caps = " ".join(f"{k}={v}" for k, v in VARIANTS[name].items()) or "(no caps)"
         print(f"  {name:12s} {caps:80s} torch {res['torch']} capability "
               f"{res['capability']}: best {max(res['rates']):6.1f} ex/s, median "
@@ -133,7 +144,6 @@ def main() -> None:
               f"{max(res['cpu_rates']):6.1f} ex/s")
     print(f"load average after: {os.getloadavg()[0]:.1f} (a busy machine lowers wall-clock "
           "figures; the CPU-second figure estimates an idle one)")
-
 
 if __name__ == "__main__":
     main()
