@@ -146,7 +146,7 @@ def test_cli_output_dir_holds_the_model_assets(binary_run, google_vocab_path):
     assert json.loads((out / "label_list.json").read_text()) == ["neg", "pos"]
     task = json.loads((out / runner.TASK_FILE).read_text())
     assert task == {"kind": "classifier", "num_labels": 2, "do_lower_case": True,
-                    "max_seq_length": 64}
+                    "max_seq_length": 32}
     assert json.loads((out / "bert_config.json").read_text())["hidden_size"] == 64
     assert (out / "vocab.txt").read_bytes() == pathlib.Path(google_vocab_path).read_bytes()
     assert tf.train.latest_checkpoint(os.fspath(out)).endswith(f"ckpt-{int(300 / 16 * 15)}")
