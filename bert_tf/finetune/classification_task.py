@@ -47,11 +47,6 @@ class ClassificationSettings:
     eval_split: str = "dev"
 
 
-def _log_softmax(logits: np.ndarray) -> np.ndarray:
-    shifted = logits - logits.max(axis=-1, keepdims=True)
-    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
-
-
 class ClassificationTask:
     """What run_classifier adds to the shared runner (see `runner.Task`)."""
 
@@ -142,7 +137,7 @@ class ClassificationTask:
             return result
         result = metrics.classification_metrics(
             "classification", gold, logits, with_mcc=self.spec.name in _MCC_TASKS)
-        nll = -_log_softmax(logits)[np.arange(len(gold)), gold]
+        nll = -metrics.log_softmax(logits)[np.arange(len(gold)), gold]
         result["eval_loss"] = float(nll.mean())
         return result
 
@@ -154,7 +149,7 @@ class ClassificationTask:
         if self.regression:
             lines = ["guid\tprediction"] + [f"{g}\t{v:.6f}" for g, v in zip(guids, logits[:, 0])]
         else:
-            probs = np.exp(_log_softmax(logits))
+            probs = np.exp(metrics.log_softmax(logits))
             header = ["guid"] + [f"prob_{name}" for name in self.label_list] + ["label"]
             lines = ["\t".join(header)]
             for guid, row in zip(guids, probs):

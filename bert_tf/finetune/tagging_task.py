@@ -18,8 +18,8 @@ from absl import logging
 
 from bert_tf.errors import UserError
 from bert_tf.finetune import label_list as labels_io
+from bert_tf.finetune import metrics, tagging_metrics
 from bert_tf.finetune import tagging_data as data
-from bert_tf.finetune import tagging_metrics
 from bert_tf.finetune.objectives import TaggingObjective
 
 EVAL_PREDICTIONS_FILE = "eval_predictions.conll"
@@ -109,9 +109,7 @@ class TaggingTask:
         predicted = self._tags("eval", outputs)
         result = tagging_metrics.tagging_metrics(gold, predicted)
         arrays = self.features["eval"].arrays
-        logits = outputs["logits"].astype(np.float64)
-        shifted = logits - logits.max(-1, keepdims=True)
-        log_probs = shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
+        log_probs = metrics.log_softmax(outputs["logits"])
         scored = arrays["word_index"] >= 0  # each word once, from its max-context window
         picked = np.take_along_axis(log_probs, arrays["label_ids"][..., None], -1)[..., 0]
         result["eval_loss"] = float(-picked[scored].mean())
