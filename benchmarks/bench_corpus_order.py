@@ -12,7 +12,12 @@ only. Prints, per job (and for the original script when given):
   position in the corpus (0 for a random order);
 - records whose document equals the previous record's, over what a random order gives
   (1.0 for a random order; dupes written together push it up);
-- on the books: IsRandom records whose B segment comes from A's own document.
+- on the books: IsRandom records whose B segment comes from A's own document;
+- NSP negatives: the IsRandom records' mean corpus distance between A's document and B's,
+  |i - j| / number of documents (about 1/3 for B's document drawn uniformly from the whole
+  corpus, as the original draws it; small when B comes from A's neighbourhood), on the
+  articles in corpus order and sorted by topic (each article's most frequent word of 6+
+  letters, a crude topic key that puts related articles side by side).
 """
 
 from __future__ import annotations
@@ -59,6 +64,23 @@ def as_books(docs: List[List[str]], n: int) -> List[List[str]]:
     """The documents regrouped, in order, into `n` documents of about equal size."""
     per = -(-len(docs) // n)
     return [[line for d in docs[i:i + per] for line in d] for i in range(0, len(docs), per)]
+
+
+def by_topic(docs: List[List[str]]) -> List[List[str]]:
+    """The documents sorted by their most frequent word of 6+ letters (then by position)."""
+    def topic(k: int) -> str:
+        words = collections.Counter(w for line in docs[k] for w in line.lower().split()
+                                    if len(w) >= 6 and w.isalpha())
+        return words.most_common(1)[0][0] if words else ""
+    return [docs[k] for k in sorted(range(len(docs)), key=lambda k: (topic(k), k))]
+
+
+def negative_distance(records: List[Tuple[int, int, int]], num_docs: int) -> Tuple[float, int]:
+    """(mean |i - j| / num_docs over traced IsRandom records, how many were traced)."""
+    pairs = np.array([(a, b) for a, b, r in records if r == 1 and a >= 0 and b >= 0])
+    if not len(pairs):
+        return float("nan"), 0
+    return float(np.abs(pairs[:, 0] - pairs[:, 1]).mean() / num_docs), len(pairs)
 
 
 def write_corpus(docs: List[List[str]], path: pathlib.Path) -> None:
@@ -139,12 +161,14 @@ def main() -> None:
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="bench_order_"))
     docs = read_documents(args.corpus)
     books = as_books(docs, 4)
+    topics = by_topic(docs)
     write_corpus(docs, tmp / "articles.txt")
+    write_corpus(topics, tmp / "topics.txt")
     write_corpus(books, tmp / "books.txt")
     jobs = [("ours", None)]
     if args.reference_script:
         jobs.append(("original", prepare_reference(args.reference_script.resolve(), tmp)))
-    for name, corpus_docs in (("articles", docs), ("books", books)):
+    for name, corpus_docs in (("articles", docs), ("topics", topics), ("books", books)):
         index = ngram_index(corpus_docs, tokenizer)
         print(f"== {name}: {len(corpus_docs)} documents, {len(index)} unique 6-grams")
         for job, script in jobs:
@@ -158,10 +182,12 @@ def main() -> None:
             rnd = [(a, b) for a, b, r in records if r == 1 and a >= 0 and b >= 0]
             same = sum(a == b for a, b in rnd) / max(len(rnd), 1)
             traced = sum(a >= 0 for a, _, _ in records) / len(records)
+            distance, n_rnd = negative_distance(records, len(corpus_docs))
             print(f"{job:<9} {len(records)} records ({100 * traced:.1f}% traced), "
                   f"{res['wall']:.1f} s: |Spearman rho| {rho:.3f}, same document as the "
                   f"previous record {adjacency:.2f}x random, IsRandom from A's document "
-                  f"{100 * same:.1f}% ({len(rnd)} traced)")
+                  f"{100 * same:.1f}% ({len(rnd)} traced), negatives' mean distance "
+                  f"|i - j| / N {distance:.3f} ({n_rnd} traced)")
 
 
 if __name__ == "__main__":

@@ -47,7 +47,8 @@ METRICS = {
 }
 
 
-def ours(task: str, data: pathlib.Path, recipe: dict, seed: int, out: str) -> list:
+def ours_command(task: str, data: pathlib.Path, recipe: dict, seed: int, out: str) -> list:
+    """The bert_tf entry point (module name first) and its flags for `recipe`."""
     common = [f"--init_checkpoint={minilm_dir()}", f"--output_dir={out}", f"--seed={seed}",
               f"--learning_rate={recipe['learning_rate']}",
               f"--num_train_epochs={recipe['epochs']}",
@@ -70,7 +71,12 @@ def ours(task: str, data: pathlib.Path, recipe: dict, seed: int, out: str) -> li
                f"--max_query_length={recipe['max_query_length']}",
                f"--n_best_size={recipe['n_best_size']}",
                f"--max_answer_length={recipe['max_answer_length']}"]
-    p = subprocess.run([sys.executable, "-m"] + cmd + common, capture_output=True, text=True,
+    return cmd + common
+
+
+def ours(task: str, data: pathlib.Path, recipe: dict, seed: int, out: str) -> list:
+    cmd = ours_command(task, data, recipe, seed, out)
+    p = subprocess.run([sys.executable, "-m"] + cmd, capture_output=True, text=True,
                        cwd=REPO, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
     if p.returncode:
         sys.exit(f"bert_tf {task} seed {seed} failed:\n{p.stderr[-3000:]}")

@@ -68,6 +68,7 @@ GLUE = {  # task: (text column, pair column, label column, label list in bert_tf
 }
 IGNORE = -100  # label of positions that carry no loss
 LIMIT = None  # --limit (smoke tests): first N examples of each split
+TRACE: dict = {}  # --trace_dir: {"order": rows, "steps": N}; see bench_finetune_trajectory.py
 
 
 def minilm_dir() -> str:
@@ -214,7 +215,11 @@ def batch_tensors(rows, types=None, pad_to=None):
 
 
 def train(model, n: int, make_batch, loss_fn, recipe: dict, seed: int) -> dict:
-    """The recipe's loop. make_batch(indices) -> (model kwargs, targets)."""
+    """The recipe's loop. make_batch(indices) -> (model kwargs, targets).
+
+    Under --trace_dir (TRACE set), batches follow TRACE["order"] (bert_tf's own order, rows
+    in the order it drew them) and the loop stops after TRACE["steps"] updates.
+    """
     import torch
 
     batch = recipe["batch_size"]
@@ -239,7 +244,11 @@ def train(model, n: int, make_batch, loss_fn, recipe: dict, seed: int) -> dict:
     for _ in range(recipe["epochs"]):
         order = rng.permutation(n)
         for b in range(steps_per_epoch):
-            kwargs, targets = make_batch(order[b * batch:(b + 1) * batch])
+            if TRACE and len(losses) == TRACE["steps"]:
+                break
+            rows = (TRACE["order"][len(losses) * batch:(len(losses) + 1) * batch] if TRACE
+                    else order[b * batch:(b + 1) * batch])
+            kwargs, targets = make_batch(rows)
             loss = loss_fn(model(**kwargs), targets)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), recipe["clip_norm"])
@@ -256,7 +265,8 @@ def train(model, n: int, make_batch, loss_fn, recipe: dict, seed: int) -> dict:
     rate = (total - 1) * batch / (t_end - t_first) if total > 1 else float("nan")
     return {"train_steps": total, "warmup_steps": warmup, "train_seconds": t_end - t0,
             "train_examples_per_sec_excl_first_step": rate,
-            "first_loss": losses[0], "last_loss_mean25": float(np.mean(losses[-25:]))}
+            "first_loss": losses[0], "last_loss_mean25": float(np.mean(losses[-25:])),
+            "losses": losses}
 
 
 def predict(model, n: int, make_inputs, batch: int = 64) -> list:
@@ -286,6 +296,7 @@ def run_classification(args, recipe, tok, check, result) -> None:
                       "truncated_dev": dv_trunc}
     model = BertForSequenceClassification.from_pretrained(
         args.model_dir, num_labels=len(GLUE[task][3]), **dropouts(recipe))
+    set_head(model.classifier)
 
     def make(idx, rows, types):
         ids, mask, tt = batch_tensors([rows[i] for i in idx], [types[i] for i in idx], pad)
@@ -295,6 +306,8 @@ def run_classification(args, recipe, tok, check, result) -> None:
         model, len(tr_rows), lambda idx: (make(idx, tr_rows, tr_types),
                                           torch.from_numpy(tr_y[idx])),
         lambda out, y: torch.nn.functional.cross_entropy(out.logits, y), recipe, args.seed)
+    if TRACE:  # a trajectory, not a result: no evaluation
+        return
     t = time.perf_counter()
     logits = torch.cat([o.logits for o in predict(model, len(dv_rows),
                                                   lambda idx: make(idx, dv_rows, dv_types))])
@@ -330,6 +343,7 @@ def run_tagging(args, recipe, tok, check, result) -> None:
                              "sentences_split_into_windows": n_split, "words_dropped": 0}
     model = BertForTokenClassification.from_pretrained(
         args.model_dir, num_labels=len(tag_list), **dropouts(recipe))
+    set_head(model.classifier)
 
     def make(idx, f):
         ids, mask, _ = batch_tensors([f[i][0] for i in idx], None, pad)
@@ -346,6 +360,8 @@ def run_tagging(args, recipe, tok, check, result) -> None:
     tr = feats["train"]
     result["train"] = train(model, len(tr), lambda idx: make(idx, tr), loss_fn, recipe,
                             args.seed)
+    if TRACE:  # a trajectory, not a result: no evaluation
+        return
     result["metrics"], t = {}, time.perf_counter()
     for s in ("dev", "test"):
         f, sentences = feats[s], splits[s]
@@ -393,6 +409,7 @@ def run_squad(args, recipe, tok, check, result) -> None:
         "input_ids"]), "eval_questions": len(ev_examples), "eval_windows": len(ev.arrays[
             "input_ids"])}
     model = BertForQuestionAnswering.from_pretrained(args.model_dir, **dropouts(recipe))
+    set_head(model.qa_outputs)
     max_len = recipe["max_seq_length"]
 
     def make(idx, arrays):
@@ -410,6 +427,8 @@ def run_squad(args, recipe, tok, check, result) -> None:
         lambda idx: (make(idx, tr), (torch.from_numpy(tr["start_positions"][idx].astype(
             np.int64)), torch.from_numpy(tr["end_positions"][idx].astype(np.int64)))),
         loss_fn, recipe, args.seed)
+    if TRACE:  # a trajectory, not a result: no evaluation
+        return
     t = time.perf_counter()
     n_ev = len(ev.arrays["input_ids"])
     start = np.full((n_ev, max_len), -1e4, np.float32)
@@ -429,7 +448,20 @@ def run_squad(args, recipe, tok, check, result) -> None:
     result["metrics"] = {"eval": squad_metrics.evaluate_v1(dataset, post.predictions)}
 
 
+def set_head(linear) -> None:
+    """--trace_dir: the head bert_tf starts from (head.npz: kernel [in, out]; bias 0)."""
+    import torch
+
+    if TRACE:
+        with torch.no_grad():
+            linear.weight.copy_(torch.from_numpy(TRACE["head"].T))
+            linear.bias.zero_()
+
+
 def dropouts(recipe: dict) -> dict:
+    if TRACE:
+        return {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0,
+                "classifier_dropout": None}
     return {"hidden_dropout_prob": recipe["hidden_dropout_prob"],
             "attention_probs_dropout_prob": recipe["attention_probs_dropout_prob"],
             "classifier_dropout": None}  # None: the head uses hidden_dropout_prob
@@ -457,9 +489,16 @@ def main() -> None:
                         help="recipe override (trials)")
     parser.add_argument("--limit", type=int, default=None,
                         help="smoke tests: keep only the first N examples of every split")
+    parser.add_argument("--trace_dir", default=None,
+                        help="bench_finetune_trajectory.py: train on bert_tf's order (order.npy)"
+                             " from its head (head.npz) without dropout, for steps.txt steps")
     args = parser.parse_args()
     global LIMIT
     LIMIT = args.limit
+    if args.trace_dir:
+        TRACE.update(order=np.load(os.path.join(args.trace_dir, "order.npy")),
+                     head=np.load(os.path.join(args.trace_dir, "head.npz"))["kernel"],
+                     steps=int(open(os.path.join(args.trace_dir, "steps.txt")).read()))
     wall = time.perf_counter()
     import torch
     import transformers
@@ -491,6 +530,9 @@ def main() -> None:
     result["wall_seconds"] = time.perf_counter() - wall
     write_text(os.path.join(args.output_dir, "metrics.json"), json.dumps(result, indent=1) + "\n")
     tr = result["train"]
+    if TRACE:
+        print(f"{args.task}: {len(tr['losses'])} traced steps")
+        return
     print(f"{args.task} seed {args.seed}: {json.dumps(result['metrics'])}")
     print(f"train {tr['train_steps']} steps in {tr['train_seconds']:.0f} s "
           f"({tr['train_examples_per_sec_excl_first_step']:.1f} examples/s excl. first step), "

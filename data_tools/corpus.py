@@ -15,18 +15,14 @@ boundary so that one chunk, and so each worker's memory, stays bounded; its piec
 document's id (`Chunk.doc_ids`), so a random next sentence is never drawn from another piece of
 the same document.
 
-A chunk whose pieces all belong to one document (a part of a book, a long contract or source
-file) has no other document to draw random next sentences from, so it carries a bounded pool
-of text from other documents (`Chunk.pool`, at most a quarter of `chunk_bytes`): the most
-recent other documents read, and the first documents after the corpus' first one (read
-ahead once, when first needed, without keeping the first), at most `pool_bytes / 4` of each.
+Each chunk may carry a pool of text from elsewhere in the corpus (`Chunk.pool`), given by the
+caller: the random next segments of its NSP instances (`data_tools.negatives`).
 """
 
 from __future__ import annotations
 
-import collections
 import dataclasses
-from typing import Deque, Iterator, List, Optional, Sequence, Tuple
+from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 
 from absl import logging
 
@@ -48,8 +44,8 @@ class Chunk:
         num_bytes: characters of text in the chunk, newlines included (for progress).
         doc_ids: the corpus-wide id of each document; the pieces of a document cut because
             it was longer than a chunk share one id.
-        pool: documents of other ids to draw random next sentences from, when every
-            document of the chunk has the same id (else empty); never used as segment A.
+        pool: text from elsewhere in the corpus to draw random next segments from (each
+            begins at a random sentence of its document); never used as segment A.
         pool_ids: the id of each pool document.
     """
 
@@ -73,6 +69,7 @@ class CorpusStats:
             nothing is dropped later, by the worker).
         split_documents: documents cut because they were longer than a chunk.
         warnings: the warning messages issued (one per problem per file).
+        quiet: True to collect warnings without logging them (a second pass over the input).
     """
 
     files: int = 0
@@ -81,6 +78,7 @@ class CorpusStats:
     documents: int = 0
     split_documents: int = 0
     warnings: List[str] = dataclasses.field(default_factory=list)
+    quiet: bool = False  # collect warnings without logging them (a second pass's)
 
 
 def _decode(block: bytes) -> "tuple[str, int]":
@@ -192,64 +190,9 @@ def iter_documents(
         yield doc
 
 
-class _NegativePool:
-    """Recent text of other documents, for chunks that hold pieces of one document only.
-
-    Holds at most `pool_bytes`, and at most a quarter of that per document id (so one long
-    document cannot push the others out), dropping the oldest documents first.
-    """
-
-    def __init__(self, pool_bytes: int):
-        self.pool_bytes = pool_bytes
-        self.per_id = max(pool_bytes // 4, 1)
-        self._docs: Deque[Tuple[int, List[str], int]] = collections.deque()
-        self._bytes = 0
-        self._per_id_bytes: collections.Counter = collections.Counter()
-
-    def add(self, doc_id: int, lines: List[str]) -> None:
-        room = self.per_id - self._per_id_bytes[doc_id]
-        kept: List[str] = []
-        size = 0
-        for line in lines:
-            if size + len(line) + 1 > room:
-                break
-            kept.append(line)
-            size += len(line) + 1
-        if not kept:
-            return
-        self._docs.append((doc_id, kept, size))
-        self._bytes += size
-        self._per_id_bytes[doc_id] += size
-        while self._bytes > self.pool_bytes:
-            old_id, _, old_size = self._docs.popleft()
-            self._bytes -= old_size
-            self._per_id_bytes[old_id] -= old_size
-
-    @property
-    def full(self) -> bool:
-        return self._bytes >= self.pool_bytes - self.per_id
-
-    def others(self, doc_id: int) -> Tuple[List[List[str]], List[int]]:
-        """The held documents whose id is not `doc_id`: (documents, ids)."""
-        picked = [(i, d) for i, d, _ in self._docs if i != doc_id]
-        return [d for _, d in picked], [i for i, _ in picked]
-
-
-def _lookahead_pool(paths: Sequence[str], first_id: int, pool_bytes: int,
-                    max_document_bytes: int) -> _NegativePool:
-    """The documents after document `first_id`, up to `pool_bytes` (read ahead once)."""
-    pool = _NegativePool(pool_bytes)
-    for doc_id, doc in iter_pieces(paths, CorpusStats(), max_document_bytes):
-        if doc_id != first_id:
-            pool.add(doc_id, doc)
-            if pool.full:
-                break
-    return pool
-
-
 def iter_chunks(
     paths: Sequence[str], chunk_bytes: int, stats: Optional[CorpusStats] = None,
-    pool_bytes: Optional[int] = None,
+    pool_for: Optional[Callable[[int], Tuple[List[List[str]], List[int]]]] = None,
 ) -> Iterator[Chunk]:
     """Groups the documents of `paths` into chunks of at least `chunk_bytes` of text.
 
@@ -257,9 +200,8 @@ def iter_chunks(
         paths: input files, read in order.
         chunk_bytes: minimum text size of a chunk (the last one may be smaller).
         stats: counters and warnings (a fresh one if None).
-        pool_bytes: the most text of other documents held from recent documents, and from
-            the documents read ahead, for a chunk of one document (default: chunk_bytes //
-            8, so a pool is at most a quarter of a chunk; 0: none).
+        pool_for: chunk index -> (pool documents, their ids), e.g.
+            `data_tools.negatives.NegativeSample.for_chunk`; None: no pools.
 
     Yields:
         Chunks with consecutive indices from 0.
@@ -267,26 +209,10 @@ def iter_chunks(
     if chunk_bytes <= 0:
         raise ValueError("chunk_bytes must be > 0")
     stats = stats if stats is not None else CorpusStats()
-    pool_bytes = chunk_bytes // 8 if pool_bytes is None else pool_bytes
-    recent = _NegativePool(pool_bytes)
-    lookahead: List[_NegativePool] = []  # read once, when first needed
 
     def finish(chunk: Chunk) -> Chunk:
-        ids = set(chunk.doc_ids)
-        if pool_bytes > 0 and len(ids) == 1:
-            (doc_id,) = ids
-            if not lookahead:
-                lookahead.append(_lookahead_pool(paths, 0, pool_bytes, chunk_bytes))
-            docs, pool_ids = recent.others(doc_id)
-            held = set(pool_ids)
-            ahead_docs, ahead_ids = lookahead[0].others(doc_id)
-            for doc, other in zip(ahead_docs, ahead_ids):
-                if other not in held:  # recent text first, then the read-ahead
-                    docs.append(doc)
-                    pool_ids.append(other)
-            chunk.pool, chunk.pool_ids = docs, pool_ids
-        for doc_id, doc in zip(chunk.doc_ids, chunk.documents):
-            recent.add(doc_id, doc)
+        if pool_for is not None:
+            chunk.pool, chunk.pool_ids = pool_for(chunk.index)
         return chunk
 
     index = 0
@@ -317,4 +243,5 @@ def iter_chunks(
 
 def _warn(stats: CorpusStats, message: str) -> None:
     stats.warnings.append(message)
-    logging.warning("%s", message)
+    if not stats.quiet:
+        logging.warning("%s", message)

@@ -10,11 +10,13 @@ one vectorised gather.
 
 NSP packing follows the original `create_instances_from_document` step by step (target
 length per document, chunk accumulation, random split point `a_end`, random next with "put
-back", `truncate_seq_pair`). The random next document is drawn from the chunk's documents
-rather than from the whole corpus, and it never shares A's document id (pieces of a long
-document share one): after the original's 10 tries, one of the other documents is drawn
-directly, from the chunk or else from its pool of other documents (`corpus.Chunk.pool`).
-Only a corpus of a single document takes B from A's own document, as the original does.
+back", `truncate_seq_pair`). The random next segment is drawn from the chunk's pool: a draw
+from a corpus-wide uniform sample of documents, each segment beginning at a uniformly drawn
+sentence (`data_tools.negatives`), so B's document is uniform over the whole corpus as in the
+original. B never shares A's document id (pieces of a long document share one): after the
+original's 10 tries, one of the other documents is drawn directly. Without a pool (or with
+only A's document in it), B comes from the chunk's documents; only a corpus of a single
+document takes B from A's own document, as the original does.
 Truncation removes from the longer segment (ties: `B`), front or back with probability 1/2 per
 token, exactly as the original; since which segment loses each token does not depend on the
 coin flips, only the counts are computed, and the number of front removals is one binomial
@@ -146,10 +148,11 @@ class DocumentBuffer:
         """Documents packed into instances (the pool not included)."""
         return self.num_main
 
-    def other_documents(self, doc: int) -> List[int]:
-        """Documents with another id than `doc`'s: in the chunk, else in the pool."""
+    def other_documents(self, doc: int, pool: bool = False) -> List[int]:
+        """Documents with another id than `doc`'s: in the chunk (else in the pool), or in
+        the pool only."""
         mine = self.doc_ids[doc]
-        main = [r for r in range(self.num_main) if self.doc_ids[r] != mine]
+        main = [] if pool else [r for r in range(self.num_main) if self.doc_ids[r] != mine]
         return main or [r for r in range(self.num_main, len(self.doc_sents))
                         if self.doc_ids[r] != mine]
 
@@ -195,6 +198,7 @@ def nsp_spans(buf: DocumentBuffer, config: PackingConfig, stream: RandomStream) 
     max_num_tokens = config.max_num_tokens
     short_seq_prob = config.short_seq_prob
     last_doc = buf.num_main - 1
+    pool_lo, pool_hi = buf.num_main, len(docs) - 1  # the pool's documents, if any
     uniform, randint = stream.uniform, stream.randint
     others: dict = {}  # document id -> documents of other ids (when 10 tries are not enough)
     a0s: List[int] = []
@@ -217,19 +221,37 @@ def nsp_spans(buf: DocumentBuffer, config: PackingConfig, stream: RandomStream) 
             a0, a1 = starts[i], ends[i + a_end - 1]
             if n == 1 or uniform() < 0.5:
                 target_b = target - (a1 - a0)
-                r = d
-                for _ in range(10):  # the original's 10 tries at another document
-                    r = randint(0, last_doc)
-                    if doc_ids[r] != doc_ids[d]:
-                        break
-                else:
-                    if doc_ids[d] not in others:
-                        others[doc_ids[d]] = buf.other_documents(d)
-                    choices = others[doc_ids[d]]
-                    if choices:
-                        r = choices[randint(0, len(choices) - 1)]
-                rlo, rhi = docs[r]
-                rs = randint(rlo, rhi - 1)
+                r = -1
+                if pool_hi >= pool_lo:
+                    # A segment of the corpus-wide sample: its document is uniform over the
+                    # corpus and it begins at a uniform sentence of it (data_tools.negatives).
+                    for _ in range(10):  # the original's 10 tries at another document
+                        r = randint(pool_lo, pool_hi)
+                        if doc_ids[r] != doc_ids[d]:
+                            break
+                    else:
+                        key = ("pool", doc_ids[d])
+                        if key not in others:
+                            others[key] = buf.other_documents(d, pool=True)
+                        r = (others[key][randint(0, len(others[key]) - 1)] if others[key]
+                             else -1)
+                if r >= 0:
+                    rlo, rhi = docs[r]
+                    rs = rlo
+                else:  # no pool, or only A's own document in it: the chunk's documents
+                    r = d
+                    for _ in range(10):
+                        r = randint(0, last_doc)
+                        if doc_ids[r] != doc_ids[d]:
+                            break
+                    else:
+                        if doc_ids[d] not in others:
+                            others[doc_ids[d]] = buf.other_documents(d)
+                        choices = others[doc_ids[d]]
+                        if choices:
+                            r = choices[randint(0, len(choices) - 1)]
+                    rlo, rhi = docs[r]
+                    rs = randint(rlo, rhi - 1)
                 re = bisect.bisect_left(ends, starts[rs] + target_b, rs, rhi - 1)
                 b0, b1 = starts[rs], ends[re]
                 rnd.append(1)

@@ -25,7 +25,7 @@ from bert_tf import fileio
 from bert_tf.data import schema
 from bert_tf.errors import UserError
 from bert_tf.text import tokenization
-from data_tools import corpus, parallel, shuffle, tfrecord_writer
+from data_tools import corpus, negatives, parallel, shuffle, tfrecord_writer
 from data_tools.job_config import PipelineConfig
 from data_tools.tasks import InstanceStats, TaskResult, process_chunk
 
@@ -150,7 +150,11 @@ def run(config: PipelineConfig) -> RunSummary:
                                     config.shuffle_memory_bytes,
                                     config.temp_dir or os.path.dirname(config.output_files[0]),
                                     expected_record_bytes) as shuffler:
-        chunks = corpus.iter_chunks(config.input_files, config.chunk_bytes, corpus_stats)
+        pools = negatives.pools_for_job(config.input_files, config.random_seed,
+                                        config.chunk_bytes, config.packing.max_seq_length,
+                                        config.packing.nsp)
+        chunks = corpus.iter_chunks(config.input_files, config.chunk_bytes, corpus_stats,
+                                    pools)
         for result in _map_ordered(chunks, config, tokenizer):
             for example in result.examples:
                 log_example(example, tokenizer, config.use_v2_feature_names)

@@ -102,20 +102,17 @@ def test_pieces_of_a_long_document_share_its_id(tmp_path):
     assert [(i, len(d)) for i, d in pieces] == [(0, 25)] * 4 + [(1, 3), (2, 25), (2, 25)]
 
 
-def test_chunks_of_one_document_carry_a_pool_of_other_documents(tmp_path):
+def test_chunks_carry_the_pool_the_caller_gives_for_their_index(tmp_path):
     # Four "books" of 200 lines (2,000 bytes each); chunks of 500 bytes hold one book each.
     path = _doc_file(tmp_path, [200, 200, 200, 200])
-    chunks = list(corpus.iter_chunks([path], 500, pool_bytes=200))
-    assert all(len(set(c.doc_ids)) == 1 for c in chunks) and len(chunks) == 16
-    for c in chunks:
-        book = c.doc_ids[0]
-        assert c.pool and book not in c.pool_ids
-        assert all(doc[0][1:3] == f"{i:02d}" for doc, i in zip(c.pool, c.pool_ids))
-        assert sum(len(line) + 1 for doc in c.pool for line in doc) <= 2 * 200
-    # The first book's chunks come before any other book: the pool is read ahead.
-    assert set(chunks[0].pool_ids) == {1, 2, 3}
-    # Later books also get the most recent other books.
-    assert set(chunks[-1].pool_ids) == {0, 1, 2}
-    # Chunks with several documents need no pool.
-    many = list(corpus.iter_chunks([_doc_file(tmp_path, [30] * 8)], 600))
-    assert all(len(set(c.doc_ids)) > 1 and not c.pool for c in many)
+    calls = []
+
+    def pool_for(index):
+        calls.append(index)
+        return [[f"pool of {index}"]], [100 + index]
+
+    chunks = list(corpus.iter_chunks([path], 500, pool_for=pool_for))
+    assert len(chunks) == 16 and calls == list(range(16))
+    assert all(c.pool == [[f"pool of {c.index}"]] and c.pool_ids == [100 + c.index]
+               for c in chunks)
+    assert not any(c.pool for c in corpus.iter_chunks([path], 500))  # no pool_for, no pool

@@ -19,7 +19,7 @@ import pytest
 import reference_instances
 
 from bert_tf.text import tokenization
-from data_tools import corpus, instances, tasks
+from data_tools import corpus, instances, negatives, tasks
 from data_tools.job_config import PipelineConfig
 
 
@@ -52,7 +52,8 @@ def _ours(path, tokenizer, vocab, seed: int, short_seq_prob: float) -> Tuple[flo
                             vocab_file=vocab, dupe_factor=5, random_seed=seed,
                             packing=instances.PackingConfig(short_seq_prob=short_seq_prob))
     lengths, labels = [], []
-    for chunk in corpus.iter_chunks(config.input_files, 500_000):
+    pools = negatives.pools_for_job(config.input_files, seed, 500_000, 128, True)
+    for chunk in corpus.iter_chunks(config.input_files, 500_000, None, pools):
         assert len(set(chunk.doc_ids)) <= 2  # the books really are cut into pieces
         for batch, _ in tasks.instance_batches(chunk, config, tokenizer):
             lengths.append(batch.lengths)
