@@ -118,9 +118,11 @@ def test_v1_prediction_files(v1_run):
 def test_v2_writes_null_odds_and_threshold_figures(tmp_path, google_vocab_path):
     data = SQUAD / "tiny-v2.0.json"
     proc = run_module(MODULE, _args(tmp_path, google_vocab_path, train_file=data,
-                                    predict_file=data, do_eval="true",
+                                    predict_file=data, do_eval="true", do_predict="true",
                                     version_2_with_negative="true", num_train_epochs=3))
     assert proc.returncode == 0, proc.stderr[-3000:]
+    # --do_eval and --do_predict read the same file: the model runs over it once.
+    assert len(re.findall(r"(eval|predict): running the model on", proc.stderr)) == 1
     out = tmp_path / "out"
     results = _results(out)
     for key in ("exact", "f1", "HasAns_exact", "HasAns_f1", "NoAns_exact", "NoAns_f1",

@@ -82,6 +82,20 @@ def test_an_answer_crossing_a_window_end_comes_from_the_window_holding_it(tokeni
     assert (answer.start, answer.end) == (CONTEXT.index("the river"), CONTEXT.index(" blue"))
 
 
+def test_a_window_starting_inside_a_repeating_word_gives_the_right_occurrence(tokenizer):
+    # One whitespace word of 15 pieces (10 - 10 - ... - 10); window 1 starts at piece 4, inside
+    # the word, which begins in window 0.
+    context = "10-10-10-10-10-10-10-10"
+    ex = example(context)
+    metas, start, end = windows(tokenizer, [ex])
+    assert metas[1].window_start == 4
+    # Piece 8 (window 1's fifth) has its most context in window 1: the fifth "10", at
+    # characters 12-14 (not the first "10", at 0).
+    start[1, OFFSET + 4], end[1, OFFSET + 4] = 9.0, 9.0
+    answer = run([ex], metas, start, end).answers["q"]
+    assert (answer.answer, answer.start, answer.end) == ("10", 12, 14)
+
+
 @pytest.mark.parametrize("context, first, last, expected, char_start", [
     # pieces: in 2016 the denver broncos , coached by gary ku ##bia ##k , won the title .
     ("In 2016 the Denver Broncos, coached by Gary Kubiak, won the title.", 3, 5,

@@ -21,11 +21,8 @@ syllable when lower-casing), which maps the pieces' characters back to the conte
 the host code, an answer holding an [UNK] piece falls back to its whole words' offsets and
 the de-tokenized text, and the text has runs of context blanks collapsed to one space.
 
-Known differences from the host code: candidates with bit-identical scores may be ranked
-differently; and when a window starts inside a word whose text repeats ("hahaha..."), the
-host's text search in `squad_postprocess._span_text` reports the first occurrence in the
-word rather than the pieces the model chose, while here the chosen pieces' own offsets are
-returned.
+Known difference from the host code: candidates with bit-identical scores may be ranked
+differently.
 
 The window helpers (`plan_windows`, `max_context_window`, `build_rows`) are shared with the
 tagger's serving module in `task_serving`.

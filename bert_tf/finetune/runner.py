@@ -218,6 +218,7 @@ def run(config: FinetuneConfig, task: Task) -> Outcome:
     else:
         runner.restore_for_eval()
     eval_results: Dict[str, float] = {}
+    outputs: Dict[str, np.ndarray] = {}
     if config.do_eval:
         outputs = _predict(runner, task, "eval", tokenizer, config)
         eval_results = task.evaluate(outputs, config.output_dir)
@@ -226,7 +227,11 @@ def run(config: FinetuneConfig, task: Task) -> Outcome:
             results.write_eval_results(
                 os.path.join(config.output_dir, results.EVAL_RESULTS_FILE), eval_results)
     if config.do_predict:
-        outputs = _predict(runner, task, "predict", tokenizer, config)
+        # SQuAD predicts the file it evaluates: its arrays are the same, and so the outputs.
+        same = config.do_eval and (task.arrays("predict", tokenizer, config.max_seq_length)
+                                   is task.arrays("eval", tokenizer, config.max_seq_length))
+        if not same:
+            outputs = _predict(runner, task, "predict", tokenizer, config)
         if distribution.is_chief(strategy):
             for path in task.write_predictions(outputs, config.output_dir):
                 logging.info("wrote %s", path)
@@ -237,6 +242,7 @@ def _predict(runner: trainer.Trainer, task: Task, split: str, tokenizer,
              config: FinetuneConfig) -> Dict[str, np.ndarray]:
     arrays = task.arrays(split, tokenizer, config.max_seq_length)
     n = len(arrays["input_ids"])
+    logging.info("%s: running the model on %d examples", split, n)
     padded = inputs.padded_predict_arrays(arrays, task.input_keys, config.eval_batch_size)
     raw = runner.predict(inputs.predict_dataset_fn(padded),
                          inputs.num_predict_batches(padded, config.eval_batch_size))

@@ -166,21 +166,45 @@ def align_to_original(pred_text: str, orig_text: str, do_lower_case: bool,
     return orig_text[start:end], (start, end)
 
 
+def _context_pieces(features: Sequence[int], feature_meta: Sequence[FeatureMeta]
+                    ) -> Tuple[List[str], np.ndarray]:
+    """The example's context pieces and their words, pieced together from all its windows."""
+    tokens: Dict[int, str] = {}
+    words: Dict[int, int] = {}
+    for f in features:
+        meta = feature_meta[f]
+        for k, p in enumerate(np.flatnonzero(meta.token_to_word >= 0)):
+            tokens[meta.window_start + k] = meta.tokens[p]
+            words[meta.window_start + k] = int(meta.token_to_word[p])
+    n = max(tokens) + 1 if tokens else 0
+    return ([tokens.get(g, "") for g in range(n)],
+            np.array([words.get(g, -1) for g in range(n)], np.int64))
+
+
 def _span_text(example: SquadExample, meta: FeatureMeta, s: int, e: int,
-               do_lower_case: bool) -> Tuple[str, int, int]:
-    """Original text and context character offsets of window tokens s..e (inclusive)."""
-    first_word, last_word = int(meta.token_to_word[s]), int(meta.token_to_word[e])
-    # Start the de-tokenized text at the word's first piece in the window, so the offset of
-    # token s in it tells which occurrence of the prediction is meant.
-    first = s
-    while first > 0 and meta.token_to_word[first - 1] == first_word:
+               do_lower_case: bool, context: Tuple[List[str], np.ndarray]
+               ) -> Tuple[str, int, int]:
+    """Original text and context character offsets of window tokens s..e (inclusive).
+
+    `context` is `_context_pieces` of the example: a window may begin inside a word whose
+    first pieces are only in an earlier window.
+    """
+    pieces, piece_words = context
+    first_context = int(np.flatnonzero(meta.token_to_word >= 0)[0])
+    gs = meta.window_start + s - first_context
+    ge = meta.window_start + e - first_context
+    first_word, last_word = int(piece_words[gs]), int(piece_words[ge])
+    # Start the de-tokenized text at the word's first piece, so the offset of piece gs in it
+    # tells which occurrence of the prediction is meant.
+    first = gs
+    while first > 0 and piece_words[first - 1] == first_word:
         first -= 1
-    text, starts, ends = _join_pieces(meta.tokens[first:e + 1])
-    pred_text = " ".join(text[starts[s - first]:ends[e - first]].split())
+    text, starts, ends = _join_pieces(pieces[first:ge + 1])
+    pred_text = " ".join(text[starts[gs - first]:ends[ge - first]].split())
     words = example.doc_words[first_word:last_word + 1]
     orig_text = " ".join(words)
     final, span = align_to_original(pred_text, orig_text, do_lower_case,
-                                    hint=starts[s - first])
+                                    hint=starts[gs - first])
     word_starts = example.word_starts
     if span is None:  # the whole words, as the best guess
         return final, word_starts[first_word], word_starts[last_word] + len(words[-1])
@@ -265,13 +289,15 @@ def _one_example(example, features, feature_meta, start_logits, end_logits,
 
     entries: List[_Entry] = []
     seen = set()
+    context = _context_pieces(features, feature_meta) if candidates else ([], np.zeros(0))
     for _, f, s, e in candidates:
         if len(entries) >= n_best_size:
             break
         if f < 0:
             entry = _Entry("", null[1], null[2], -1, -1)
         else:
-            text, start, end = _span_text(example, feature_meta[f], s, e, do_lower_case)
+            text, start, end = _span_text(example, feature_meta[f], s, e, do_lower_case,
+                                          context)
             entry = _Entry(text, start_logits[f, s], end_logits[f, e], start, end)
         if entry.text in seen:
             continue

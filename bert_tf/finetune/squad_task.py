@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 import numpy as np
 from absl import logging
@@ -50,7 +50,8 @@ class SquadTask:
         self.settings = settings
         self.examples: Dict[str, list] = {}
         self.features: Dict[str, squad_data.SquadFeatures] = {}
-        self._scored = False  # --do_eval wrote eval_results.txt already
+        # The outputs --do_eval scored (it wrote eval_results.txt and the predictions).
+        self._scored: Optional[Dict[str, np.ndarray]] = None
 
     def num_labels(self) -> int:
         return 2
@@ -126,13 +127,15 @@ class SquadTask:
 
     def evaluate(self, outputs: Dict[str, np.ndarray], output_dir: str) -> Dict[str, float]:
         """Official EM/F1 (v2.0: also HasAns/NoAns and the best null threshold)."""
-        self._scored = True
+        self._scored = outputs
         return self._score(self._postprocess(outputs, output_dir))
 
     def write_predictions(self, outputs: Dict[str, np.ndarray], output_dir: str) -> List[str]:
+        if outputs is self._scored:  # --do_eval already wrote these very predictions
+            return [os.path.join(output_dir, "predictions.json")]
         predictions = self._postprocess(outputs, output_dir)
         written = [os.path.join(output_dir, "predictions.json")]
-        if squad_data.has_answers(self.examples["eval"]) and not self._scored:
+        if squad_data.has_answers(self.examples["eval"]) and self._scored is None:
             scores = self._score(predictions)
             results.write_eval_results(os.path.join(output_dir, results.EVAL_RESULTS_FILE),
                                        scores)
