@@ -273,8 +273,13 @@ def test_answer_offsets_of_every_short_span_match_host(google_vocab_path, tokeni
                                   "end_logits": tf.zeros(tf.shape(inputs["input_ids"]))},
         tokenizer, ["q"] * len(contexts), contexts, SQUAD)
     rows, firsts, lasts, expected = [], [], [], []
+    windows_of = {}
+    for f, meta in enumerate(features.feature_meta):
+        windows_of.setdefault(meta.example_index, []).append(f)
     for meta in features.feature_meta:
         example = examples[meta.example_index]
+        pieces_of_example = squad_postprocess._context_pieces(windows_of[meta.example_index],
+                                                              features.feature_meta)
         offset = int(np.argmax(meta.token_to_word >= 0))
         n = int((meta.token_to_word >= 0).sum())
         for s in range(n):
@@ -283,7 +288,7 @@ def test_answer_offsets_of_every_short_span_match_host(google_vocab_path, tokeni
                 firsts.append(meta.window_start + s)
                 lasts.append(meta.window_start + e)
                 text, start, end = squad_postprocess._span_text(
-                    example, meta, offset + s, offset + e, True)
+                    example, meta, offset + s, offset + e, True, pieces_of_example)
                 expected.append((text, start, end))
     assert any("[UNK]" in text for text, _, _ in expected)
     context = tf.constant([contexts[r] for r in rows])
