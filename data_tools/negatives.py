@@ -86,23 +86,41 @@ class _Starts:
         self.sizes = [0] * slots
         self.growing: List[int] = []  # slots whose segment is still below segment_bytes
 
-    def add(self, line: str) -> None:
-        self.seen += 1
-        if self.seen < self.soonest and not self.growing:
-            return  # the common case in a long document: nothing to do
-        size = len(line.encode("utf-8")) + 1
+    def _grow(self, lines: Sequence[str], lo: int, hi: int) -> None:
+        """Appends lines[lo:hi] to the slots still short of segment_bytes."""
         for s in self.growing:
-            self.segments[s].append(line)
-            self.sizes[s] += size
-        if self.seen == self.soonest:
+            segment, size = self.segments[s], self.sizes[s]
+            for j in range(lo, hi):
+                if size >= self.segment_bytes:
+                    break
+                segment.append(lines[j])
+                size += len(lines[j].encode("utf-8")) + 1
+            self.sizes[s] = size
+        self.growing = [s for s in self.growing if self.sizes[s] < self.segment_bytes]
+
+    def add_lines(self, lines: Sequence[str]) -> None:
+        """Feeds the document's next lines; the cost is in the events, not in the lines."""
+        base, end = self.seen, self.seen + len(lines)
+        i = 0
+        while True:
+            event = min(self.soonest, end + 1) - base - 1  # batch index of the next start
+            self._grow(lines, i, event)
+            if event >= len(lines):
+                break
+            line = lines[event]
+            self._grow(lines, event, event + 1)
+            t = base + event + 1
             for s, at in enumerate(self.next):
-                if at == self.seen:
+                if at == t:
                     # Line t replaces the slot's start with probability 1/t (a reservoir of
                     # one): the next replacement is after a gap with P(next > m) = t / m.
-                    self.segments[s], self.sizes[s] = [line], size
-                    self.next[s] = int(self.seen / (1.0 - self.rng.random())) + 1
+                    self.segments[s], self.sizes[s] = [line], len(line.encode("utf-8")) + 1
+                    self.next[s] = int(t / (1.0 - self.rng.random())) + 1
             self.soonest = min(self.next)
-        self.growing = [s for s in range(len(self.sizes)) if self.sizes[s] < self.segment_bytes]
+            self.growing = [s for s in range(len(self.sizes))
+                            if self.sizes[s] < self.segment_bytes]
+            i = event + 1
+        self.seen = end
 
 
 @dataclasses.dataclass
@@ -176,8 +194,7 @@ def sample_corpus(paths: Sequence[str], seed: int, chunk_bytes: int,
             current = (_Starts(seed, doc_id, config.starts_per_document,
                                config.segment_bytes) if qualifies else None)
         if current is not None:
-            for line in lines:
-                current.add(line)
+            current.add_lines(lines)
     close()
     kept = sorted(heap, key=lambda e: -e[0])
     segments: List[List[str]] = []
