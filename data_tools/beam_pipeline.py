@@ -45,7 +45,7 @@ _MAX_BUCKET_BITS = 24
 # ---- the create-pretraining-data pipeline ----------------------------------------------
 
 _STATS_FIELDS = ("instances", "tokens", "maskable_tokens", "short", "predictions",
-                 "random_next")
+                 "random_next", "text_tokens", "long_lines", "lost_tokens")
 
 
 class _Tasks(beam.DoFn):
@@ -199,6 +199,7 @@ def run(config: PipelineConfig, options: str) -> pipeline.RunSummary:
     stats = InstanceStats(**{name: counters.get(name, 0) for name in _STATS_FIELDS},
                           decisions=tuple(counters.get(n, 0) for n in
                                           ("mask", "keep", "random")))
+    pipeline.warn_truncation(stats, config, corpus_stats)
     seconds = time.monotonic() - start
     summary = pipeline.RunSummary(stats.instances, counters.get("documents", 0),
                                   corpus_stats.lines, len(outputs),

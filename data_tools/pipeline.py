@@ -27,7 +27,7 @@ from bert_tf.errors import UserError
 from bert_tf.text import tokenization
 from data_tools import corpus, negatives, parallel, shuffle, tfrecord_writer
 from data_tools.job_config import PipelineConfig
-from data_tools.tasks import InstanceStats, TaskResult, process_chunk
+from data_tools.tasks import InstanceStats, TaskResult, process_chunk, truncation_warning
 
 __all__ = ["PipelineConfig", "RunSummary", "run"]
 
@@ -172,6 +172,7 @@ def run(config: PipelineConfig) -> RunSummary:
         shuffler.write_to(w.write)
         bytes_written = sum(w.bytes_written)
     num_records = shuffler.records
+    warn_truncation(stats, config, corpus_stats)
     seconds = time.monotonic() - start
     summary = RunSummary(num_records, progress.documents, corpus_stats.lines,
                          len(config.output_files), bytes_written, seconds,
@@ -186,6 +187,16 @@ def run(config: PipelineConfig) -> RunSummary:
     logging.info("peak RSS: main process %.0f MB, largest worker %.0f MB",
                  *peak_rss_mb())
     return summary
+
+
+def warn_truncation(stats: InstanceStats, config: PipelineConfig,
+                    corpus_stats: corpus.CorpusStats) -> None:
+    """Logs and counts the warning about lines too long for an instance, if any."""
+    packing = config.packing
+    message = truncation_warning(stats, packing.max_seq_length, packing.max_num_tokens)
+    if message:
+        corpus_stats.warnings.append(message)
+        logging.warning("%s", message)
 
 
 def peak_rss_mb() -> Tuple[float, float]:

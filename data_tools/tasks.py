@@ -34,6 +34,9 @@ class InstanceStats:
     predictions: int = 0
     decisions: Tuple[int, int, int] = (0, 0, 0)  # [MASK], kept, random
     random_next: int = 0
+    text_tokens: int = 0  # tokens of the packed documents' lines (once, not per dupe)
+    long_lines: int = 0  # lines with more tokens than an instance holds
+    lost_tokens: int = 0  # their tokens beyond that, cut by truncation (at least; per dupe)
 
     def add(self, other: "InstanceStats") -> None:
         for f in dataclasses.fields(self):
@@ -128,13 +131,41 @@ class InstanceBatch:
         }
 
 
+def truncation_stats(buf: instances.DocumentBuffer, max_num_tokens: int) -> InstanceStats:
+    """Lines longer than an instance: what truncation must cut from them (the documents'
+    lines only, not the pool's)."""
+    if not buf.num_main:
+        return InstanceStats()
+    last = buf.doc_sents[buf.num_main - 1][1]
+    lengths = np.asarray(buf.sent_end[:last], np.int64) - np.asarray(buf.sent_start[:last],
+                                                                     np.int64)
+    over = lengths[lengths > max_num_tokens] - max_num_tokens
+    return InstanceStats(text_tokens=int(lengths.sum()), long_lines=len(over),
+                         lost_tokens=int(over.sum()))
+
+
+def truncation_warning(stats: InstanceStats, max_seq_length: int, max_num_tokens: int) -> str:
+    """The job's warning about text lost to truncation ("" when no line is too long)."""
+    if not stats.long_lines:
+        return ""
+    share = stats.lost_tokens / max(stats.text_tokens, 1)
+    text = (f"{stats.long_lines} line(s) have more than {max_num_tokens} tokens (what "
+            f"--max_seq_length={max_seq_length} leaves for text): truncation cuts at least "
+            f"{stats.lost_tokens} of the corpus' {stats.text_tokens} tokens "
+            f"({100 * share:.1f}%) from every dupe")
+    if share > 0.05:
+        text += (". Is the text split into sentences, one per line? python -m "
+                 "data_tools.prepare_corpus splits raw text")
+    return text
+
+
 def instance_batches(chunk: corpus.Chunk, config: PipelineConfig,
                      tokenizer: tokenization.FullTokenizer
-                     ) -> Iterator[Tuple[InstanceBatch, int]]:
+                     ) -> Iterator[Tuple[InstanceBatch, instances.DocumentBuffer]]:
     """Tokenizes and packs a chunk, then yields its masked instances in batches, in order.
 
     Yields:
-        (batch, number of documents of the chunk).
+        (batch, the chunk's `DocumentBuffer`).
     """
     vocab = tokenizer.vocab
     cls_id, sep_id = vocab[tokenization.CLS], vocab[tokenization.SEP]
@@ -155,7 +186,7 @@ def instance_batches(chunk: corpus.Chunk, config: PipelineConfig,
         part = spans.take(np.arange(lo, min(lo + _BATCH_ROWS, len(spans))))
         ids, segment_ids, lengths = instances.materialize(part, buf.ids, cls_id, sep_id, seq)
         masked = masking.mask_batch(ids, lengths, mcfg, rng, tokenizer.is_continuation)
-        yield InstanceBatch(part, ids, segment_ids, lengths, masked), buf.num_documents
+        yield InstanceBatch(part, ids, segment_ids, lengths, masked), buf
 
 
 def process_chunk(chunk: corpus.Chunk, config: PipelineConfig,
@@ -173,8 +204,10 @@ def process_chunk(chunk: corpus.Chunk, config: PipelineConfig,
     examples: List[Dict[str, object]] = []
     frames: List[Rows] = []
     num_documents = 0
-    for batch, chunk_documents in instance_batches(chunk, config, tokenizer):
-        num_documents = chunk_documents
+    for batch, buf in instance_batches(chunk, config, tokenizer):
+        if not num_documents:
+            num_documents = buf.num_documents
+            stats.add(truncation_stats(buf, config.packing.max_num_tokens))
         features = batch.features(seq)
         records = example_codec.encode_examples(
             features, seq, config.max_predictions_per_seq, config.use_v2_feature_names)

@@ -3,6 +3,7 @@ determinism across worker counts, records readable with the original feature spe
 v2 names, and every kind of bad input (one-line error, exit code, nothing partial left)."""
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -182,6 +183,33 @@ def test_ten_megabyte_line(tmp_path, corpus_lines, google_vocab_path, repo_root)
     # 10 MB of text is ~2.2M tokens; memory stays in the hundreds of MB (no quadratic copies).
     assert max(peak) < 1500, peak
     assert _check_records_count(out) > 10
+    # The loss is said, once, with the numbers and where to split the text.
+    from bert_tf.text.tokenization import FullTokenizer
+
+    tokenizer = FullTokenizer(google_vocab_path, True)
+    long_short_lines = sum(len(tokenizer.tokenize(x)) > 125 for x in corpus_lines[:80])
+    found = re.findall(r"(\d+) line\(s\) have more than 125 tokens \(what --max_seq_length=128 "
+                       r"leaves for text\): truncation cuts at least (\d+) of the corpus' "
+                       r"(\d+) tokens \(([\d.]+)%\) from every dupe\. Is the text split into "
+                       r"sentences, one per line\? python -m data_tools.prepare_corpus",
+                       proc.stderr)
+    assert len(found) == 1, proc.stderr[-3000:]
+    lines, lost, total, share = found[0]
+    assert int(lines) == 1 + long_short_lines
+    assert int(lost) > 2_000_000 and float(share) > 99.0 and int(total) > int(lost)
+    assert " 1 warning(s)" in proc.stderr
+
+
+def test_no_truncation_warning_when_every_line_fits(tmp_path, corpus_lines, google_vocab_path,
+                                                    repo_root):
+    tokenizer_lines = corpus_lines[:200]
+    path = tmp_path / "short.txt"
+    path.write_text("\n".join(x for x in tokenizer_lines if len(x) < 300) + "\n",
+                    encoding="utf-8")
+    proc = _run(_base(path, tmp_path / "out.tfrecord", google_vocab_path, "--num_workers=1"),
+                repo_root)
+    assert proc.returncode == 0, proc.stderr
+    assert "truncation cuts" not in proc.stderr and " 0 warning(s)" in proc.stderr
 
 
 def _vocab_variant(tmp_path, google_vocab_path, name, transform):
