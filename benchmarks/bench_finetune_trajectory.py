@@ -35,7 +35,7 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 HERE = REPO / "benchmarks"
 sys.path.insert(0, str(HERE))
 import machine  # noqa: E402
-from bench_finetune_parity import HF_PYTHON, ours_command  # noqa: E402
+from bench_finetune_parity import HF_PYTHON, METRICS, ours_command  # noqa: E402
 from bench_finetune_speed_hf import minilm_dir  # noqa: E402
 
 STEP_LINE = re.compile(r"step (\d+)/\d+ \| loss ([0-9.e+-]+)")
@@ -49,8 +49,12 @@ def child(trace_dir: str, argv: list) -> None:
     from bert_tf.finetune import heads, inputs
 
     build, dataset_fn_of = heads.build_model, inputs.train_dataset_fn
-    steps = int(pathlib.Path(trace_dir, "steps.txt").read_text())
-    batch = int(next(a for a in argv if a.startswith("--train_batch_size=")).split("=")[1])
+    steps_text = pathlib.Path(trace_dir, "steps.txt").read_text()
+
+    def flag(name: str) -> str:
+        return next(a for a in argv if a.startswith(f"--{name}=")).split("=", 1)[1]
+
+    batch = int(flag("train_batch_size"))
 
     def build_model(kind, config, num_labels):
         model = build(kind, config, num_labels)
@@ -65,6 +69,9 @@ def child(trace_dir: str, argv: list) -> None:
     def train_dataset_fn(arrays, keys, seed):
         # The rows the real pipeline draws: the same function, fed one more array (the row).
         n = len(arrays["input_ids"])
+        # "full": the run's own step count (runner.num_train_steps).
+        steps = (int(n / batch * float(flag("num_train_epochs"))) if steps_text == "full"
+                 else int(steps_text))
         rows = dataset_fn_of(dict(arrays, trace_row=np.arange(n)), tuple(keys) + (
             "trace_row",), seed)(tf.distribute.InputContext(), batch)
         order = [b["trace_row"].numpy() for b in rows.take(steps)]
@@ -78,9 +85,11 @@ def child(trace_dir: str, argv: list) -> None:
     app.run(entry.main, argv=[argv[0]] + argv[1:])
 
 
-def trace(task: str, data: pathlib.Path, recipe: dict, steps: int, work: str) -> tuple:
-    """(bert_tf's losses, transformers' losses) over the first `steps` updates."""
-    pathlib.Path(work, "steps.txt").write_text(str(steps))
+def trace(task: str, data: pathlib.Path, recipe: dict, steps: int, work: str,
+          full: bool = False) -> tuple:
+    """(bert_tf's losses, transformers' losses) over the first `steps` updates; with `full`,
+    over the whole run, followed by both metrics (parity_bench.METRICS order)."""
+    pathlib.Path(work, "steps.txt").write_text("full" if full else str(steps))
     config = json.loads(pathlib.Path(minilm_dir(), "config.json").read_text())
     from bert_tf.interop.hf_checkpoint import config_from_hf
 
@@ -89,14 +98,16 @@ def trace(task: str, data: pathlib.Path, recipe: dict, steps: int, work: str) ->
     config_file = os.path.join(work, "bert_config.json")
     pathlib.Path(config_file).write_text(json.dumps(no_dropout))
     cmd = ours_command(task, data, recipe, seed=1, out=os.path.join(work, "bert_tf"))
-    cmd = [c for c in cmd if not c.startswith(("--do_eval", "--do_predict", "--log_every"))]
-    cmd += [f"--bert_config_file={config_file}", "--log_every_n_steps=1",
-            f"--max_steps_per_run={steps}"]
+    cmd = [c for c in cmd if not c.startswith(
+        ("--log_every",) if full else ("--do_eval", "--do_predict", "--log_every"))]
+    cmd += [f"--bert_config_file={config_file}", "--log_every_n_steps=1"]
+    if not full:
+        cmd.append(f"--max_steps_per_run={steps}")
     p = subprocess.run([sys.executable, __file__, "--child", work, "--"] + cmd,
                        capture_output=True, text=True, cwd=REPO,
                        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
     ours = [float(loss) for _, loss in STEP_LINE.findall(p.stderr)]
-    if p.returncode or len(ours) != steps:
+    if p.returncode or not ours or (len(ours) != steps and not full):
         sys.exit(f"bert_tf {task} failed ({len(ours)} steps logged):\n{p.stderr[-3000:]}")
     out = os.path.join(work, "hf")
     p = subprocess.run([str(HF_PYTHON), str(HERE / "hf_finetune.py"), f"--task={task}",
@@ -104,8 +115,16 @@ def trace(task: str, data: pathlib.Path, recipe: dict, steps: int, work: str) ->
                        capture_output=True, text=True, cwd=REPO)
     if p.returncode:
         sys.exit(f"HF {task} failed:\n{p.stderr[-3000:]}")
-    theirs = json.loads(pathlib.Path(out, "metrics.json").read_text())["train"]["losses"]
-    return np.array(ours), np.array(theirs)
+    result = json.loads(pathlib.Path(out, "metrics.json").read_text())
+    theirs = result["train"]["losses"]
+    if not full:
+        return np.array(ours), np.array(theirs)
+    text = pathlib.Path(work, "bert_tf", "eval_results.txt").read_text()
+    scale = 1 if task == "squad" else 100
+    ours_metrics = [scale * float(re.search(rf"^{k} = ([-0-9.e]+)$", text, re.M).group(1))
+                    for k in METRICS[task][1]]
+    theirs_metrics = [scale * result["metrics"][split][key] for split, key in METRICS[task][2]]
+    return np.array(ours), np.array(theirs), ours_metrics, theirs_metrics
 
 
 def main() -> None:
@@ -115,6 +134,9 @@ def main() -> None:
     parser.add_argument("--data_dir", type=pathlib.Path, required=True)
     parser.add_argument("--tasks", default="sst2,mrpc,wnut17,squad")
     parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--full", action="store_true",
+                        help="train the whole recipe this way, then evaluate both: the final "
+                             "metrics with the seed's noise taken out")
     args = parser.parse_args()
     if not HF_PYTHON.exists():
         sys.exit(f"{HF_PYTHON} is missing: run bash benchmarks/hf_env.sh first")
@@ -123,14 +145,22 @@ def main() -> None:
     summary = []
     for task in args.tasks.split(","):
         with tempfile.TemporaryDirectory(prefix=f"trajectory_{task}_") as work:
-            ours, theirs = trace(task, args.data_dir, recipes[task], args.steps, work)
+            traced = trace(task, args.data_dir, recipes[task], args.steps, work, args.full)
+        ours, theirs = traced[:2]
+        n = min(len(ours), len(theirs))
+        if args.full:
+            print(f"\n{task}, the whole recipe without dropout from the same head and order: "
+                  f"{n} updates; " + "; ".join(
+                      f"{m} bert_tf {a:.2f}, transformers {b:.2f} (gap {a - b:+.2f})"
+                      for m, a, b in zip(METRICS[task][0], traced[2], traced[3])))
+        ours, theirs = ours[:n], theirs[:n]
         rel = np.abs(ours - theirs) / np.abs(theirs)
         print(f"\n{task}: training loss per update, same head, order and no dropout")
         print("| step | bert_tf | transformers | relative difference |")
         print("| --- | --- | --- | --- |")
-        for k in sorted({0, 1, 2, 4, 9, 14, 19, 24, args.steps - 1} & set(range(args.steps))):
+        for k in sorted({0, 1, 2, 4, 9, 14, 19, 24, 49, 99, n - 1} & set(range(n))):
             print(f"| {k + 1} | {ours[k]:.6f} | {theirs[k]:.6f} | {rel[k]:.1e} |")
-        summary.append(f"| {task} | {args.steps} | {ours[0]:.4f} -> {ours[-1]:.4f} | "
+        summary.append(f"| {task} | {n} | {ours[0]:.4f} -> {ours[-1]:.4f} | "
                        f"{theirs[0]:.4f} -> {theirs[-1]:.4f} | {rel.max():.1e} |")
     print("\n| task | updates | bert_tf loss | transformers loss | largest relative difference |")
     print("| --- | --- | --- | --- | --- |")

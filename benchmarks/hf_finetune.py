@@ -225,6 +225,8 @@ def train(model, n: int, make_batch, loss_fn, recipe: dict, seed: int) -> dict:
     batch = recipe["batch_size"]
     steps_per_epoch = n // batch
     total = steps_per_epoch * recipe["epochs"]
+    if TRACE.get("evaluate"):  # bert_tf's whole run: its step count and schedule
+        total = steps_per_epoch = TRACE["steps"]
     warmup = int(total * recipe["warmup_proportion"])
     params = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
     no_decay = [p for name, p in params if "LayerNorm" in name or name.endswith("bias")]
@@ -306,7 +308,7 @@ def run_classification(args, recipe, tok, check, result) -> None:
         model, len(tr_rows), lambda idx: (make(idx, tr_rows, tr_types),
                                           torch.from_numpy(tr_y[idx])),
         lambda out, y: torch.nn.functional.cross_entropy(out.logits, y), recipe, args.seed)
-    if TRACE:  # a trajectory, not a result: no evaluation
+    if TRACE and not TRACE["evaluate"]:  # a trajectory, not a result: no evaluation
         return
     t = time.perf_counter()
     logits = torch.cat([o.logits for o in predict(model, len(dv_rows),
@@ -360,7 +362,7 @@ def run_tagging(args, recipe, tok, check, result) -> None:
     tr = feats["train"]
     result["train"] = train(model, len(tr), lambda idx: make(idx, tr), loss_fn, recipe,
                             args.seed)
-    if TRACE:  # a trajectory, not a result: no evaluation
+    if TRACE and not TRACE["evaluate"]:  # a trajectory, not a result: no evaluation
         return
     result["metrics"], t = {}, time.perf_counter()
     for s in ("dev", "test"):
@@ -427,7 +429,7 @@ def run_squad(args, recipe, tok, check, result) -> None:
         lambda idx: (make(idx, tr), (torch.from_numpy(tr["start_positions"][idx].astype(
             np.int64)), torch.from_numpy(tr["end_positions"][idx].astype(np.int64)))),
         loss_fn, recipe, args.seed)
-    if TRACE:  # a trajectory, not a result: no evaluation
+    if TRACE and not TRACE["evaluate"]:  # a trajectory, not a result: no evaluation
         return
     t = time.perf_counter()
     n_ev = len(ev.arrays["input_ids"])
@@ -491,14 +493,18 @@ def main() -> None:
                         help="smoke tests: keep only the first N examples of every split")
     parser.add_argument("--trace_dir", default=None,
                         help="bench_finetune_trajectory.py: train on bert_tf's order (order.npy)"
-                             " from its head (head.npz) without dropout, for steps.txt steps")
+                             " from its head (head.npz) without dropout, for steps.txt steps "
+                             "('full': the whole run, then evaluate)")
     args = parser.parse_args()
     global LIMIT
     LIMIT = args.limit
     if args.trace_dir:
-        TRACE.update(order=np.load(os.path.join(args.trace_dir, "order.npy")),
-                     head=np.load(os.path.join(args.trace_dir, "head.npz"))["kernel"],
-                     steps=int(open(os.path.join(args.trace_dir, "steps.txt")).read()))
+        steps = open(os.path.join(args.trace_dir, "steps.txt")).read()
+        order = np.load(os.path.join(args.trace_dir, "order.npy"))
+        TRACE.update(order=order, head=np.load(os.path.join(args.trace_dir, "head.npz"))[
+            "kernel"], evaluate=steps == "full", steps=(
+                len(order) // json.load(open(os.path.join(args.data_dir, "recipes.json")))[
+                    args.task]["batch_size"] if steps == "full" else int(steps)))
     wall = time.perf_counter()
     import torch
     import transformers
@@ -530,7 +536,7 @@ def main() -> None:
     result["wall_seconds"] = time.perf_counter() - wall
     write_text(os.path.join(args.output_dir, "metrics.json"), json.dumps(result, indent=1) + "\n")
     tr = result["train"]
-    if TRACE:
+    if TRACE and not TRACE["evaluate"]:
         print(f"{args.task}: {len(tr['losses'])} traced steps")
         return
     print(f"{args.task} seed {args.seed}: {json.dumps(result['metrics'])}")
