@@ -15,7 +15,6 @@ the learned pieces (see data_tools.vocab_learner), written atomically. One summa
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 import time
 from typing import Iterator, List
@@ -23,8 +22,8 @@ from typing import Iterator, List
 from absl import flags
 
 from bert_tf import errors, fileio
-from bert_tf.errors import UserError, cli_main, reason
-from data_tools import vocab_learner
+from bert_tf.errors import UserError, cli_main
+from data_tools import corpus, vocab_learner
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("input_file", None, "Input text: file, glob, or comma-separated list.")
@@ -37,34 +36,16 @@ flags.DEFINE_integer("limit_alphabet", 1000,
                      "Keep the most frequent N characters (others become [UNK]); 0 = all.")
 
 
-@dataclasses.dataclass
-class ReadStats:
-    """Counters of the input reader."""
-
-    files: int = 0
-    lines: int = 0
-    bad_utf8_lines: int = 0
-
-
-def read_lines(files: List[str], stats: ReadStats) -> Iterator[str]:
-    """Streams the lines of `files` as text, replacing invalid UTF-8 (counted in `stats`).
+def read_lines(files: List[str], stats: corpus.CorpusStats) -> Iterator[str]:
+    """Streams the lines of `files` as text, by the data jobs' shared rules (compressed or not,
+    invalid UTF-8 replaced and counted in `stats.warnings`, see `data_tools.text_files`).
 
     Raises:
         UserError: a file cannot be read.
     """
     for path in files:
         stats.files += 1
-        try:
-            with fileio.open_file(path, "rb") as f:
-                for raw in f:
-                    stats.lines += 1
-                    try:
-                        yield raw.decode("utf-8")
-                    except UnicodeDecodeError:
-                        stats.bad_utf8_lines += 1
-                        yield raw.decode("utf-8", errors="replace")
-        except OSError as e:
-            raise UserError(f"cannot read --input_file {path}: {reason(e)}") from None
+        yield from corpus.iter_lines(path, stats)
 
 
 def run(input_file: str, vocab_file: str, config: vocab_learner.VocabConfig) -> str:
@@ -72,20 +53,19 @@ def run(input_file: str, vocab_file: str, config: vocab_learner.VocabConfig) -> 
     start = time.time()
     vocab_learner.check_config(config)
     files = fileio.expand_patterns(input_file, "input_file")
-    stats = ReadStats()
+    stats = corpus.CorpusStats(quiet=True)
     # Opened first so that an unwritable destination fails before the learning, not after.
     with fileio.atomic_output(vocab_file, "wb") as out:
         tokens, learn = vocab_learner.learn_vocab(read_lines(files, stats), config)
         out.write(("\n".join(tokens) + "\n").encode("utf-8"))
-    if stats.bad_utf8_lines:
-        print(f"warning: {stats.bad_utf8_lines} line(s) had invalid UTF-8 bytes (replaced)",
-              file=sys.stderr)
+    for message in stats.warnings:
+        print(f"warning: {message}", file=sys.stderr)
     padding = f", padded with {learn.padding} [unusedN]" if learn.padding else ""
     return (f"wrote {vocab_file}: {len(tokens)} tokens "
             f"({len(tokens) - learn.learned - learn.padding}"
             f" special, {learn.learned} learned incl. a {learn.alphabet}-character alphabet"
             f"{padding}) from {learn.lines} lines ({learn.words} words) in {stats.files} "
-            f"file(s), {stats.bad_utf8_lines} warning(s), {time.time() - start:.1f} s")
+            f"file(s), {len(stats.warnings)} warning(s), {time.time() - start:.1f} s")
 
 
 def main(argv: List[str]) -> None:

@@ -3,8 +3,9 @@
 Input format (as the original BERT release): one sentence per line, a blank line between
 documents. Lines are split on "\\n" only; a line is blank when `line.strip()` is empty (the
 original's test). The end of a file also ends a document. Files are read in blocks, so
-memory does not grow with the corpus; invalid UTF-8 is replaced (and counted, one warning per
-file), empty files and files with only blank lines are skipped with a warning.
+memory does not grow with the corpus; they may be gzip or bzip2 compressed, and invalid UTF-8
+is replaced (counted, one warning per file), by the rules of `data_tools.text_files`. Empty
+files and files with only blank lines are skipped with a warning.
 
 Chunks hold whole consecutive documents, at least `chunk_bytes` of text each (the last chunk
 of the corpus is merged into the previous one when it is smaller than half of that, so no
@@ -26,12 +27,7 @@ from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 
 from absl import logging
 
-from bert_tf import fileio
-from bert_tf.errors import UserError, reason
-
-_READ_BLOCK = 1 << 20
-_REPLACEMENT = "\ufffd"
-_REPLACEMENT_UTF8 = _REPLACEMENT.encode("utf-8")
+from data_tools import text_files
 
 
 @dataclasses.dataclass
@@ -81,51 +77,47 @@ class CorpusStats:
     quiet: bool = False  # collect warnings without logging them (a second pass's)
 
 
-def _decode(block: bytes) -> "tuple[str, int]":
-    """UTF-8 text of `block` and the number of invalid byte sequences replaced."""
-    try:
-        return block.decode("utf-8"), 0
-    except UnicodeDecodeError:
-        text = block.decode("utf-8", "replace")
-        return text, text.count(_REPLACEMENT) - block.count(_REPLACEMENT_UTF8)
-
-
-def iter_lines(path: str, stats: CorpusStats, block_size: int = _READ_BLOCK) -> Iterator[str]:
-    """Yields the lines of one file (without the newline), decoding UTF-8 block by block.
+def iter_lines(path: str, stats: CorpusStats, block_size: int = text_files.BLOCK
+               ) -> Iterator[str]:
+    """Yields the lines of one file (without the newline), decompressed (`text_files`) and
+    decoded block by block; a byte-order mark at the start is dropped.
 
     A line longer than a block is assembled from its pieces (linear time, not quadratic).
     """
     bad = 0
-    try:
-        f = fileio.open_file(path, "rb")
-    except Exception as e:  # OSError locally, tf.errors.* remotely
-        raise UserError(f"cannot read input file {path}: {reason(e)}") from None
-    with f:
-        pending: List[bytes] = []  # pieces of an unfinished line
-        while True:
-            try:
+
+    def count(n: int) -> None:
+        stats.bytes_read += n
+
+    first = True
+    with text_files.open_input(path, count) as f:
+        try:
+            pending: List[bytes] = []  # pieces of an unfinished line
+            while True:
                 block = f.read(block_size)
-            except Exception as e:
-                raise UserError(f"cannot read input file {path}: {reason(e)}") from None
-            if not block:
-                break
-            stats.bytes_read += len(block)
-            cut = block.rfind(b"\n")
-            if cut < 0:
-                pending.append(block)
-                continue
-            # Decode only whole lines, so a multi-byte character is never split.
-            head = b"".join(pending + [block[: cut + 1]]) if pending else block[: cut + 1]
-            pending = [block[cut + 1:]] if cut + 1 < len(block) else []
-            text, n_bad = _decode(head)
-            bad += n_bad
-            lines = text.split("\n")
-            lines.pop()  # the empty string after the final "\n"
-            yield from lines
-        if pending:
-            text, n_bad = _decode(b"".join(pending))
-            bad += n_bad
-            yield text
+                if not block:
+                    break
+                cut = block.rfind(b"\n")
+                if cut < 0:
+                    pending.append(block)
+                    continue
+                # Decode only whole lines, so a multi-byte character is never split.
+                head = (b"".join(pending + [block[: cut + 1]]) if pending
+                        else block[: cut + 1])
+                pending = [block[cut + 1:]] if cut + 1 < len(block) else []
+                text, n_bad = text_files.decode(head)
+                if first:
+                    text, first = text_files.strip_bom(text), False
+                bad += n_bad
+                lines = text.split("\n")
+                lines.pop()  # the empty string after the final "\n"
+                yield from lines
+            if pending:
+                text, n_bad = text_files.decode(b"".join(pending))
+                bad += n_bad
+                yield text_files.strip_bom(text) if first else text
+        except Exception as e:  # noqa: BLE001 - corrupt or truncated data: one line
+            text_files.reraise(path, e)
     if bad:
         _warn(stats, f"{path}: {bad} invalid UTF-8 byte sequence(s) replaced")
 

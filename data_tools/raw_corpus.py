@@ -4,10 +4,9 @@ The parent process of `data_tools.prepare_corpus` streams its inputs through `it
 each chunk (about `chunk_bytes` of text, whole documents) is one task for a worker, which
 parses JSON, splits sentences and filters (`data_tools.prepare_job`).
 
-- Compression: gzip when a file's name ends in ".gz" or it starts with gzip's magic bytes,
-  bzip2 (WikiExtractor --compress) for ".bz2" or its magic, so renamed dumps work too.
-- Encoding: UTF-8; a leading byte-order mark is dropped; invalid bytes are replaced by U+FFFD
-  and counted (one warning per file).
+- Compression and encoding: `data_tools.text_files`' rules, shared by all the data jobs
+  (gzip or bzip2 by suffix or magic bytes; UTF-8, a leading byte-order mark dropped, invalid
+  bytes replaced by U+FFFD and counted, one warning per file).
 - Documents: with --input_format=jsonl every non-blank line is one JSON object, passed on
   unparsed (the workers parse it). With text, a document is a whole file, a line, or a block
   of lines between blank lines (--document_per); its lines stay its paragraph breaks.
@@ -17,17 +16,12 @@ Memory: a chunk and one line at a time (a document of a whole file is held whole
 
 from __future__ import annotations
 
-import bz2
 import dataclasses
-import gzip
-import io
-import zlib
-from typing import IO, Iterator, List, Sequence, Tuple
+from typing import Iterator, List, Sequence, Tuple
 
 from absl import logging
 
-from bert_tf import fileio
-from bert_tf.errors import UserError, reason
+from data_tools import text_files
 
 FORMAT_TEXT = "text"
 FORMAT_JSONL = "jsonl"
@@ -37,10 +31,6 @@ PER_LINE = "line"
 PER_BLANK_LINE = "blank_line"
 DOCUMENT_PER = (PER_FILE, PER_LINE, PER_BLANK_LINE)
 
-_GZIP_MAGIC = b"\x1f\x8b"
-_BLOCK = 1 << 20
-_BOM = "\ufeff"
-_REPLACEMENT = "\ufffd"
 
 
 @dataclasses.dataclass
@@ -81,69 +71,28 @@ class ReadStats:
     warnings: List[str] = dataclasses.field(default_factory=list)
 
 
-class _CountingReader(io.RawIOBase):
-    """A raw stream over a (local or gfile) file object that counts the bytes read."""
-
-    def __init__(self, f: IO, stats: ReadStats):
-        self._f = f
-        self._stats = stats
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer) -> int:
-        data = self._f.read(len(buffer))
-        n = len(data)
-        buffer[:n] = data
-        self._stats.bytes_read += n
-        return n
-
-    def close(self) -> None:
-        self._f.close()
-        super().close()
-
-
 def iter_lines(path: str, stats: ReadStats) -> Iterator[str]:
-    """Yields the lines of one file, decompressed and decoded, without line endings.
+    """Yields the lines of one file, decompressed and decoded (`data_tools.text_files`),
+    without line endings.
 
     Raises:
-        UserError: the file cannot be opened or read, or its gzip data is corrupt.
+        UserError: the file cannot be opened or read, or its compressed data is corrupt.
     """
-    try:
-        raw = fileio.open_file(path, "rb")
-    except Exception as e:  # OSError locally, tf.errors.* remotely
-        raise UserError(f"cannot read input file {path}: {reason(e)}") from None
+    def count(n: int) -> None:
+        stats.bytes_read += n
+
     stats.files += 1
     bad = 0
     try:
-        with io.BufferedReader(_CountingReader(raw, stats), _BLOCK) as stored:
-            head = stored.peek(4)[:4]
-            if path.endswith(".gz") or head[:2] == _GZIP_MAGIC:
-                lines = io.BufferedReader(gzip.GzipFile(fileobj=stored, mode="rb"), _BLOCK)
-            elif path.endswith(".bz2") or (head[:3] == b"BZh" and head[3:4].isdigit()):
-                lines = io.BufferedReader(bz2.BZ2File(stored, mode="rb"), _BLOCK)
-            else:
-                lines = stored
+        with text_files.open_input(path, count) as lines:
             for number, line in enumerate(lines, 1):
                 stats.lines += 1
                 stats.text_bytes += len(line)
-                line = line.rstrip(b"\r\n")
-                try:
-                    text = line.decode("utf-8")
-                except UnicodeDecodeError:
-                    text = line.decode("utf-8", "replace")
-                    bad += text.count(_REPLACEMENT) - line.count(_REPLACEMENT.encode())
-                if number == 1 and text.startswith(_BOM):
-                    text = text[1:]
-                yield text
-    except (OSError, EOFError, zlib.error) as e:
-        # gzip.BadGzipFile and bz2's "Invalid data stream" are OSErrors; a truncated stream
-        # raises EOFError.
-        raise UserError(f"cannot read input file {path}: {reason(e)}") from None
-    except Exception as e:
-        if type(e).__module__.startswith("tensorflow"):  # remote read errors
-            raise UserError(f"cannot read input file {path}: {reason(e)}") from None
-        raise
+                text, n_bad = text_files.decode(line.rstrip(b"\r\n"))
+                bad += n_bad
+                yield text_files.strip_bom(text) if number == 1 else text
+    except Exception as e:  # noqa: BLE001 - corrupt or truncated data: one line
+        text_files.reraise(path, e)
     finally:
         if bad:
             stats.bad_utf8 += bad

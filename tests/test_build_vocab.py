@@ -153,7 +153,7 @@ def test_cli_glob_list_and_bad_utf8(tmp_path):
                    "--min_frequency=1")
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.strip().splitlines()[-1] == (
-        "warning: 1 line(s) had invalid UTF-8 bytes (replaced)")
+        f"warning: {tmp_path}/a.txt: 1 invalid UTF-8 byte sequence(s) replaced")
     assert "from 3 lines (7 words) in 2 file(s), 1 warning(s)" in proc.stdout
     tokens = out.read_text(encoding="utf-8").splitlines()
     assert tokens[11:15] == ["[UNK]", "[CLS]", "[SEP]", "[MASK]"] and len(tokens) == 200
@@ -190,3 +190,24 @@ def test_cli_errors(case, tmp_path, corpus_path):
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(expected), proc.stderr
     assert sorted(os.listdir(tmp_path)) == ["blank.txt"]  # Nothing written, no temporary.
+
+
+def test_compressed_and_bom_inputs_give_the_same_vocabulary(tmp_path, corpus_lines):
+    import bz2
+    import gzip
+
+    text = ("\n".join(corpus_lines[:800]) + "\n").encode("utf-8")
+    variants = {"plain.txt": text, "c.txt.gz": gzip.compress(text),
+                "c.txt.bz2": bz2.compress(text), "renamed.txt": gzip.compress(text),
+                "bom.txt": b"\xef\xbb\xbf" + text}
+    outs = {}
+    for name, data in variants.items():
+        (tmp_path / name).write_bytes(data)
+        out = tmp_path / f"vocab-{name}"
+        proc = run_cli(f"--input_file={tmp_path / name}", f"--vocab_file={out}",
+                       "--vocab_size=600", "--num_unused=5")
+        assert proc.returncode == 0, proc.stderr
+        lines = sum(bool(x.strip()) for x in corpus_lines[:800])
+        assert f"from {lines} lines" in proc.stdout and "0 warning(s)" in proc.stdout
+        outs[name] = out.read_bytes()
+    assert len(set(outs.values())) == 1 and len(outs["plain.txt"].splitlines()) == 600

@@ -61,6 +61,26 @@ def test_byte_identical_for_one_and_two_workers_and_records_are_consistent(
     _check_records([str(tmp_path / "w2" / n) for n in sorted(os.listdir(tmp_path / "w2"))])
 
 
+def test_compressed_and_bom_inputs_give_the_same_records(tmp_path, corpus_lines,
+                                                         google_vocab_path, repo_root):
+    import bz2
+    import gzip
+
+    text = ("\n".join(corpus_lines[:1500]) + "\n").encode("utf-8")
+    variants = {"plain.txt": text, "c.txt.gz": gzip.compress(text),
+                "c.txt.bz2": bz2.compress(text), "renamed.txt": gzip.compress(text),
+                "bom.txt": b"\xef\xbb\xbf" + text}
+    outs = {}
+    for name, data in variants.items():
+        (tmp_path / name).write_bytes(data)
+        out = tmp_path / f"{name}.tfrecord"
+        proc = _run(_base(tmp_path / name, out, google_vocab_path, "--num_workers=1",
+                          "--log_examples=0"), repo_root)
+        assert proc.returncode == 0, proc.stderr
+        outs[name] = out.read_bytes()
+    assert len(set(outs.values())) == 1 and _check_records_count(tmp_path / "plain.txt.tfrecord")
+
+
 def _check_records(paths, compression=None, v2=False):
     spec = schema.parsing_spec(SEQ, PRED, use_v2_feature_names=v2)
     ids_name = schema.stored_name(schema.INPUT_IDS, v2)
