@@ -7,14 +7,14 @@ memory does not grow with the corpus; they may be gzip or bzip2 compressed, and 
 is replaced (counted, one warning per file), by the rules of `data_tools.text_files`. Empty
 files and files with only blank lines are skipped with a warning.
 
-Chunks hold whole consecutive documents, at least `chunk_bytes` of text each (the last chunk
-of the corpus is merged into the previous one when it is smaller than half of that, so no
-chunk has too few documents to draw random next sentences from). Their boundaries depend
-only on the input and `chunk_bytes`, never on the number of workers, which is what makes the
-output independent of --num_workers. A document longer than `chunk_bytes` is cut at a line
-boundary so that one chunk, and so each worker's memory, stays bounded; its pieces keep the
-document's id (`Chunk.doc_ids`), so a random next sentence is never drawn from another piece of
-the same document.
+Chunks hold whole consecutive documents, at least `chunk_bytes` of text each, in UTF-8 bytes
+(the last chunk of the corpus is merged into the previous one when it is smaller than half
+of that, so no chunk has too few documents to draw random next sentences from). Their
+boundaries depend only on the input and `chunk_bytes`, never on the number of workers,
+which is what makes the output independent of --num_workers. A document longer than
+`chunk_bytes` is cut at a line boundary so that one chunk, and so each worker's memory,
+stays bounded; its pieces keep the document's id (`Chunk.doc_ids`), so a random next
+sentence is never drawn from another piece of the same document.
 
 Each chunk may carry a pool of text from elsewhere in the corpus (`Chunk.pool`), given by the
 caller: the random next segments of its NSP instances (`data_tools.negatives`).
@@ -37,12 +37,14 @@ class Chunk:
     Attributes:
         index: position of the chunk in the corpus (0, 1, ...); seeds the task's generator.
         documents: each document is a list of non-blank lines (stripped).
-        num_bytes: characters of text in the chunk, newlines included (for progress).
+        num_bytes: UTF-8 bytes of text in the chunk, newlines included (its size).
         doc_ids: the corpus-wide id of each document; the pieces of a document cut because
             it was longer than a chunk share one id.
         pool: text from elsewhere in the corpus to draw random next segments from (each
             begins at a random sentence of its document); never used as segment A.
         pool_ids: the id of each pool document.
+        input_bytes: bytes of the input files read (as stored: compressed ones for a
+            compressed file) when the chunk was complete, for progress against file sizes.
     """
 
     index: int
@@ -51,6 +53,7 @@ class Chunk:
     doc_ids: List[int] = dataclasses.field(default_factory=list)
     pool: List[List[str]] = dataclasses.field(default_factory=list)
     pool_ids: List[int] = dataclasses.field(default_factory=list)
+    input_bytes: int = 0
 
 
 @dataclasses.dataclass
@@ -150,7 +153,7 @@ def iter_pieces(
                 continue
             stats.lines += 1
             doc.append(line)
-            doc_bytes += len(raw) + 1
+            doc_bytes += utf8_len(raw) + 1
             if max_document_bytes and doc_bytes >= max_document_bytes:
                 stats.documents += 1
                 stats.split_documents += 1
@@ -215,22 +218,30 @@ def iter_chunks(
     for doc_id, doc in iter_pieces(paths, stats, max_document_bytes=chunk_bytes):
         docs.append(doc)
         ids.append(doc_id)
-        size += sum(len(line) + 1 for line in doc) + 1
+        size += sum(utf8_len(line) + 1 for line in doc) + 1
         if size >= chunk_bytes:
             if held is not None:
                 yield finish(held)
-            held = Chunk(index=index, documents=docs, num_bytes=size, doc_ids=ids)
+            held = Chunk(index=index, documents=docs, num_bytes=size, doc_ids=ids,
+                         input_bytes=stats.bytes_read)
             index += 1
             docs, ids, size = [], [], 0
     if docs and held is not None and size < chunk_bytes // 2:
         held.documents.extend(docs)
         held.doc_ids.extend(ids)
         held.num_bytes += size
+        held.input_bytes = stats.bytes_read
         docs = []
     if held is not None:
         yield finish(held)
     if docs:
-        yield finish(Chunk(index=index, documents=docs, num_bytes=size, doc_ids=ids))
+        yield finish(Chunk(index=index, documents=docs, num_bytes=size, doc_ids=ids,
+                           input_bytes=stats.bytes_read))
+
+
+def utf8_len(text: str) -> int:
+    """UTF-8 bytes of `text` (chunk sizes count bytes, as progress does, whatever the script)."""
+    return len(text) if text.isascii() else len(text.encode("utf-8"))
 
 
 def _warn(stats: CorpusStats, message: str) -> None:

@@ -91,7 +91,9 @@ class _Progress:
         self.instances = 0
 
     def update(self, result: TaskResult) -> None:
-        self.bytes += result.num_bytes
+        # Input bytes as stored, as total_bytes counts them (not text characters, which are
+        # a third of the bytes in CJK text, nor decompressed bytes).
+        self.bytes = max(self.bytes, result.input_bytes)
         self.documents += result.num_documents
         self.instances += len(result.frame_lengths)
         now = time.monotonic()

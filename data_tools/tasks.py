@@ -69,6 +69,7 @@ class TaskResult:
     num_bytes: int
     stats: InstanceStats
     examples: List[Dict[str, object]]
+    input_bytes: int = 0  # the chunk's `input_bytes`: input read up to its end, as stored
 
 
 def task_rng(random_seed: int, index: int) -> np.random.Generator:
@@ -219,7 +220,7 @@ def process_chunk(chunk: corpus.Chunk, config: PipelineConfig,
     lens = (np.concatenate([f.lengths for f in frames]) if frames
             else np.zeros(0, np.int64))
     return TaskResult(chunk.index, data, lens, num_documents, chunk.num_bytes, stats,
-                      examples)
+                      examples, chunk.input_bytes)
 
 
 def batch_stats(batch: InstanceBatch, seq: int) -> InstanceStats:

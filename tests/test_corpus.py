@@ -116,3 +116,22 @@ def test_chunks_carry_the_pool_the_caller_gives_for_their_index(tmp_path):
     assert all(c.pool == [[f"pool of {c.index}"]] and c.pool_ids == [100 + c.index]
                for c in chunks)
     assert not any(c.pool for c in corpus.iter_chunks([path], 500))  # no pool_for, no pool
+
+
+def test_chunk_sizes_and_progress_count_utf8_bytes(tmp_path):
+    import gzip
+
+    # 40 documents of 5 CJK lines: 10 characters, 30 bytes (+1 newline) each.
+    line = "\u6f22\u5b57\u306e\u6587\u7ae0\u3067\u3059\u3002\u6f22\u5b57"
+    text = "\n\n".join("\n".join([line] * 5) for _ in range(40)) + "\n"
+    plain = tmp_path / "cjk.txt"
+    plain.write_text(text, encoding="utf-8")
+    packed = tmp_path / "cjk.txt.gz"
+    packed.write_bytes(gzip.compress(text.encode("utf-8")))
+    for path in (plain, packed):
+        chunks = list(corpus.iter_chunks([str(path)], 620))
+        # A document is 5 * 31 + 1 = 156 bytes (but 56 characters): 4 documents per chunk.
+        assert [c.num_bytes for c in chunks] == [624] * 10
+        assert all(b.input_bytes >= a.input_bytes for a, b in zip(chunks, chunks[1:]))
+        assert chunks[-1].input_bytes == path.stat().st_size  # progress ends at 100%
+    assert (corpus.utf8_len(line), corpus.utf8_len("ab"), len(line)) == (30, 2, 10)

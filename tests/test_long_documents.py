@@ -5,9 +5,9 @@ into pieces), packed by the data job and by `reference_instances` (the original 
 over whole documents). A document draws ONE target length per dupe, short with probability
 0.1, and a short target turns a whole book into short, mostly IsRandom instances: single
 runs differ by thousands of instances between seeds (the original alone: 25,580 to 34,362
-over seeds 1-12), so the comparison is made without short targets (exact to 1%) and over
-seeds with them (means within 3.5 standard errors; benchmarks/bench_long_documents.py runs
-40 seeds of both against the original script).
+over seeds 1-12), so the comparison is made without short targets (means of 4 seeds within
+1%) and over seeds with them (means within 3.5 standard errors;
+benchmarks/bench_long_documents.py runs 40 seeds of both against the original script).
 """
 
 from __future__ import annotations
@@ -76,13 +76,16 @@ def _figures(lengths: np.ndarray, is_random: np.ndarray) -> Tuple[float, ...]:
 def test_without_short_targets_books_match_the_original_within_one_percent(
         books, google_vocab_path):
     path, counts, tokenizer = books
-    for seed in (1, 2):
-        ours = _ours(path, tokenizer, google_vocab_path, seed, 0.0)
-        ref = _reference(counts, seed, 0.0)
-        assert abs(ours[0] / ref[0] - 1) < 0.01, (ours, ref)
-        assert abs(ours[1] / ref[1] - 1) < 0.01, (ours, ref)
-        assert ours[2] < 0.1 and ref[2] < 0.1
-        assert abs(ours[3] - ref[3]) < 1.0, (ours, ref)
+    seeds = range(1, 5)
+    ours = np.array([_ours(path, tokenizer, google_vocab_path, s, 0.0) for s in seeds])
+    ref = np.array([_reference(counts, s, 0.0) for s in seeds])
+    assert np.all(np.abs(ours[:, 0] / ref[:, 0] - 1) < 0.015), (ours, ref)
+    assert abs(ours[:, 0].mean() / ref[:, 0].mean() - 1) < 0.01, (ours, ref)
+    assert abs(ours[:, 1].mean() / ref[:, 1].mean() - 1) < 0.01, (ours, ref)
+    assert ours[:, 2].max() < 0.1 and ref[:, 2].max() < 0.1
+    # One seed's IsNext share varies by about 0.5 point (seed 2 of ours: 50.8%); 4 seeds'
+    # mean by a quarter of that.
+    assert abs(ours[:, 3].mean() - ref[:, 3].mean()) < 0.75, (ours, ref)
 
 
 def test_with_short_targets_books_match_the_original_over_seeds(books, google_vocab_path):
