@@ -10,6 +10,7 @@ its traceback.
 from __future__ import annotations
 
 import functools
+import signal
 import sys
 from typing import Any, Callable, List
 
@@ -93,4 +94,8 @@ def run_app(main: Callable[[List[str]], Any]) -> None:
         main_module = sys.modules.get("__main__")
         if main_module is not None and not main_module.__doc__:
             main_module.__doc__ = sys.modules[main.__module__].__doc__  # the usage text
+    # Ctrl-C is answered even when the program was started with SIGINT ignored (a shell
+    # without job control starts `cmd &` that way, and Python then installs no handler): a
+    # job must not silently run on after an interrupt (data_tools/job_entry.py says more).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     app.run(main, flags_parser=parse_flags)

@@ -308,7 +308,7 @@ def _session_processes(sid):
     return found
 
 
-def _start_long_run(tmp_path, corpus_path, google_vocab_path, repo_root):
+def _start_long_run(tmp_path, corpus_path, google_vocab_path, repo_root, ignore_sigint=False):
     big = tmp_path / "big.txt"
     big.write_bytes(corpus_path.read_bytes().rstrip(b"\n") * 1 + b"\n\n")
     big.write_bytes(big.read_bytes() * 8)
@@ -317,9 +317,13 @@ def _start_long_run(tmp_path, corpus_path, google_vocab_path, repo_root):
     args = _base(big, out_dir / "t-{shard}.tfrecord", google_vocab_path, "--dupe_factor=10",
                  "--num_output_shards=2", "--num_workers=2", "--shuffle_memory_mb=1")
     env = dict(os.environ, PYTHONPATH=str(repo_root), TF_CPP_MIN_LOG_LEVEL="2")
+    # As a shell without job control starts `job &`: SIGINT ignored, inherited by the job.
+    # Otherwise SIGINT's usual disposition, whatever this test process inherited.
+    disposition = signal.SIG_IGN if ignore_sigint else signal.SIG_DFL
     proc = subprocess.Popen([sys.executable, "-m", "data_tools.create_pretraining_data"] + args,
                             cwd=repo_root, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, disposition))
     deadline = time.monotonic() + 60
     # Wait until the shuffle spills to its temporary directory beside the outputs.
     while not any(n.startswith(".bert_tf-shuffle-") for n in os.listdir(out_dir)):
@@ -337,13 +341,14 @@ def _children(pid):
         return []
 
 
-@pytest.mark.parametrize("how", ["sigint", "sigterm", "kill_worker"])
+@pytest.mark.parametrize("how", ["sigint", "sigint_started_ignored", "sigterm", "kill_worker"])
 def test_interrupt_or_crash_leaves_nothing(how, tmp_path, corpus_path, google_vocab_path,
                                            repo_root):
-    proc, out_dir = _start_long_run(tmp_path, corpus_path, google_vocab_path, repo_root)
+    proc, out_dir = _start_long_run(tmp_path, corpus_path, google_vocab_path, repo_root,
+                                    ignore_sigint=how == "sigint_started_ignored")
     try:
-        if how in ("sigint", "sigterm"):
-            os.kill(proc.pid, signal.SIGINT if how == "sigint" else signal.SIGTERM)
+        if how != "kill_worker":
+            os.kill(proc.pid, signal.SIGTERM if how == "sigterm" else signal.SIGINT)
         else:
             workers = _children(proc.pid)
             assert workers, "no worker process found"
@@ -353,8 +358,8 @@ def test_interrupt_or_crash_leaves_nothing(how, tmp_path, corpus_path, google_vo
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-    if how in ("sigint", "sigterm"):
-        assert proc.returncode == 130 and "error: interrupted" in stderr
+    if how != "kill_worker":
+        assert proc.returncode == 130 and "error: interrupted" in stderr, stderr[-2000:]
     else:
         assert proc.returncode == 2 and "error: a worker process died" in stderr
     assert "Traceback" not in stderr
