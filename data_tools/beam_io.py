@@ -23,6 +23,7 @@ import zlib
 from typing import Dict, Iterable, Iterator, List, Sequence, Tuple
 
 import numpy as np
+from absl import logging
 
 from bert_tf import fileio
 from bert_tf.errors import UserError, reason
@@ -156,8 +157,12 @@ def write_part(directory: str, shard: int, bucket: int,
                data: bytes) -> Tuple[int, Tuple[int, str]]:
     """Writes one sorted group of a shard; returns (shard, (bucket, path))."""
     path = os.path.join(directory, f"part-{shard:05d}-{bucket:08d}")
-    with fileio.open_file(path, "wb") as f:  # deterministic: a retried bundle rewrites it
+    # Deterministic bytes, written under a name of this attempt's own and renamed: a retried
+    # attempt and a zombie one never interleave their writes in one file.
+    tmp = f"{path}.tmp-{uuid.uuid4().hex}"
+    with fileio.open_file(tmp, "wb") as f:
         f.write(data)
+    fileio.rename(tmp, path)
     return shard, (bucket, path)
 
 
@@ -222,15 +227,30 @@ def remove_files(paths: Iterable[str]) -> None:
 
 
 def execute(p) -> Dict[str, int]:
-    """Runs the pipeline to the end; returns its counters (namespace `bert_tf`) by name.
+    """Runs the pipeline to the end; returns its counters (namespace `bert_tf`) by name, or
+    {} when the runner reports none (Spark's job server, apache/beam#20177): callers judge
+    success by what was written (`written_bytes`), never by the counters.
+
+    Ctrl-C or SIGTERM while the job runs cancels it (`PipelineResult.cancel()`: a Dataflow
+    job would otherwise keep running, and billing) and says so.
 
     Raises:
         UserError: a worker raised one (its message, one line), or the pipeline failed.
+        KeyboardInterrupt: interrupted; the job was cancelled.
     """
+    result = None
     try:
         result = p.run()
         state = result.wait_until_finish()
     except UserError:
+        raise
+    except KeyboardInterrupt:
+        if result is not None:
+            try:
+                result.cancel()
+                logging.warning("interrupted: the Beam job was cancelled")
+            except Exception as e:  # the job may be past cancelling; say so, do not hide ^C
+                logging.warning("interrupted: cancelling the Beam job failed: %s", reason(e))
         raise
     except Exception as e:
         found = re.findall(r"UserError: (.+?)(?: \[while running '[^\n]*'\])?$", str(e),
@@ -240,11 +260,31 @@ def execute(p) -> Dict[str, int]:
         raise
     if str(state).split(".")[-1] != "DONE":
         raise UserError(f"the Beam pipeline ended in state {state}")
+    return read_counters(result)
+
+
+def read_counters(result) -> Dict[str, int]:
+    """The job's counters by name ({} if the runner reports no metrics)."""
     counters: Dict[str, int] = {}
-    for c in result.metrics().query(MetricsFilter().with_namespace(NAMESPACE))["counters"]:
+    try:
+        found = result.metrics().query(MetricsFilter().with_namespace(NAMESPACE))["counters"]
+    except Exception:  # a runner without metrics support
+        return counters
+    for c in found:
         value = c.committed if c.committed is not None else c.attempted
         counters[c.key.metric.name] = counters.get(c.key.metric.name, 0) + int(value or 0)
     return counters
+
+
+def written_bytes(path: str, compression: str = "") -> int:
+    """Record bytes in a written shard: its size, or for gzip the uncompressed size from the
+    gzip trailer (ISIZE, mod 2^32, non-zero whenever a record was written below 4 GiB)."""
+    size = fileio.size(path)
+    if compression != tfrecord_writer.COMPRESSION_GZIP or size < 4:
+        return size
+    with fileio.open_file(path, "rb") as f:
+        f.seek(size - 4)
+        return int.from_bytes(f.read(4), "little")
 
 
 def publish(temps: Sequence[str], finals: Sequence[str]) -> None:
