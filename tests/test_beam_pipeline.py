@@ -211,3 +211,22 @@ def test_part_files_are_renamed_into_place(tmp_path):
     shard, (bucket, path) = beam_io.write_part(str(tmp_path), 3, 7, b"records")
     assert (shard, bucket) == (3, 7) and os.listdir(tmp_path) == ["part-00003-00000007"]
     assert open(path, "rb").read() == b"records"
+
+
+def test_an_interrupt_while_the_job_runs_cancels_it():
+    class Result:
+        cancelled = False
+
+        def wait_until_finish(self):
+            raise KeyboardInterrupt  # Ctrl-C, or SIGTERM turned into one by the entry point
+
+        def cancel(self):
+            Result.cancelled = True
+
+    class Pipeline:
+        def run(self):
+            return Result()
+
+    with pytest.raises(KeyboardInterrupt):
+        beam_io.execute(Pipeline())
+    assert Result.cancelled
