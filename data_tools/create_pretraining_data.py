@@ -73,8 +73,9 @@ flags.DEFINE_float("shuffle_memory_mb", 16,
                    "Memory for the global shuffle of all records; beyond it, records are "
                    "spilled to temporary files (the output does not depend on it).")
 flags.DEFINE_string("temp_dir", None,
-                    "Directory for the shuffle's temporary files (default: beside the "
-                    "outputs). Removed when the job ends, also on errors and Ctrl-C.")
+                    "Directory for the shuffle's temporary files (default: beside local "
+                    "outputs; the machine's temporary directory when the outputs are "
+                    "remote). Removed when the job ends, also on errors and Ctrl-C.")
 flags.DEFINE_integer("log_examples", 3, "Number of decoded instances logged at the start.")
 flags.DEFINE_float("progress_seconds", 5.0, "Seconds between progress lines (0: none).")
 flags.DEFINE_string("beam_pipeline_options", None,

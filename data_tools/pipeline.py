@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
+import tempfile
 import time
 from typing import Dict, Iterable, Iterator, List, Tuple
 
@@ -150,7 +151,7 @@ def run(config: PipelineConfig) -> RunSummary:
     with tfrecord_writer.ShardedWriter(config.output_files, config.output_compression) as w, \
             shuffle.ExternalShuffle(len(config.output_files), config.random_seed,
                                     config.shuffle_memory_bytes,
-                                    config.temp_dir or os.path.dirname(config.output_files[0]),
+                                    shuffle_temp_dir(config),
                                     expected_record_bytes) as shuffler:
         pools = negatives.pools_for_job(config.input_files, config.random_seed,
                                         config.chunk_bytes, config.packing.max_seq_length,
@@ -189,6 +190,21 @@ def run(config: PipelineConfig) -> RunSummary:
     logging.info("peak RSS: main process %.0f MB, largest worker %.0f MB",
                  *peak_rss_mb())
     return summary
+
+
+def shuffle_temp_dir(config: PipelineConfig) -> str:
+    """Where the local shuffle spills: --temp_dir, else beside the outputs when they are
+    local, else the machine's temporary directory (spilling to gs:// would move every record
+    through the network twice more); logged, so the user knows where the space goes."""
+    if config.temp_dir:
+        where = config.temp_dir
+    elif fileio.is_remote(config.output_files[0]):
+        where = tempfile.gettempdir()
+    else:
+        where = os.path.dirname(config.output_files[0]) or "."
+    logging.info("the shuffle spills records beyond --shuffle_memory_mb under %s "
+                 "(--temp_dir to change)", where)
+    return where
 
 
 def warn_truncation(stats: InstanceStats, config: PipelineConfig,

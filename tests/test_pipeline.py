@@ -164,3 +164,18 @@ def test_random_next_segments_never_come_from_a_long_documents_own_text(tmp_path
     # Negatives come from every other document, not one neighbour.
     for doc in range(4):
         assert {b for a, b in random_next if a == doc} == {0, 1, 2, 3} - {doc}
+
+
+def test_the_shuffle_spills_locally_when_the_outputs_are_remote(tmp_path):
+    import tempfile
+
+    from data_tools.job_config import PipelineConfig
+    from data_tools.pipeline import shuffle_temp_dir
+
+    def config(output, temp_dir=""):
+        return PipelineConfig(input_files=("in.txt",), output_files=(output,),
+                              vocab_file="vocab.txt", temp_dir=temp_dir)
+
+    assert shuffle_temp_dir(config("gs://bucket/data/train.tfrecord")) == tempfile.gettempdir()
+    assert shuffle_temp_dir(config(str(tmp_path / "train.tfrecord"))) == str(tmp_path)
+    assert shuffle_temp_dir(config("gs://b/t.tfrecord", "/scratch")) == "/scratch"
