@@ -39,6 +39,12 @@ def _error_line(proc):
     return lines[0]
 
 
+def _small_corpus(tmp_path, corpus_lines, num_lines):
+    small = tmp_path / "small.txt"
+    small.write_text("\n".join(corpus_lines[:num_lines]) + "\n", encoding="utf-8")
+    return small
+
+
 def _shards(directory):
     names = sorted(n for n in os.listdir(directory))
     return names, [(directory / n).read_bytes() for n in names]
@@ -46,8 +52,7 @@ def _shards(directory):
 
 def test_create_pretraining_data_on_direct_runner_writes_the_local_bytes(
         tmp_path, corpus_lines, google_vocab_path, repo_root):
-    small = tmp_path / "small.txt"
-    small.write_text("\n".join(corpus_lines[:3000]) + "\n", encoding="utf-8")
+    small = _small_corpus(tmp_path, corpus_lines, 3000)
     # 2.3 MB of records in 2 shards with a 1 MB budget: 2 key buckets per shard.
     args = [f"--input_file={small}", f"--vocab_file={google_vocab_path}", "--dupe_factor=3",
             "--num_output_shards=2", "--chunk_mb=0.05", "--shuffle_memory_mb=1",
@@ -182,8 +187,7 @@ def test_success_is_read_from_the_outputs_when_the_runner_reports_no_metrics(
         tmp_path, corpus_lines, google_vocab_path, repo_root):
     # Spark's job server returns no metrics (apache/beam#20177): the launcher's counters are
     # replaced by {} here, and the job must still publish the local runner's bytes.
-    small = tmp_path / "small.txt"
-    small.write_text("\n".join(corpus_lines[:800]) + "\n", encoding="utf-8")
+    small = _small_corpus(tmp_path, corpus_lines, 800)
     args = [f"--input_file={small}", f"--vocab_file={google_vocab_path}", "--dupe_factor=2",
             "--chunk_mb=0.05", "--progress_seconds=0", "--log_examples=0",
             "--output_compression=gzip"]

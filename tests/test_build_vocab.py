@@ -193,15 +193,10 @@ def test_cli_errors(case, tmp_path, corpus_path):
 
 
 def test_compressed_and_bom_inputs_give_the_same_vocabulary(tmp_path, corpus_lines):
-    import bz2
-    import gzip
+    from conftest import input_variants
 
-    text = ("\n".join(corpus_lines[:800]) + "\n").encode("utf-8")
-    variants = {"plain.txt": text, "c.txt.gz": gzip.compress(text),
-                "c.txt.bz2": bz2.compress(text), "renamed.txt": gzip.compress(text),
-                "bom.txt": b"\xef\xbb\xbf" + text}
     outs = {}
-    for name, data in variants.items():
+    for name, data in input_variants(("\n".join(corpus_lines[:800]) + "\n").encode()).items():
         (tmp_path / name).write_bytes(data)
         out = tmp_path / f"vocab-{name}"
         proc = run_cli(f"--input_file={tmp_path / name}", f"--vocab_file={out}",

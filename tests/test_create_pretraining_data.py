@@ -63,15 +63,10 @@ def test_byte_identical_for_one_and_two_workers_and_records_are_consistent(
 
 def test_compressed_and_bom_inputs_give_the_same_records(tmp_path, corpus_lines,
                                                          google_vocab_path, repo_root):
-    import bz2
-    import gzip
+    from conftest import input_variants
 
-    text = ("\n".join(corpus_lines[:1500]) + "\n").encode("utf-8")
-    variants = {"plain.txt": text, "c.txt.gz": gzip.compress(text),
-                "c.txt.bz2": bz2.compress(text), "renamed.txt": gzip.compress(text),
-                "bom.txt": b"\xef\xbb\xbf" + text}
     outs = {}
-    for name, data in variants.items():
+    for name, data in input_variants(("\n".join(corpus_lines[:1500]) + "\n").encode()).items():
         (tmp_path / name).write_bytes(data)
         out = tmp_path / f"{name}.tfrecord"
         proc = _run(_base(tmp_path / name, out, google_vocab_path, "--num_workers=1",

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import bz2
-import gzip
 
 import pytest
+from conftest import input_variants
 
 from bert_tf.errors import UserError
 from data_tools import corpus, text_files
@@ -15,9 +15,7 @@ TEXT = "first line\nsecond café line\n\nthird\n".encode("utf-8")
 
 def _variants(tmp_path):
     """The same text stored plain, gzip, bzip2, gzip without its suffix, and with a BOM."""
-    files = {"plain.txt": TEXT, "text.txt.gz": gzip.compress(TEXT),
-             "text.txt.bz2": bz2.compress(TEXT), "renamed.txt": gzip.compress(TEXT),
-             "bom.txt": b"\xef\xbb\xbf" + TEXT}
+    files = input_variants(TEXT)
     for name, data in files.items():
         (tmp_path / name).write_bytes(data)
     return {name: str(tmp_path / name) for name in files}
