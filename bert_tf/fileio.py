@@ -1,8 +1,10 @@
 """File access for local paths and remote filesystems (`gs://` on Cloud/Colab TPU).
 
 Local paths use Python's own file objects, so tools that only touch local files do not pay
-for importing TensorFlow (about 2.5 s and 600 MB). Any path with a URL scheme (`gs://`,
-`s3://`, `hdfs://`, `ram://`, ...) goes through `tf.io.gfile`, imported on first use.
+for importing TensorFlow (about 2.5 s and 600 MB). Any path with a URL scheme goes through
+`tf.io.gfile`, imported on first use: `gs://` and `ram://` work with TensorFlow alone, while
+`s3://` and `hdfs://` have needed the `tensorflow-io` package since TensorFlow 2.6 (not a
+dependency of this package, and not tested here).
 
 Every output is written under a temporary name and renamed when complete (`atomic_output`),
 so a crash or Ctrl-C never leaves a partial file under its final name.

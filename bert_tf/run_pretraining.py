@@ -172,9 +172,17 @@ def config_from_flags() -> RunConfig:
     from bert_tf.training import distribution, optimization, trainer
 
     masking = None
-    if not FLAGS.dynamic_masking and (FLAGS.do_whole_word_mask or FLAGS.max_ngram_size != 1):
-        raise UserError("--do_whole_word_mask and --max_ngram_size apply only with "
-                        "--dynamic_masking (the stored masks are used as written)")
+    if not FLAGS.dynamic_masking:
+        # Masking flags without --dynamic_masking would be silently ignored: refuse them.
+        ignored = [name for name, given in (
+            ("do_whole_word_mask", FLAGS.do_whole_word_mask),
+            ("max_ngram_size", FLAGS.max_ngram_size != 1),
+            ("vocab_file", bool(FLAGS.vocab_file)),
+            ("masked_lm_prob", FLAGS["masked_lm_prob"].present)) if given]
+        if ignored:
+            raise UserError(f"--{' and --'.join(ignored)} appl{'ies' if len(ignored) == 1 else 'y'}"
+                            " only with --dynamic_masking (the stored masks are used as "
+                            "written)")
     if FLAGS.dynamic_masking and FLAGS.do_train:
         if not FLAGS.vocab_file:
             raise UserError("--dynamic_masking needs --vocab_file: the ids of [MASK], [CLS], "
@@ -219,7 +227,15 @@ def config_from_flags() -> RunConfig:
     if FLAGS.do_eval:
         what = "eval_input_file" if FLAGS.eval_input_file else "input_file"
         eval_input = input_config(FLAGS.eval_input_file or _required("input_file"), False, what)
+        if not FLAGS.eval_input_file or set(eval_input.resolved_files.files) & set(
+                train_input.resolved_files.files if train_input else ()):
+            logging.warning("--do_eval reads training files (%s): its figures measure "
+                            "memorisation, not generalisation; give held-out records with "
+                            "--eval_input_file", "no --eval_input_file" if not
+                            FLAGS.eval_input_file else "--eval_input_file overlaps --input_file")
 
+    if FLAGS.distribution_strategy == "tpu" and FLAGS["num_gpus"].present:
+        logging.warning("--num_gpus is ignored with --distribution_strategy=tpu")
     dist = distribution.DistributionConfig(
         distribution_strategy=FLAGS.distribution_strategy,
         tpu=FLAGS.tpu or "",

@@ -131,7 +131,8 @@ def config_from_flags() -> PipelineConfig:
 @cli_main
 def main(argv: Sequence[str]) -> None:
     job_entry.run_job(argv, config_from_flags, pipeline.run, "beam_pipeline",
-                      FLAGS.beam_pipeline_options)
+                      FLAGS.beam_pipeline_options,
+                      [name for name in job_entry.LOCAL_ONLY_FLAGS if FLAGS[name].present])
 
 
 def console_main() -> None:

@@ -43,9 +43,14 @@ def job_files(input_file: str, output_file: str, num_output_shards: int
     return tuple(inputs), tuple(outputs)
 
 
+# Flags of the local runner that a Beam pipeline does not use (its runner options do).
+LOCAL_ONLY_FLAGS = ("num_workers", "progress_seconds")
+
+
 def run_job(argv: Sequence[str], make_config: Callable[[], Any],
             run_local: Callable[[Any], Any], beam_module: str,
-            beam_pipeline_options: Optional[str]) -> None:
+            beam_pipeline_options: Optional[str],
+            local_flags_given: Sequence[str] = ()) -> None:
     """Checks argv, builds the config from the flags and runs the job.
 
     Args:
@@ -55,6 +60,8 @@ def run_job(argv: Sequence[str], make_config: Callable[[], Any],
         beam_module: the data_tools module whose `run(config, options)` builds the same job
             as a Beam pipeline.
         beam_pipeline_options: the flag's value; None runs locally.
+        local_flags_given: the `LOCAL_ONLY_FLAGS` set on the command line (warned about when
+            the job runs on Beam, which ignores them).
     """
     if len(argv) > 1:
         raise UserError(f"unexpected arguments: {' '.join(argv[1:])}")
@@ -63,6 +70,9 @@ def run_job(argv: Sequence[str], make_config: Callable[[], Any],
     logging.set_verbosity(logging.INFO)
     config = make_config()
     if beam_pipeline_options is not None:
+        for name in local_flags_given:
+            logging.warning("--%s is ignored with --beam_pipeline_options (the runner's own "
+                            "options set the workers)", name)
         importlib.import_module(f"data_tools.{beam_module}").run(config, beam_pipeline_options)
     else:
         run_local(config)

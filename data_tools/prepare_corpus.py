@@ -93,7 +93,8 @@ def config_from_flags() -> prepare_job.PrepareConfig:
 @cli_main
 def main(argv: Sequence[str]) -> None:
     job_entry.run_job(argv, config_from_flags, prepare_job.run, "beam_prepare",
-                      FLAGS.beam_pipeline_options)
+                      FLAGS.beam_pipeline_options,
+                      [name for name in job_entry.LOCAL_ONLY_FLAGS if FLAGS[name].present])
 
 
 def console_main() -> None:

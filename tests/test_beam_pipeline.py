@@ -72,6 +72,8 @@ def test_create_pretraining_data_on_direct_runner_writes_the_local_bytes(
     frames = sum(tfrecord_writer_frames(b) for b in local)
     assert f"Beam: wrote {frames} instances to 2 shard(s)" in proc.stderr
     assert "in 2 group(s) per shard" in proc.stderr  # parts were concatenated
+    # --progress_seconds was given: the Beam run says it ignores it.
+    assert "--progress_seconds is ignored with --beam_pipeline_options" in proc.stderr
 
 
 def tfrecord_writer_frames(data: bytes) -> int:

@@ -105,6 +105,7 @@ def straight(data, tmp_path_factory):
 def test_train_and_eval_write_checkpoints_results_and_summaries(straight):
     out, proc = straight
     assert progress_steps(proc.stderr) == list(range(1, STEPS + 1))
+    assert "--do_eval reads training files" not in proc.stderr  # held-out eval file given
     assert tf.train.latest_checkpoint(os.fspath(out)).endswith(f"ckpt-{STEPS}")
     assert (out / "ckpt-3.index").exists()
     assert (out / "bert_config.json").exists()
@@ -282,8 +283,11 @@ def test_eval_only_with_another_model_config_is_a_one_line_error(straight, data,
 def test_max_train_minutes_stops_at_a_loop_boundary_saves_and_evaluates(data, tmp_path):
     # A budget spent by the first step: the run stops after it, saves, then evaluates.
     proc = run_module(MODULE, common_flags(data, tmp_path, max_train_minutes=1e-6,
-                                           do_eval="true", log_every_n_steps=100))
+                                           do_eval="true", log_every_n_steps=100,
+                                           eval_input_file=None))
     assert proc.returncode == 0, proc.stderr[-3000:]
+    # No --eval_input_file: eval reads the training files, and says so once.
+    assert proc.stderr.count("--do_eval reads training files (no --eval_input_file)") == 1
     assert "--max_train_minutes=1e-06 reached at step 1: saving a checkpoint" in proc.stderr
     assert progress_steps(proc.stderr) == [1]  # the first step's line, then the stop
     assert tf.train.latest_checkpoint(os.fspath(tmp_path)).endswith("ckpt-1")
@@ -308,7 +312,10 @@ def test_max_train_minutes_stops_at_a_loop_boundary_saves_and_evaluates(data, tm
     ({"dynamic_masking": "true", "vocab_file": REPO_ROOT / "README.md", "max_ngram_size": 3},
      r"error: --max_ngram_size=3 is not supported with --dynamic_masking: .*"),
     ({"do_whole_word_mask": "true"},
-     r"error: --do_whole_word_mask and --max_ngram_size apply only with --dynamic_masking .*"),
+     r"error: --do_whole_word_mask applies only with --dynamic_masking .*"),
+    ({"vocab_file": REPO_ROOT / "README.md", "masked_lm_prob": 0.2},
+     r"error: --vocab_file and --masked_lm_prob apply only with --dynamic_masking \(the stored "
+     r"masks are used as written\)"),
 ])
 def test_bad_flags_give_one_line_errors(data, tmp_path, overrides, message):
     overrides = {"output_dir": tmp_path / "out", **overrides}
