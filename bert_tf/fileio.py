@@ -109,7 +109,12 @@ def expand_patterns(patterns: str, what: str = "input_file") -> List[str]:
         raise UserError(f"--{what} is empty: give a file, a glob or a comma-separated list")
     for pattern in parts:
         if is_remote(pattern):
-            matches = sorted(_gfile().glob(pattern))
+            try:
+                matches = sorted(_gfile().glob(pattern))
+            except Exception as e:  # tf.errors.*: no network, no such bucket, no access
+                raise UserError(f"--{what}: cannot list {pattern!r}: "
+                                f"{str(e).splitlines()[0] if str(e) else type(e).__name__}"
+                                ) from None
         else:
             matches = sorted(m for m in _glob.glob(_local(pattern)) if os.path.isfile(m))
         if not matches:

@@ -68,14 +68,18 @@ for phase in 1 2; do
 done
 
 echo "== 4/5 phase 1: $PHASE1_FLAGS at $SEQ1 tokens -> $WORK/phase1"
+# No held-out records are made here: eval reads the training records, named explicitly (the
+# run says so); give PHASE1_EXTRA=--eval_input_file=... to evaluate on held-out text.
 "$PY" -m bert_tf.run_pretraining --flagfile="$PHASE1_FLAGS" \
   --input_file="$WORK/seq$SEQ1/train-*.tfrecord" --output_dir="$WORK/phase1" \
+  --eval_input_file="$WORK/seq$SEQ1/train-*.tfrecord" \
   --max_seq_length="$SEQ1" --max_predictions_per_seq="$PRED1" \
   "${train_flags[@]}" "${phase1_extra[@]}"
 
 echo "== 5/5 phase 2: $PHASE2_FLAGS at $SEQ2 tokens, from phase 1 -> $WORK/phase2"
 "$PY" -m bert_tf.run_pretraining --flagfile="$PHASE2_FLAGS" \
   --input_file="$WORK/seq$SEQ2/train-*.tfrecord" --output_dir="$WORK/phase2" \
+  --eval_input_file="$WORK/seq$SEQ2/train-*.tfrecord" \
   --init_checkpoint="$WORK/phase1" \
   --max_seq_length="$SEQ2" --max_predictions_per_seq="$PRED2" \
   "${train_flags[@]}" "${phase2_extra[@]}"
