@@ -86,18 +86,22 @@ def child(trace_dir: str, argv: list) -> None:
 
 
 def trace(task: str, data: pathlib.Path, recipe: dict, steps: int, work: str,
-          full: bool = False) -> tuple:
+          full: bool = False, dropout: bool = False, seed: int = 1) -> tuple:
     """(bert_tf's losses, transformers' losses) over the first `steps` updates; with `full`,
     over the whole run, followed by both metrics (parity_bench.METRICS order)."""
     pathlib.Path(work, "steps.txt").write_text("full" if full else str(steps))
     config = json.loads(pathlib.Path(minilm_dir(), "config.json").read_text())
     from bert_tf.interop.hf_checkpoint import config_from_hf
 
-    no_dropout = dict(config_from_hf(config, "MiniLM").to_dict(), hidden_dropout_prob=0.0,
-                      attention_probs_dropout_prob=0.0)
+    rates = ((recipe["hidden_dropout_prob"], recipe["attention_probs_dropout_prob"]) if dropout
+             else (0.0, 0.0))
+    if dropout:  # the recipe's dropout on both sides (each draws its own masks)
+        pathlib.Path(work, "dropout.txt").write_text("on")
+    no_dropout = dict(config_from_hf(config, "MiniLM").to_dict(), hidden_dropout_prob=rates[0],
+                      attention_probs_dropout_prob=rates[1])
     config_file = os.path.join(work, "bert_config.json")
     pathlib.Path(config_file).write_text(json.dumps(no_dropout))
-    cmd = ours_command(task, data, recipe, seed=1, out=os.path.join(work, "bert_tf"))
+    cmd = ours_command(task, data, recipe, seed=seed, out=os.path.join(work, "bert_tf"))
     cmd = [c for c in cmd if not c.startswith(
         ("--log_every",) if full else ("--do_eval", "--do_predict", "--log_every"))]
     cmd += [f"--bert_config_file={config_file}", "--log_every_n_steps=1"]
@@ -111,7 +115,8 @@ def trace(task: str, data: pathlib.Path, recipe: dict, steps: int, work: str,
         sys.exit(f"bert_tf {task} failed ({len(ours)} steps logged):\n{p.stderr[-3000:]}")
     out = os.path.join(work, "hf")
     p = subprocess.run([str(HF_PYTHON), str(HERE / "hf_finetune.py"), f"--task={task}",
-                        f"--data_dir={data}", f"--output_dir={out}", f"--trace_dir={work}"],
+                        f"--data_dir={data}", f"--output_dir={out}", f"--trace_dir={work}",
+                        f"--seed={seed}"],
                        capture_output=True, text=True, cwd=REPO)
     if p.returncode:
         sys.exit(f"HF {task} failed:\n{p.stderr[-3000:]}")
@@ -137,6 +142,10 @@ def main() -> None:
     parser.add_argument("--full", action="store_true",
                         help="train the whole recipe this way, then evaluate both: the final "
                              "metrics with the seed's noise taken out")
+    parser.add_argument("--dropout", action="store_true",
+                        help="keep the recipe's dropout (each side its own masks): with --full, "
+                             "what dropout alone does to the final metrics")
+    parser.add_argument("--seed", type=int, default=1, help="the runs' --seed (data order)")
     args = parser.parse_args()
     if not HF_PYTHON.exists():
         sys.exit(f"{HF_PYTHON} is missing: run bash benchmarks/hf_env.sh first")
@@ -145,11 +154,13 @@ def main() -> None:
     summary = []
     for task in args.tasks.split(","):
         with tempfile.TemporaryDirectory(prefix=f"trajectory_{task}_") as work:
-            traced = trace(task, args.data_dir, recipes[task], args.steps, work, args.full)
+            traced = trace(task, args.data_dir, recipes[task], args.steps, work, args.full,
+                           args.dropout, args.seed)
         ours, theirs = traced[:2]
         n = min(len(ours), len(theirs))
         if args.full:
-            print(f"\n{task}, the whole recipe without dropout from the same head and order: "
+            print(f"\n{task}, the whole recipe {'with' if args.dropout else 'without'} dropout "
+                  f"from the same head and order: "
                   f"{n} updates; " + "; ".join(
                       f"{m} bert_tf {a:.2f}, transformers {b:.2f} (gap {a - b:+.2f})"
                       for m, a, b in zip(METRICS[task][0], traced[2], traced[3])))

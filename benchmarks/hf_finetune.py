@@ -464,7 +464,7 @@ def set_head(linear) -> None:
 
 
 def dropouts(recipe: dict) -> dict:
-    if TRACE:
+    if TRACE and not TRACE.get("dropout"):
         return {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0,
                 "classifier_dropout": None}
     return {"hidden_dropout_prob": recipe["hidden_dropout_prob"],
@@ -504,6 +504,7 @@ def main() -> None:
     if args.trace_dir:
         steps = open(os.path.join(args.trace_dir, "steps.txt")).read()
         order = np.load(os.path.join(args.trace_dir, "order.npy"))
+        TRACE["dropout"] = os.path.exists(os.path.join(args.trace_dir, "dropout.txt"))
         TRACE.update(order=order, head=np.load(os.path.join(args.trace_dir, "head.npz"))[
             "kernel"], evaluate=steps == "full", steps=(
                 len(order) // json.load(open(os.path.join(args.data_dir, "recipes.json")))[
