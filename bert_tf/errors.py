@@ -96,6 +96,7 @@ def run_app(main: Callable[[List[str]], Any]) -> None:
             main_module.__doc__ = sys.modules[main.__module__].__doc__  # the usage text
     # Ctrl-C is answered even when the program was started with SIGINT ignored (a shell
     # without job control starts `cmd &` that way, and Python then installs no handler): a
-    # job must not silently run on after an interrupt (data_tools/job_entry.py says more).
+    # job must not silently run on after an interrupt (it did: the interrupt test of
+    # create_pretraining_data exited 0 when the test run was started in the background).
     signal.signal(signal.SIGINT, signal.default_int_handler)
     app.run(main, flags_parser=parse_flags)

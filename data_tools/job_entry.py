@@ -1,13 +1,11 @@
 """What the entry points of the data jobs share once their flags are parsed.
 
 SIGTERM (a job scheduler stopping the job) cleans up like Ctrl-C: the temporary outputs are
-removed. SIGINT is answered even when the job was started with it ignored: a shell without
-job control starts background commands (`job &` in a script, and whatever they start) with
-SIGINT ignored, and Python then installs no handler, so `kill -INT` or a Ctrl-C reaching the
-job was silently dropped and it ran to the end (exit 0; seen in the interrupt test when the
-test run itself was started in the background). The job then runs locally, or as an Apache
-Beam pipeline when `--beam_pipeline_options` is given (the Beam module is imported only
-then: the `[beam]` extra).
+removed. SIGINT is answered even when the job was started with it ignored (a shell without
+job control starts `job &` that way, and the job then ran to the end, exit 0): every entry
+point installs its handler in `bert_tf.errors.run_app`. The job then runs locally, or as an
+Apache Beam pipeline when `--beam_pipeline_options` is given (the Beam module is imported
+only then: the `[beam]` extra).
 """
 
 from __future__ import annotations
@@ -66,7 +64,6 @@ def run_job(argv: Sequence[str], make_config: Callable[[], Any],
     if len(argv) > 1:
         raise UserError(f"unexpected arguments: {' '.join(argv[1:])}")
     signal.signal(signal.SIGTERM, _raise_interrupt)
-    signal.signal(signal.SIGINT, signal.default_int_handler)  # even if inherited as ignored
     logging.set_verbosity(logging.INFO)
     config = make_config()
     if beam_pipeline_options is not None:
