@@ -35,7 +35,7 @@ from absl import logging
 from bert_tf import fileio
 from bert_tf.errors import UserError
 from bert_tf.text import tokenization
-from data_tools import beam_io, corpus, negatives, pipeline, shuffle
+from data_tools import beam_io, corpus, pipeline, shuffle
 from data_tools.beam_io import NAMESPACE, beam
 from data_tools.job_config import PipelineConfig
 from data_tools.tasks import InstanceStats, process_chunk
@@ -165,11 +165,7 @@ def run(config: PipelineConfig, options: str) -> pipeline.RunSummary:
     try:
         staging = beam_io.staging_dir(config.temp_dir, outputs[0])
         corpus_stats = corpus.CorpusStats()
-        pools = negatives.pools_for_job(config.input_files, config.random_seed,
-                                        config.chunk_bytes, config.packing.max_seq_length,
-                                        config.packing.nsp)
-        chunks = corpus.iter_chunks(config.input_files, config.chunk_bytes, corpus_stats,
-                                    pools)
+        chunks = pipeline.job_chunks(config, corpus_stats)
         ratio = [0.0]  # record bytes per text byte, from the first chunk
         staged = beam_io.stage_chunks(_first_run_here(chunks, config, ratio), staging)
         if not staged:

@@ -153,12 +153,7 @@ def run(config: PipelineConfig) -> RunSummary:
                                     config.shuffle_memory_bytes,
                                     shuffle_temp_dir(config),
                                     expected_record_bytes) as shuffler:
-        pools = negatives.pools_for_job(config.input_files, config.random_seed,
-                                        config.chunk_bytes, config.packing.max_seq_length,
-                                        config.packing.nsp)
-        chunks = corpus.iter_chunks(config.input_files, config.chunk_bytes, corpus_stats,
-                                    pools)
-        for result in _map_ordered(chunks, config, tokenizer):
+        for result in _map_ordered(job_chunks(config, corpus_stats), config, tokenizer):
             for example in result.examples:
                 log_example(example, tokenizer, config.use_v2_feature_names)
             record_bytes += result.frames.nbytes
@@ -190,6 +185,15 @@ def run(config: PipelineConfig) -> RunSummary:
     logging.info("peak RSS: main process %.0f MB, largest worker %.0f MB",
                  *peak_rss_mb())
     return summary
+
+
+def job_chunks(config: PipelineConfig, corpus_stats: corpus.CorpusStats
+               ) -> Iterator[corpus.Chunk]:
+    """The job's tasks, the same for the local runner and Beam: the first pass for the NSP
+    negatives' sample (`data_tools.negatives`), then the chunks, each with its pool."""
+    pools = negatives.pools_for_job(config.input_files, config.random_seed, config.chunk_bytes,
+                                    config.packing.max_seq_length, config.packing.nsp)
+    return corpus.iter_chunks(config.input_files, config.chunk_bytes, corpus_stats, pools)
 
 
 def shuffle_temp_dir(config: PipelineConfig) -> str:
