@@ -200,7 +200,22 @@ def nsp_spans(buf: DocumentBuffer, config: PackingConfig, stream: RandomStream) 
     last_doc = buf.num_main - 1
     pool_lo, pool_hi = buf.num_main, len(docs) - 1  # the pool's documents, if any
     uniform, randint = stream.uniform, stream.randint
-    others: dict = {}  # document id -> documents of other ids (when 10 tries are not enough)
+    # (pool only, document id) -> documents of other ids (when 10 tries are not enough)
+    others: dict = {}
+
+    def other_document(d: int, lo: int, hi: int, pool: bool) -> Tuple[int, bool]:
+        """(a document in [lo, hi] whose id is not d's, True): the original's 10 tries, then a
+        direct draw among the others; (the last try, False) when there is no other."""
+        for _ in range(10):
+            r = randint(lo, hi)
+            if doc_ids[r] != doc_ids[d]:
+                return r, True
+        key = (pool, doc_ids[d])
+        if key not in others:
+            others[key] = buf.other_documents(d, pool=pool)
+        choices = others[key]
+        return (choices[randint(0, len(choices) - 1)], True) if choices else (r, False)
+
     a0s: List[int] = []
     a1s: List[int] = []
     b0s: List[int] = []
@@ -221,35 +236,17 @@ def nsp_spans(buf: DocumentBuffer, config: PackingConfig, stream: RandomStream) 
             a0, a1 = starts[i], ends[i + a_end - 1]
             if n == 1 or uniform() < 0.5:
                 target_b = target - (a1 - a0)
-                r = -1
-                if pool_hi >= pool_lo:
-                    # A segment of the corpus-wide sample: its document is uniform over the
-                    # corpus and it begins at a uniform sentence of it (data_tools.negatives).
-                    for _ in range(10):  # the original's 10 tries at another document
-                        r = randint(pool_lo, pool_hi)
-                        if doc_ids[r] != doc_ids[d]:
-                            break
-                    else:
-                        key = ("pool", doc_ids[d])
-                        if key not in others:
-                            others[key] = buf.other_documents(d, pool=True)
-                        r = (others[key][randint(0, len(others[key]) - 1)] if others[key]
-                             else -1)
-                if r >= 0:
+                # A segment of the pool (the corpus-wide sample: its document is uniform over
+                # the corpus and it begins at a uniform sentence of it, data_tools.negatives);
+                # without a pool, or with only A's document in it, a chunk's document at a
+                # random sentence, as the original.
+                r, found = (other_document(d, pool_lo, pool_hi, True) if pool_hi >= pool_lo
+                            else (-1, False))
+                if found:
                     rlo, rhi = docs[r]
                     rs = rlo
-                else:  # no pool, or only A's own document in it: the chunk's documents
-                    r = d
-                    for _ in range(10):
-                        r = randint(0, last_doc)
-                        if doc_ids[r] != doc_ids[d]:
-                            break
-                    else:
-                        if doc_ids[d] not in others:
-                            others[doc_ids[d]] = buf.other_documents(d)
-                        choices = others[doc_ids[d]]
-                        if choices:
-                            r = choices[randint(0, len(choices) - 1)]
+                else:
+                    r, _ = other_document(d, 0, last_doc, False)
                     rlo, rhi = docs[r]
                     rs = randint(rlo, rhi - 1)
                 re = bisect.bisect_left(ends, starts[rs] + target_b, rs, rhi - 1)
