@@ -77,10 +77,12 @@ def by_topic(docs: List[List[str]]) -> List[List[str]]:
 
 def negative_distance(records: List[Tuple[int, int, int]], num_docs: int) -> Tuple[float, int]:
     """(mean |i - j| / num_docs over traced IsRandom records, how many were traced)."""
+    from data_tools.negatives import mean_distance
+
     pairs = np.array([(a, b) for a, b, r in records if r == 1 and a >= 0 and b >= 0])
     if not len(pairs):
         return float("nan"), 0
-    return float(np.abs(pairs[:, 0] - pairs[:, 1]).mean() / num_docs), len(pairs)
+    return mean_distance(pairs[:, 0], pairs[:, 1], num_docs), len(pairs)
 
 
 def write_corpus(docs: List[List[str]], path: pathlib.Path) -> None:
