@@ -169,6 +169,12 @@ def write_part(directory: str, shard: int, bucket: int,
 def _concat_shard(item, temp_paths: Sequence[str], compression: str) -> None:
     """Concatenates one shard's parts, in bucket order, into its temporary output file."""
     shard, groups = item
+    # The launcher made this file before the pipeline and removes it when the job failed or
+    # was cancelled. A runner whose cancel lets its workers run on (the Python job service's
+    # cancel only marks the job) must not bring it back beside the outputs.
+    if not fileio.exists(temp_paths[shard]):
+        raise UserError(f"{temp_paths[shard]} is gone: the launcher stopped (interrupted or "
+                        "failed), so this shard is not written")
     parts = sorted(groups["parts"])
     compressor = (zlib.compressobj(tfrecord_writer._GZIP_LEVEL, zlib.DEFLATED,
                                    tfrecord_writer._GZIP_WBITS, tfrecord_writer._GZIP_MEM_LEVEL)

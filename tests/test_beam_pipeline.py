@@ -174,6 +174,7 @@ def test_gzip_shards_equal_the_local_writers_whatever_the_part_sizes(tmp_path):
     parts = [beam_io.write_part(str(tmp_path), 0, b, b"".join(records[lo:hi]))[1]
              for b, (lo, hi) in enumerate(zip(cuts, cuts[1:]))]
     temp = str(tmp_path / "beam.gz")
+    open(temp, "wb").close()  # made by the launcher (prepare_outputs)
     beam_io._concat_shard((0, {"parts": parts[::-1], "shard": [None]}), [temp], "gzip")
     assert (tmp_path / "beam.gz").read_bytes() == (tmp_path / "local.gz").read_bytes()
 
@@ -211,6 +212,16 @@ def test_success_is_read_from_the_outputs_when_the_runner_reports_no_metrics(
     assert "the Beam runner reported no metrics" in proc.stderr
     assert beam_out.read_bytes() == local.read_bytes()
     assert beam_io.written_bytes(str(local), "gzip") > 100_000
+
+
+def test_a_shard_whose_temporary_file_the_launcher_removed_is_not_written_again(tmp_path):
+    # A cancelled job whose workers run on (the Python job service's cancel only marks it)
+    # must not bring back a temporary output the interrupted launcher removed.
+    part = beam_io.write_part(str(tmp_path), 0, 0, b"records")[1]
+    temp = str(tmp_path / "out.tfrecord.tmp-0123")
+    with pytest.raises(beam_io.UserError, match="is gone: the launcher stopped"):
+        beam_io._concat_shard((0, {"parts": [part], "shard": [None]}), [temp], "")
+    assert not os.path.exists(temp)
 
 
 def test_part_files_are_renamed_into_place(tmp_path):

@@ -7,7 +7,7 @@ NSP negatives and the shuffle's keys), `tokenizers`' WordPiece trainer (`build_v
 Python's `unicodedata` tables (the tokenizer's clean-up, accents and punctuation) and the
 bundled corpus and vocab. Comparing two runs with each other, as the other tests do, cannot
 see such a change; these digests can. Both jobs run as a user runs them (the command line),
-on the first 1,500 lines of the bundled WikiText (about 0.2 MB), in about 2 s in all (3 subprocess runs).
+on the first 1,500 lines of the bundled WikiText (about 0.2 MB): 3 runs, about 2 s in all.
 
 Uncompressed outputs only: gzip shards also depend on the zlib the interpreter was built
 with, which may differ between machines without breaking local-versus-Beam identity.
