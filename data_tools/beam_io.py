@@ -31,8 +31,13 @@ from data_tools import tfrecord_writer
 
 try:
     import apache_beam as beam
+    import grpc  # a dependency of Beam: its portable runners talk to their job service in it
     from apache_beam.metrics.metric import MetricsFilter
-    from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+    from apache_beam.options.pipeline_options import (
+        PipelineOptions,
+        PortableOptions,
+        StandardOptions,
+    )
     from apache_beam.runners.runner import create_runner
 except ImportError:  # the optional [beam] extra
     raise UserError("--beam_pipeline_options needs Apache Beam: pip install "
@@ -250,6 +255,10 @@ def execute(p) -> Dict[str, int]:
         state = result.wait_until_finish()
     except UserError:
         raise
+    except grpc.FutureTimeoutError:  # Beam waits for the job service, then raises this bare
+        portable = p.options.view_as(PortableOptions)
+        raise UserError(f"the Beam job service at {portable.job_endpoint} did not answer in "
+                        f"--job_server_timeout={portable.job_server_timeout} s") from None
     except KeyboardInterrupt:
         if result is not None:
             try:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -29,6 +30,11 @@ _DIE_WITH_PARENT = ("import ctypes, os, sys\n"
                     "ctypes.CDLL(None, use_errno=True).prctl(1, 15)\n"
                     "if os.getppid() != int(sys.argv[1]): sys.exit(1)\n"
                     "os.execv(sys.executable, [sys.executable] + sys.argv[2:])\n")
+
+
+def _python(*args):
+    """A command running this interpreter with `args`, killed when the test process dies."""
+    return [sys.executable, "-c", _DIE_WITH_PARENT, str(os.getpid())] + list(args)
 
 
 def _env(repo_root):
@@ -61,7 +67,7 @@ class Services:
     def start(self, module, *args):
         log = open(self.dir / f"{module.rsplit('.', 1)[-1]}.log", "wb")
         self.procs.append(subprocess.Popen(
-            [sys.executable, "-c", _DIE_WITH_PARENT, str(os.getpid()), "-m", module] + list(args),
+            _python("-m", module, *args),
             env=self.env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
             start_new_session=True))
         log.close()
@@ -122,7 +128,7 @@ def services(tmp_path_factory, repo_root):
 
 
 def _run(args, repo_root, env):
-    return subprocess.run([sys.executable, "-m", "data_tools.create_pretraining_data"] + args,
+    return subprocess.run(_python("-m", "data_tools.create_pretraining_data", *args),
                           cwd=repo_root, env=env, capture_output=True, text=True, timeout=300)
 
 
@@ -180,11 +186,11 @@ def test_ctrl_c_of_the_launcher_cancels_the_portable_job(
     before = set(services.jobs())
     with open(tmp_path / "launcher.log", "wb") as log:
         launcher = subprocess.Popen(
-            [sys.executable, "-m", "data_tools.create_pretraining_data",
+            _python("-m", "data_tools.create_pretraining_data",
              f"--input_file={text}", f"--vocab_file={google_vocab_path}", "--dupe_factor=3",
              "--num_output_shards=2", "--chunk_mb=0.05", "--log_examples=0",
              f"--output_file={out / 'train-{shard}.tfrecord'}",
-             f"--beam_pipeline_options={services.options()}"],
+             f"--beam_pipeline_options={services.options()}"),
             cwd=repo_root, env=services.env, stdin=subprocess.DEVNULL, stdout=log,
             stderr=subprocess.STDOUT, start_new_session=True)
     try:
@@ -210,3 +216,23 @@ def test_ctrl_c_of_the_launcher_cancels_the_portable_job(
     while services.jobs()[job] == STATES.CANCELLED and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not out.exists() or os.listdir(out) == []
+
+
+def test_a_job_service_that_does_not_answer_fails_with_one_line(
+        tmp_path, google_vocab_path, repo_root):
+    text = tmp_path / "in.txt"
+    text.write_text("One sentence here.\nAnother one there.\n\nA second document.\n")
+    with socket.socket() as closed:  # a port of ours that nobody listens on
+        closed.bind(("localhost", 0))
+        port = closed.getsockname()[1]
+        proc = _run([f"--input_file={text}", f"--vocab_file={google_vocab_path}",
+                     f"--output_file={tmp_path / 'out' / 'x.tfrecord'}",
+                     "--beam_pipeline_options=--runner=PortableRunner "
+                     f"--job_endpoint=localhost:{port} --job_server_timeout=1"],
+                    repo_root, _env(repo_root))
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.rstrip().splitlines()[-1] == (
+        f"error: the Beam job service at localhost:{port} did not answer in "
+        "--job_server_timeout=1 s")
+    assert os.listdir(tmp_path / "out") == []
