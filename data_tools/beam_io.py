@@ -71,6 +71,14 @@ def pipeline_options(options: str, paths: Sequence[str]) -> "PipelineOptions":
     return opts
 
 
+def absolute(path: str) -> str:
+    """`path`, made absolute when it is a local path relative to this directory: the workers
+    of a portable runner (a worker pool, Flink, Spark) have a working directory of their own."""
+    if not path or "://" in path:
+        return path
+    return os.path.abspath(path)
+
+
 def staging_dir(temp_dir: str, first_output: str) -> str:
     """A new private directory for staged chunks and part files (created here).
 

@@ -25,6 +25,7 @@ Nothing grows with the corpus. Only the Beam modules import Beam (the `[beam]` e
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from typing import Iterator, List, Tuple
@@ -152,6 +153,11 @@ def run(config: PipelineConfig, options: str) -> pipeline.RunSummary:
         UserError: as `pipeline.run`, before the pipeline starts where possible.
     """
     start = time.monotonic()
+    # Workers may run elsewhere (a portable runner's in their own working directory).
+    config = dataclasses.replace(
+        config, input_files=tuple(map(beam_io.absolute, config.input_files)),
+        output_files=tuple(map(beam_io.absolute, config.output_files)),
+        vocab_file=beam_io.absolute(config.vocab_file), temp_dir=beam_io.absolute(config.temp_dir))
     opts = beam_io.pipeline_options(options, list(config.input_files)
                                     + list(config.output_files)
                                     + [config.vocab_file, config.temp_dir])

@@ -15,6 +15,7 @@ kept counts (8 bytes per chunk), plus Beam's own buffers.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Dict, List
 
@@ -119,6 +120,10 @@ def run(config: prepare_job.PrepareConfig, options: str) -> prepare_job.PrepareS
         UserError: as `prepare_job.run`, before the pipeline starts where possible.
     """
     start = time.monotonic()
+    # Workers may run elsewhere (a portable runner's in their own working directory).
+    config = dataclasses.replace(
+        config, input_files=tuple(map(bp.absolute, config.input_files)),
+        output_files=tuple(map(bp.absolute, config.output_files)))
     outputs = list(config.output_files)
     opts = bp.pipeline_options(options, list(config.input_files) + outputs)
     total_bytes = sum(fileio.size(p) for p in config.input_files)

@@ -68,8 +68,8 @@ class Services:
         log = open(self.dir / f"{module.rsplit('.', 1)[-1]}.log", "wb")
         self.procs.append(subprocess.Popen(
             _python("-m", module, *args),
-            env=self.env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True))
+            cwd=self.dir, env=self.env, stdin=subprocess.DEVNULL, stdout=log,
+            stderr=subprocess.STDOUT, start_new_session=True))
         log.close()
 
     def log(self, name):
@@ -127,9 +127,9 @@ def services(tmp_path_factory, repo_root):
             _stop(proc)
 
 
-def _run(args, repo_root, env):
+def _run(args, cwd, env):
     return subprocess.run(_python("-m", "data_tools.create_pretraining_data", *args),
-                          cwd=repo_root, env=env, capture_output=True, text=True, timeout=300)
+                          cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 
 def _corpus(tmp_path, corpus_lines, num_lines):
@@ -147,19 +147,20 @@ def _frames(data: bytes) -> int:
 
 
 def test_portable_runner_with_a_worker_pool_writes_the_local_bytes(
-        services, tmp_path, corpus_lines, google_vocab_path, repo_root):
-    small = _corpus(tmp_path, corpus_lines, 3000)
+        services, tmp_path, corpus_lines, google_vocab_path):
+    _corpus(tmp_path, corpus_lines, 3000)
+    # Paths relative to the launcher's directory, which is not the workers' (the services').
+    vocab = os.path.relpath(google_vocab_path, tmp_path)
     # 2.3 MB of records in 2 shards with a 1 MB budget: 2 key buckets per shard.
-    args = [f"--input_file={small}", f"--vocab_file={google_vocab_path}", "--dupe_factor=3",
+    args = ["--input_file=small.txt", f"--vocab_file={vocab}", "--dupe_factor=3",
             "--num_output_shards=2", "--chunk_mb=0.05", "--shuffle_memory_mb=1",
             "--log_examples=0"]
     started = services.log("worker_pool_main").count("Starting worker with command")
     out = {}
     for mode, extra in (("local", ["--num_workers=2"]),
                         ("portable", [f"--beam_pipeline_options={services.options()}"])):
-        proc = _run(args + extra + [
-            f"--output_file={tmp_path / mode / 'train-{shard}-of-{num_shards}.tfrecord'}"],
-            repo_root, services.env)
+        proc = _run(args + extra + [f"--output_file={mode}/train-{{shard}}-of-{{num_shards}}"
+                                    ".tfrecord"], tmp_path, services.env)
         assert proc.returncode == 0, proc.stderr[-3000:]
         out[mode] = {n: (tmp_path / mode / n).read_bytes()
                      for n in sorted(os.listdir(tmp_path / mode))}
@@ -229,7 +230,7 @@ def test_a_job_service_that_does_not_answer_fails_with_one_line(
                      f"--output_file={tmp_path / 'out' / 'x.tfrecord'}",
                      "--beam_pipeline_options=--runner=PortableRunner "
                      f"--job_endpoint=localhost:{port} --job_server_timeout=1"],
-                    repo_root, _env(repo_root))
+                    tmp_path, _env(repo_root))
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr
     assert proc.stderr.rstrip().splitlines()[-1] == (
