@@ -46,6 +46,21 @@ except ImportError:  # the optional [beam] extra
 # Beam's INFO lines (type hints, every worker's start and stop) would bury the job's own.
 std_logging.getLogger("apache_beam").setLevel(std_logging.WARNING)
 
+
+class _JobMessages(std_logging.Filter):
+    """The portable runner logs its job service's messages on the root logger, past the level
+    above: keep its warnings and errors, drop its INFO lines and the copies of a worker's
+    UserError traceback (`execute` gives that error's one line)."""
+
+    def filter(self, record: std_logging.LogRecord) -> bool:
+        if not record.pathname.endswith("portable_runner.py"):
+            return True
+        return (record.levelno >= std_logging.WARNING
+                and "UserError: " not in record.getMessage())
+
+
+std_logging.getLogger().addFilter(_JobMessages())
+
 NAMESPACE = "bert_tf"
 _STAGING_FILE_BYTES = 64 << 20  # compressed chunks per staging file
 _COPY_BLOCK = 16 << 20

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -19,10 +20,13 @@ import time
 
 import pytest
 
-pytest.importorskip("apache_beam")
+beam = pytest.importorskip("apache_beam")
 
 import grpc  # noqa: E402  (a dependency of Beam)
+from apache_beam.options.pipeline_options import PipelineOptions  # noqa: E402
 from apache_beam.portability.api import beam_job_api_pb2, beam_job_api_pb2_grpc  # noqa: E402
+
+from data_tools import beam_io  # noqa: E402
 
 STATES = beam_job_api_pb2.JobState
 # Exec the service with PR_SET_PDEATHSIG (Linux): SIGTERM when the test process dies.
@@ -179,20 +183,15 @@ def test_portable_runner_with_a_worker_pool_writes_the_local_bytes(
     assert services.log("worker_pool_main").count("Starting worker with command") == started + 1
 
 
-def test_ctrl_c_of_the_launcher_cancels_the_portable_job(
-        services, tmp_path, corpus_lines, google_vocab_path, repo_root):
-    # 1.1 MB at dupe_factor 3: about 3 s of work for the workers, time enough to interrupt.
-    text = _corpus(tmp_path, corpus_lines, 8000)
-    out = tmp_path / "out"
+def _launch_until_running(services, tmp_path, args):
+    """Starts the launcher in `tmp_path` (its output in launcher.log); returns it and the id
+    of its job once the job service runs that job."""
     before = set(services.jobs())
     with open(tmp_path / "launcher.log", "wb") as log:
         launcher = subprocess.Popen(
-            _python("-m", "data_tools.create_pretraining_data",
-             f"--input_file={text}", f"--vocab_file={google_vocab_path}", "--dupe_factor=3",
-             "--num_output_shards=2", "--chunk_mb=0.05", "--log_examples=0",
-             f"--output_file={out / 'train-{shard}.tfrecord'}",
-             f"--beam_pipeline_options={services.options()}"),
-            cwd=repo_root, env=services.env, stdin=subprocess.DEVNULL, stdout=log,
+            _python("-m", "data_tools.create_pretraining_data", *args,
+                    f"--beam_pipeline_options={services.options()}"),
+            cwd=tmp_path, env=services.env, stdin=subprocess.DEVNULL, stdout=log,
             stderr=subprocess.STDOUT, start_new_session=True)
     try:
         deadline, job = time.monotonic() + 120, None
@@ -202,6 +201,21 @@ def test_ctrl_c_of_the_launcher_cancels_the_portable_job(
             job = running[0] if running else None
             time.sleep(0.05)
         assert job is not None, (tmp_path / "launcher.log").read_text()[-3000:]
+    except BaseException:
+        _stop(launcher)
+        raise
+    return launcher, job
+
+
+def test_ctrl_c_of_the_launcher_cancels_the_portable_job(
+        services, tmp_path, corpus_lines, google_vocab_path):
+    # 1.1 MB at dupe_factor 3: about 3 s of work for the workers, time enough to interrupt.
+    _corpus(tmp_path, corpus_lines, 8000)
+    launcher, job = _launch_until_running(services, tmp_path, [
+        "--input_file=small.txt", f"--vocab_file={google_vocab_path}", "--dupe_factor=3",
+        "--num_output_shards=2", "--chunk_mb=0.05", "--log_examples=0",
+        "--output_file=out/train-{shard}.tfrecord"])
+    try:
         launcher.send_signal(signal.SIGINT)
         assert launcher.wait(timeout=60) == 130
     finally:
@@ -211,29 +225,47 @@ def test_ctrl_c_of_the_launcher_cancels_the_portable_job(
     assert stderr.rstrip().endswith("error: interrupted")
     assert STATES.CANCELLED in services.state_history(job)
     # The Python job service only marks the job cancelled (its cancel is a TODO in Beam
-    # 2.77): its workers go on until they find the staged chunks gone. Wait for that end,
+    # 2.77): its worker goes on until it finds the staged chunks gone. Wait for that end,
     # then nothing may be left beside the outputs (no shard, temporary or staging file).
     deadline = time.monotonic() + 60
     while services.jobs()[job] == STATES.CANCELLED and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert not out.exists() or os.listdir(out) == []
+    assert not (tmp_path / "out").exists() or os.listdir(tmp_path / "out") == []
 
 
-def test_a_job_service_that_does_not_answer_fails_with_one_line(
-        tmp_path, google_vocab_path, repo_root):
-    text = tmp_path / "in.txt"
-    text.write_text("One sentence here.\nAnother one there.\n\nA second document.\n")
+def test_a_user_error_on_a_worker_gives_its_one_line(
+        services, tmp_path, corpus_lines, google_vocab_path):
+    _corpus(tmp_path, corpus_lines, 800)
+    vocab = tmp_path / "vocab.txt"
+    shutil.copyfile(google_vocab_path, vocab)
+    launcher, job = _launch_until_running(services, tmp_path, [
+        "--input_file=small.txt", "--vocab_file=vocab.txt", "--dupe_factor=1",
+        "--log_examples=0", "--output_file=out/train.tfrecord"])
+    try:
+        # The launcher has read the vocab; the job's SDK worker, a process still starting
+        # (seconds of imports), reads it in its setup.
+        vocab.unlink()
+        assert launcher.wait(timeout=120) == 2
+    finally:
+        _stop(launcher)
+    stderr = (tmp_path / "launcher.log").read_text()
+    # The job service's copies of the worker's traceback are not repeated by the launcher.
+    assert "Traceback" not in stderr and "UserError" not in stderr, stderr[-3000:]
+    assert stderr.rstrip().splitlines()[-1] == f"error: vocab file not found: {vocab}"
+    assert services.jobs()[job] == STATES.FAILED
+    assert not (tmp_path / "out").exists() or os.listdir(tmp_path / "out") == []
+
+
+def test_a_job_service_that_does_not_answer_is_a_user_error():
+    # Beam waits --job_server_timeout (300 s by default), then raised a bare FutureTimeoutError.
     with socket.socket() as closed:  # a port of ours that nobody listens on
         closed.bind(("localhost", 0))
         port = closed.getsockname()[1]
-        proc = _run([f"--input_file={text}", f"--vocab_file={google_vocab_path}",
-                     f"--output_file={tmp_path / 'out' / 'x.tfrecord'}",
-                     "--beam_pipeline_options=--runner=PortableRunner "
-                     f"--job_endpoint=localhost:{port} --job_server_timeout=1"],
-                    tmp_path, _env(repo_root))
-    assert proc.returncode == 2, proc.stderr[-3000:]
-    assert "Traceback" not in proc.stderr
-    assert proc.stderr.rstrip().splitlines()[-1] == (
-        f"error: the Beam job service at localhost:{port} did not answer in "
-        "--job_server_timeout=1 s")
-    assert os.listdir(tmp_path / "out") == []
+        p = beam.Pipeline(options=PipelineOptions([
+            "--runner=PortableRunner", f"--job_endpoint=localhost:{port}",
+            "--job_server_timeout=1"]))
+        _ = p | beam.Create([1])
+        with pytest.raises(beam_io.UserError) as raised:
+            beam_io.execute(p)
+    assert str(raised.value) == (f"the Beam job service at localhost:{port} did not answer "
+                                 "in --job_server_timeout=1 s")
