@@ -210,8 +210,13 @@ def run(config: PipelineConfig, options: str) -> pipeline.RunSummary:
     seconds = time.monotonic() - start
     summary = pipeline.RunSummary(stats.instances, counters.get("documents", 0),
                                   corpus_stats.lines, len(outputs),
-                                  counters.get("shard_bytes", 0), seconds,
+                                  counters.get("shard_bytes", written), seconds,
                                   corpus_stats.warnings, stats)
+    if not counters:  # no counts to report: never "0 instances" beside complete shards
+        logging.info("Beam: wrote %d shard(s), %.1f MB of records, in %.1f s; %d lines; %d "
+                     "warning(s)", summary.shards, summary.bytes_written / 1e6, seconds,
+                     summary.lines, len(summary.warnings))
+        return summary
     logging.info("Beam: wrote %d instances to %d shard(s), %.1f MB of records, from %d "
                  "tasks in %.1f s; %d documents, %d lines; %d warning(s)", summary.instances,
                  summary.shards, summary.bytes_written / 1e6, counters.get("tasks", 0),

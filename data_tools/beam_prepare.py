@@ -23,6 +23,7 @@ import numpy as np
 from absl import logging
 
 from bert_tf import fileio
+from bert_tf.errors import UserError
 from data_tools import beam_io as bp
 from data_tools import prepare_job, raw_corpus
 from data_tools.beam_io import NAMESPACE, beam
@@ -148,8 +149,16 @@ def run(config: prepare_job.PrepareConfig, options: str) -> prepare_job.PrepareS
         summary = prepare_job.PrepareSummary(
             **{name: counters.get(name, 0) for name in _COUNTERS if name != "json_ok"},
             warnings=first_warnings)
-        prepare_job._check_something_written(config, stats, summary,
-                                             counters.get("json_ok", 0))
+        # Success is what was written: a runner may report no metrics at all (then the
+        # counts are unknown, not zero).
+        written = sum(bp.written_bytes(t) for t in temps)
+        if counters or not staged:
+            prepare_job._check_something_written(config, stats, summary,
+                                                 counters.get("json_ok", 0))
+        elif not written:
+            raise UserError(f"no document to write from the {len(outputs)} input file(s): "
+                            "empty, short or duplicate documents only (the Beam runner "
+                            "reported no counts to say which)")
         bp.publish(temps, outputs)
     except BaseException:
         bp.remove_files(temps)
@@ -160,7 +169,14 @@ def run(config: prepare_job.PrepareConfig, options: str) -> prepare_job.PrepareS
     summary.text_bytes = stats.text_bytes
     summary.seconds = time.monotonic() - start
     summary.warnings = list(stats.warnings)
-    logging.info("Beam: %s", summary.describe(len(outputs)))
+    if counters:
+        logging.info("Beam: %s", summary.describe(len(outputs)))
+    else:  # never "0 documents" beside complete shards
+        logging.warning("the Beam runner reported no metrics: the outputs are complete, the "
+                        "counts are not available")
+        logging.info("Beam: wrote %d shard(s), %.1f MB, from %.1f MB of text in %.1f s; %d "
+                     "warning(s)", len(outputs), written / 1e6, summary.text_bytes / 1e6,
+                     summary.seconds, len(summary.warnings))
     return summary
 
 

@@ -210,6 +210,8 @@ def test_success_is_read_from_the_outputs_when_the_runner_reports_no_metrics(
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "the Beam runner reported no metrics" in proc.stderr
+    # No counts are made up: no "0 instances", no statistics line.
+    assert "Beam: wrote 1 shard(s), " in proc.stderr and "statistics:" not in proc.stderr
     assert beam_out.read_bytes() == local.read_bytes()
     assert beam_io.written_bytes(str(local), "gzip") > 100_000
 
@@ -222,6 +224,27 @@ def test_a_shard_whose_temporary_file_the_launcher_removed_is_not_written_again(
     with pytest.raises(beam_io.UserError, match="is gone: the launcher stopped"):
         beam_io._concat_shard((0, {"parts": [part], "shard": [None]}), [temp], "")
     assert not os.path.exists(temp)
+
+
+def test_prepare_corpus_succeeds_from_its_outputs_when_the_runner_reports_no_metrics(
+        tmp_path, corpus_lines, monkeypatch, caplog):
+    src = _small_corpus(tmp_path, corpus_lines, 400)
+    config = dict(input_files=(str(src),), dedup=True, num_workers=1, progress_seconds=0)
+    prepare_job.run(prepare_job.PrepareConfig(output_files=(str(tmp_path / "local"),),
+                                              **config))
+    monkeypatch.setattr(beam_io, "read_counters", lambda result: {})
+    summary = beam_prepare.run(prepare_job.PrepareConfig(
+        output_files=(str(tmp_path / "beam"),), **config), "--runner=DirectRunner")
+    assert (tmp_path / "beam").read_bytes() == (tmp_path / "local").read_bytes()
+    assert len((tmp_path / "local").read_bytes()) > 10_000
+    assert summary.documents == 0  # unknown, and not reported as a count:
+    assert "0 documents" not in caplog.text
+    # Nothing written (every document too short) and no counts: still a failure, no output.
+    with pytest.raises(beam_io.UserError, match="the Beam runner reported no counts"):
+        beam_prepare.run(prepare_job.PrepareConfig(
+            input_files=(str(src),), output_files=(str(tmp_path / "none"),),
+            min_sentences=10_000), "--runner=DirectRunner")
+    assert sorted(os.listdir(tmp_path)) == ["beam", "local", "small.txt"]
 
 
 def test_part_files_are_renamed_into_place(tmp_path):
