@@ -283,7 +283,10 @@ def execute(p) -> Dict[str, int]:
         raise UserError(f"the Beam job service at {portable.job_endpoint} did not answer in "
                         f"--job_server_timeout={portable.job_server_timeout} s") from None
     except KeyboardInterrupt:
-        if result is not None:
+        if result is None:  # p.run() had not returned the job: there is nothing to cancel
+            logging.warning("interrupted while the Beam job was being submitted: if the runner "
+                            "has started it, cancel it there")
+        else:
             try:
                 result.cancel()
                 logging.warning("interrupted: the Beam job was cancelled")

@@ -270,3 +270,14 @@ def test_an_interrupt_while_the_job_runs_cancels_it():
     with pytest.raises(KeyboardInterrupt):
         beam_io.execute(Pipeline())
     assert Result.cancelled
+
+
+def test_an_interrupt_while_the_job_is_submitted_says_it_may_run(caplog):
+    class Pipeline:
+        def run(self):
+            raise KeyboardInterrupt  # before the runner returned the job's handle
+
+    with pytest.raises(KeyboardInterrupt):
+        beam_io.execute(Pipeline())
+    assert "interrupted while the Beam job was being submitted: if the runner has started " \
+        "it, cancel it there" in caplog.text
