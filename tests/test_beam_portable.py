@@ -1,7 +1,9 @@
 """create_pretraining_data on a runner whose workers share nothing with the launcher: Beam's
 PortableRunner against the Python job service, with an external worker pool that starts each
-SDK worker as a new `python` process (the one first on PATH: this interpreter's). The pool
-writes the local runner's bytes; Ctrl-C of the launcher cancels the job and leaves nothing.
+SDK worker as a new `python` process (the one first on PATH: this interpreter's), in a working
+directory of its own. The job writes the local runner's bytes; Ctrl-C of the launcher cancels
+it and leaves nothing; a worker's UserError ends the launcher with that error's one line; a
+job service that does not answer is a UserError.
 
 Both services run in their own process groups, on ports they chose themselves (port 0, read
 back from the port file and the log), and die with the test process even if it is killed.
@@ -29,9 +31,11 @@ from apache_beam.portability.api import beam_job_api_pb2, beam_job_api_pb2_grpc 
 from data_tools import beam_io  # noqa: E402
 
 STATES = beam_job_api_pb2.JobState
-# Exec the service with PR_SET_PDEATHSIG (Linux): SIGTERM when the test process dies.
+# Exec the command with PR_SET_PDEATHSIG (Linux; elsewhere, teardown alone stops it):
+# SIGTERM when the test process dies, even killed.
 _DIE_WITH_PARENT = ("import ctypes, os, sys\n"
-                    "ctypes.CDLL(None, use_errno=True).prctl(1, 15)\n"
+                    "prctl = getattr(ctypes.CDLL(None), 'prctl', None)\n"
+                    "if prctl: prctl(1, 15)\n"
                     "if os.getppid() != int(sys.argv[1]): sys.exit(1)\n"
                     "os.execv(sys.executable, [sys.executable] + sys.argv[2:])\n")
 
@@ -95,7 +99,9 @@ class Services:
             if self.job_port and self.pool_port:
                 return
             time.sleep(0.1)
-        raise AssertionError(f"the Beam services did not start in {timeout} s")
+        raise AssertionError(f"the Beam services did not start in {timeout} s:\n"
+                             + self.log("local_job_service_main")[-2000:]
+                             + self.log("worker_pool_main")[-2000:])
 
     def options(self):
         return (f"--runner=PortableRunner --job_endpoint=localhost:{self.job_port} "
