@@ -1,8 +1,9 @@
-"""create_pretraining_data on a runner whose workers share nothing with the launcher: Beam's
+"""The data jobs on a runner whose workers share nothing with the launcher: Beam's
 PortableRunner against the Python job service, with an external worker pool that starts each
 SDK worker as a new `python` process (the one first on PATH: this interpreter's), in a working
-directory of its own. The job writes the local runner's bytes; Ctrl-C of the launcher cancels
-it and leaves nothing; a worker's UserError ends the launcher with that error's one line; a
+directory of its own. create_pretraining_data and prepare_corpus write the local runner's
+bytes (given paths relative to the launcher's directory); Ctrl-C of the launcher cancels the
+job and leaves nothing; a worker's UserError ends the launcher with that error's one line; a
 job service that does not answer is a UserError.
 
 Both services run in their own process groups, on ports they chose themselves (port 0, read
@@ -187,6 +188,26 @@ def test_portable_runner_with_a_worker_pool_writes_the_local_bytes(
     # service runs every job on one SDK worker: its FnApiRunner takes --direct_num_workers
     # only when it is the launcher's runner, and --sdk_worker_parallelism not at all.)
     assert services.log("worker_pool_main").count("Starting worker with command") == started + 1
+
+
+def test_prepare_corpus_on_the_portable_runner_writes_the_local_bytes(
+        services, tmp_path, corpus_lines):
+    text = "\n".join(corpus_lines[:1500]) + "\n\n"
+    (tmp_path / "twice.txt").write_text(text + text, encoding="utf-8")  # every article twice
+    out = {}
+    for mode, extra in (("local", []),
+                        ("portable", [f"--beam_pipeline_options={services.options()}"])):
+        proc = subprocess.run(_python(
+            "-m", "data_tools.prepare_corpus", "--input_file=twice.txt", "--dedup",
+            "--num_output_shards=2", f"--output_file={mode}/c-{{shard}}", *extra),
+            cwd=tmp_path, env=services.env, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        out[mode] = {n: (tmp_path / mode / n).read_bytes()
+                     for n in sorted(os.listdir(tmp_path / mode))}
+    assert sorted(out["portable"]) == ["c-00000", "c-00001"]
+    assert out["portable"] == out["local"] and all(len(b) > 50_000 for b in out["local"].values())
+    assert re.search(r"Beam: wrote \d+ documents, .* dropped 0 empty, 0 short, [1-9]\d* "
+                     "duplicate", proc.stderr), proc.stderr[-3000:]
 
 
 def _launch_until_running(services, tmp_path, args):
