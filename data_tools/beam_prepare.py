@@ -156,9 +156,9 @@ def run(config: prepare_job.PrepareConfig, options: str) -> prepare_job.PrepareS
             prepare_job._check_something_written(config, stats, summary,
                                                  counters.get("json_ok", 0))
         elif not written:
-            raise UserError(f"no document to write from the {len(outputs)} input file(s): "
-                            "empty, short or duplicate documents only (the Beam runner "
-                            "reported no counts to say which)")
+            raise UserError(f"no document to write from the {len(config.input_files)} input "
+                            "file(s): empty, short or duplicate documents only (the Beam "
+                            "runner reported no counts to say which)")
         bp.publish(temps, outputs)
     except BaseException:
         bp.remove_files(temps)
