@@ -58,9 +58,12 @@ def child(trace_dir: str, argv: list) -> None:
 
     def build_model(kind, config, num_labels):
         model = build(kind, config, num_labels)
-        rng = np.random.default_rng(0)
-        kernel = (rng.standard_normal(tuple(model.head.kernel.shape)) *
-                  config.initializer_range).astype(np.float32)
+        if pathlib.Path(trace_dir, "own_head.txt").exists():  # bert_tf's own seeded start
+            kernel = model.head.kernel.numpy()
+        else:
+            rng = np.random.default_rng(0)
+            kernel = (rng.standard_normal(tuple(model.head.kernel.shape)) *
+                      config.initializer_range).astype(np.float32)
         model.head.kernel.assign(kernel)
         model.head.bias.assign(np.zeros(tuple(model.head.bias.shape), np.float32))
         np.savez(os.path.join(trace_dir, "head.npz"), kernel=kernel)
@@ -86,7 +89,8 @@ def child(trace_dir: str, argv: list) -> None:
 
 
 def trace(task: str, data: pathlib.Path, recipe: dict, steps: int, work: str,
-          full: bool = False, dropout: bool = False, seed: int = 1) -> tuple:
+          full: bool = False, dropout: bool = False, seed: int = 1,
+          own_head: bool = False) -> tuple:
     """(bert_tf's losses, transformers' losses) over the first `steps` updates; with `full`,
     over the whole run, followed by both metrics (parity_bench.METRICS order)."""
     pathlib.Path(work, "steps.txt").write_text("full" if full else str(steps))
@@ -95,6 +99,8 @@ def trace(task: str, data: pathlib.Path, recipe: dict, steps: int, work: str,
 
     rates = ((recipe["hidden_dropout_prob"], recipe["attention_probs_dropout_prob"]) if dropout
              else (0.0, 0.0))
+    if own_head:  # both start from the head bert_tf draws for this seed
+        pathlib.Path(work, "own_head.txt").write_text("yes")
     if dropout:  # the recipe's dropout on both sides (each draws its own masks)
         pathlib.Path(work, "dropout.txt").write_text("on")
     no_dropout = dict(config_from_hf(config, "MiniLM").to_dict(), hidden_dropout_prob=rates[0],
@@ -146,6 +152,9 @@ def main() -> None:
                         help="keep the recipe's dropout (each side its own masks): with --full, "
                              "what dropout alone does to the final metrics")
     parser.add_argument("--seed", type=int, default=1, help="the runs' --seed (data order)")
+    parser.add_argument("--own_head", action="store_true",
+                        help="start both sides from the head bert_tf initialises for --seed "
+                             "(default: one normal(0, initializer_range) draw from NumPy seed 0)")
     args = parser.parse_args()
     if not HF_PYTHON.exists():
         sys.exit(f"{HF_PYTHON} is missing: run bash benchmarks/hf_env.sh first")
@@ -155,7 +164,7 @@ def main() -> None:
     for task in args.tasks.split(","):
         with tempfile.TemporaryDirectory(prefix=f"trajectory_{task}_") as work:
             traced = trace(task, args.data_dir, recipes[task], args.steps, work, args.full,
-                           args.dropout, args.seed)
+                           args.dropout, args.seed, args.own_head)
         ours, theirs = traced[:2]
         n = min(len(ours), len(theirs))
         if args.full:
