@@ -6,7 +6,8 @@ keras_hub or tensorflow_text raises ImportError (a `sys.meta_path` blocker insta
 sitecustomize, so multiprocessing workers have it too). Their outputs must be byte-identical
 to the same jobs run from the repository in the full environment; a second run reads and
 writes through a Beam filesystem (a local directory behind a `testfs://` scheme), which is
-how `gs://` is reached on a Dataflow worker without TensorFlow.
+how `gs://` is reached on a Dataflow worker without TensorFlow, and a third runs the Beam
+forms of the jobs on the DirectRunner.
 """
 
 from __future__ import annotations
@@ -231,17 +232,21 @@ def _run(args: List[str], cwd, env) -> None:
     assert proc.returncode == 0, (args[0], proc.stderr[-3000:])
 
 
-def _jobs(paths: Dict[str, str]) -> List[List[str]]:
-    """prepare_corpus -> build_vocab -> create_pretraining_data, on 2 workers each."""
+def _jobs(paths: Dict[str, str], beam: bool = False) -> List[List[str]]:
+    """prepare_corpus -> build_vocab -> create_pretraining_data, on 2 workers each, or with
+    `beam` the first and last on Beam's DirectRunner, in the process (its worker code runs
+    under the same import blocker)."""
+    runner = (["--beam_pipeline_options=--runner=DirectRunner --direct_num_workers=1"]
+              if beam else ["--num_workers=2"])
     return [
         ["data_tools.prepare_corpus", f"--input_file={paths['raw']}",
-         f"--output_file={paths['prepared']}", "--num_workers=2", "--dedup"],
+         f"--output_file={paths['prepared']}", "--dedup"] + runner,
         ["data_tools.build_vocab", f"--input_file={paths['prepared']}",
          f"--vocab_file={paths['vocab']}", "--vocab_size=1000"],
         ["data_tools.create_pretraining_data", f"--input_file={paths['prepared']}",
          f"--vocab_file={paths['vocab']}", f"--output_file={paths['records']}",
          "--num_output_shards=2", "--max_seq_length=64", "--max_predictions_per_seq=10",
-         "--dupe_factor=2", "--num_workers=2", "--random_seed=7"],
+         "--dupe_factor=2", "--random_seed=7"] + runner,
     ]
 
 
@@ -259,7 +264,7 @@ def test_data_jobs_run_without_tensorflow_and_write_the_same_bytes(
         repo_root, corpus_lines, light_wheel, tmp_path):
     # Raw text: the bundled corpus' first 1,500 lines (its blank lines separate articles).
     raw = "\n".join(" ".join(line.split()) if line else "" for line in corpus_lines[:1500])
-    dirs = {name: tmp_path / name for name in ("full", "light", "testfs")}
+    dirs = {name: tmp_path / name for name in ("full", "light", "testfs", "beam")}
     for d in dirs.values():
         d.mkdir()
         (d / "raw.txt").write_text(raw + "\n", encoding="utf-8")
@@ -272,10 +277,12 @@ def test_data_jobs_run_without_tensorflow_and_write_the_same_bytes(
     (blocker / "sitecustomize.py").write_text(SITECUSTOMIZE.format(blocked=BLOCKED))
     site = str(light_wheel["site"])
     light_env = dict(base_env, PYTHONPATH=os.pathsep.join([str(blocker), site]))
-    logs = {name: tmp_path / f"{name}.log" for name in ("light", "testfs")}
+    logs = {name: tmp_path / f"{name}.log" for name in ("light", "testfs", "beam")}
     # cwd outside the repository, so bert_tf and data_tools come from the wheel only.
     for job in _jobs(_paths(str(dirs["light"]) + "/")):
         _run(job, tmp_path, dict(light_env, BLOCKER_LOG=str(logs["light"])))
+    for job in _jobs(_paths(str(dirs["beam"]) + "/"), beam=True):
+        _run(job, tmp_path, dict(light_env, BLOCKER_LOG=str(logs["beam"])))
     for job in _jobs(_paths("testfs://")):
         _run(job, tmp_path, dict(light_env, BLOCKER_LOG=str(logs["testfs"]),
                                  TESTFS_ROOT=str(dirs["testfs"])))
@@ -283,14 +290,15 @@ def test_data_jobs_run_without_tensorflow_and_write_the_same_bytes(
     for name in OUTPUTS:
         expected = (dirs["full"] / name).read_bytes()
         assert len(expected) > 1000, name
-        assert (dirs["light"] / name).read_bytes() == expected, name
-        assert (dirs["testfs"] / name).read_bytes() == expected, name
+        for run in ("light", "testfs", "beam"):
+            assert (dirs[run] / name).read_bytes() == expected, (run, name)
     lines = {name: log.read_text(encoding="utf-8").splitlines() for name, log in logs.items()}
     attempts = {name: {line for line in log if line.startswith("attempted")}
                 for name, log in lines.items()}
     # Local paths: nothing even looks for TensorFlow. Remote paths: fileio's find_spec probe
     # (it looks whether TensorFlow is installed, without importing it), and nothing else.
-    assert attempts == {"light": set(), "testfs": {"attempted tensorflow by bert_tf.fileio"}}
+    assert attempts == {"light": set(), "beam": set(),
+                        "testfs": {"attempted tensorflow by bert_tf.fileio"}}
     for name, log in lines.items():
         loaded = [line[len("loaded "):] for line in log if line.startswith("loaded ")]
         assert loaded and all(p.startswith(site) for p in loaded), (name, loaded[:5])
