@@ -3,7 +3,8 @@
 A mismatched install otherwise fails deep inside TensorFlow, far from its cause:
 - tensorflow-text is built against one TensorFlow minor version; loading it into another
   fails on an undefined C++ symbol when its ops load;
-- Keras 2 (or no Keras) where bert_tf needs Keras 3;
+- Keras 2 (or no Keras) where bert_tf needs Keras 3, or a keras-hub older than 0.32, whose
+  tokenizer helpers the keras-hub preset export needs;
 - on a TPU VM, `pip install bert_tf` puts a CPU `tensorflow` beside `tensorflow-tpu` (both
   provide the `tensorflow` package, so the last one installed wins, file by file).
 
@@ -17,13 +18,17 @@ from __future__ import annotations
 
 import importlib.metadata
 import sys
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 # The distributions that provide the `tensorflow` package (tensorflow-intel is what
 # `tensorflow` installs on Windows, at the same version).
 TF_DISTRIBUTIONS = ("tensorflow", "tensorflow-cpu", "tensorflow-tpu", "tensorflow-intel",
                     "tensorflow-macos")
 TPU_HINT = "on a TPU VM use constraints/tpu-vm.txt (README: TPU VMs)"
+# The first keras-hub with the tokenizer helpers (`canonicalize_python_string_inputs`,
+# `restore_outer_shape`) that bert_tf.export.preset_tokenizer builds on; 0.20 to 0.31.1
+# lack both.
+MIN_KERAS_HUB = (0, 32)
 
 
 def installed_version(name: str) -> Optional[str]:
@@ -40,8 +45,17 @@ def _minor(version: str) -> str:
 
 
 def _major(version: str) -> int:
-    head = version.split(".")[0]
-    return int(head) if head.isdigit() else 0
+    return _release(version)[0]
+
+
+def _release(version: str) -> Tuple[int, ...]:
+    """'0.32.0' -> (0, 32, 0); a part that is not a number ends it ('3.0rc1' -> (3,))."""
+    parts = []
+    for part in version.split("."):
+        if not part.isdigit():
+            break
+        parts.append(int(part))
+    return tuple(parts) or (0,)
 
 
 def problems(version_of: Callable[[str], Optional[str]] = installed_version) -> List[str]:
@@ -79,8 +93,12 @@ def problems(version_of: Callable[[str], Optional[str]] = installed_version) -> 
         have = "Keras is not installed" if keras is None else f"keras {keras} is installed"
         found_problems.append(f"{have}, but bert_tf needs Keras 3: pip install "
                               "'keras>=3.3,<3.16'")
-    if version_of("keras-hub") is None:
-        found_problems.append("keras-hub is not installed: pip install 'keras-hub>=0.20,<0.33'")
+    keras_hub = version_of("keras-hub")
+    if keras_hub is None or _release(keras_hub) < MIN_KERAS_HUB:
+        have = ("keras-hub is not installed" if keras_hub is None
+                else f"keras-hub {keras_hub} is installed")
+        found_problems.append(f"{have}, but bert_tf needs keras-hub 0.32 or newer (Python "
+                              "3.11+): pip install 'keras-hub>=0.32,<0.33'")
     return found_problems
 
 

@@ -28,8 +28,9 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 OUTPUT = ROOT / "constraints" / "tpu-vm.txt"
 # The TPU stack: the newest tensorflow-tpu on PyPI and the tensorflow-text built for it.
 TPU_STACK = ["tensorflow-tpu==2.20.0", "tensorflow-text==2.20.*"]
-# TPU VM images run Python 3.10 (Ubuntu 22.04); newer ones come with user environments.
-PYTHONS = ["3.10", "3.11", "3.12"]
+# keras-hub 0.32, the first with the tokenizer helpers bert_tf's keras-hub preset uses, needs
+# Python 3.11+ (TPU VM images on Ubuntu 22.04 have 3.10: README says how to get a newer one).
+PYTHONS = ["3.11", "3.12", "3.13"]
 PLATFORMS = ["manylinux_2_35_x86_64", "manylinux_2_31_x86_64", "manylinux_2_28_x86_64",
              "manylinux_2_27_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64",
              "linux_x86_64"]

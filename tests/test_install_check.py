@@ -21,8 +21,8 @@ from bert_tf import install_check
 
 CPU = {"tensorflow": "2.21.0", "tensorflow-text": "2.21.1", "keras": "3.15.1",
        "keras-hub": "0.32.0"}
-TPU = {"tensorflow-tpu": "2.20.0", "tensorflow-text": "2.20.1", "keras": "3.12.4",
-       "keras-hub": "0.25.1", "libtpu": "0.0.21"}
+TPU = {"tensorflow-tpu": "2.20.0", "tensorflow-text": "2.20.1", "keras": "3.15.1",
+       "keras-hub": "0.32.0", "libtpu": "0.0.52"}
 HINT = "on a TPU VM use constraints/tpu-vm.txt (README: TPU VMs)"
 
 
@@ -53,6 +53,17 @@ def test_keras_2_is_refused():
         "keras 2.15.0 is installed, but bert_tf needs Keras 3: pip install 'keras>=3.3,<3.16'"]
     assert problems(**{k: v for k, v in CPU.items() if k != "keras"}) == [
         "Keras is not installed, but bert_tf needs Keras 3: pip install 'keras>=3.3,<3.16'"]
+    assert problems(**{k: v for k, v in CPU.items() if k != "keras-hub"}) == [
+        "keras-hub is not installed, but bert_tf needs keras-hub 0.32 or newer (Python "
+        "3.11+): pip install 'keras-hub>=0.32,<0.33'"]
+
+
+def test_keras_hub_before_0_32_is_refused():
+    expected = ("keras-hub 0.25.1 is installed, but bert_tf needs keras-hub 0.32 or newer "
+                "(Python 3.11+): pip install 'keras-hub>=0.32,<0.33'")
+    assert problems(**dict(CPU, keras_hub="0.25.1")) == [expected]
+    assert problems(**dict(CPU, keras_hub="0.32.1")) == []
+    assert problems(**dict(CPU, keras_hub="1.0.0rc1")) == []
 
 
 def test_cpu_tensorflow_beside_tensorflow_tpu_is_refused():
@@ -133,7 +144,7 @@ def _lock(repo_root, python: str) -> Dict[str, str]:
     return pins
 
 
-@pytest.mark.parametrize("python", ["3.10", "3.11", "3.12"])
+@pytest.mark.parametrize("python", ["3.11", "3.12", "3.13"])
 def test_tpu_vm_lock_fits_setup_cfg_and_the_check(repo_root, python):
     pins = _lock(repo_root, python)
     # tensorflow-tpu is the only TensorFlow; libtpu is its runtime.
