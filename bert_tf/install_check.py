@@ -6,7 +6,9 @@ A mismatched install otherwise fails deep inside TensorFlow, far from its cause:
 - Keras 2 (or no Keras) where bert_tf needs Keras 3, or a keras-hub older than 0.32, whose
   tokenizer helpers the keras-hub preset export needs;
 - on a TPU VM, `pip install bert_tf` puts a CPU `tensorflow` beside `tensorflow-tpu` (both
-  provide the `tensorflow` package, so the last one installed wins, file by file).
+  provide the `tensorflow` package, so the last one installed wins, file by file), and
+  `pip install tensorflow-tpu` picks the newest libtpu, with which `import tensorflow`
+  aborts.
 
 `problems()` reads the installed distributions' metadata only (no import, a few
 milliseconds), so every bert_tf entry point runs it first (`errors.run_app`) and stops with
@@ -29,6 +31,10 @@ TPU_HINT = "on a TPU VM use constraints/tpu-vm.txt (README: TPU VMs)"
 # `restore_outer_shape`) that bert_tf.export.preset_tokenizer builds on; 0.20 to 0.31.1
 # lack both.
 MIN_KERAS_HUB = (0, 32)
+# tensorflow-tpu minor -> the newest libtpu seen to load with it. tensorflow-tpu 2.20.0 asks
+# for libtpu~=0.0.14, but from libtpu 0.0.32 on `import tensorflow` aborts ("... not
+# available in this library"), checked release by release from 0.0.20 to 0.0.36.
+MAX_LIBTPU = {"2.20": (0, 0, 31)}
 
 
 def installed_version(name: str) -> Optional[str]:
@@ -80,6 +86,13 @@ def problems(version_of: Callable[[str], Optional[str]] = installed_version) -> 
         return [f"{found} are installed together and overwrite each other's files: {fix}"]
     tf_version = next(iter(tf.values()))
     found_problems = []
+    libtpu, newest = version_of("libtpu"), MAX_LIBTPU.get(_minor(tf_version))
+    if "tensorflow-tpu" in tf and libtpu is not None and newest is not None \
+            and _release(libtpu) > newest:
+        found_problems.append(
+            f"libtpu {libtpu} is too new for tensorflow-tpu {tf_version}: import tensorflow "
+            f"aborts with libtpu newer than {'.'.join(map(str, newest))}: pip install "
+            f"'libtpu==0.0.20'; {TPU_HINT}")
     text = version_of("tensorflow-text")
     want_text = f"pip install 'tensorflow-text=={_minor(tf_version)}.*'"
     if text is None:

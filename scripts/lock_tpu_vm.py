@@ -26,8 +26,12 @@ from typing import Dict, List
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 OUTPUT = ROOT / "constraints" / "tpu-vm.txt"
-# The TPU stack: the newest tensorflow-tpu on PyPI and the tensorflow-text built for it.
-TPU_STACK = ["tensorflow-tpu==2.20.0", "tensorflow-text==2.20.*"]
+# The TPU stack: the newest tensorflow-tpu on PyPI, the tensorflow-text built for it, and
+# the libtpu it was released with. tensorflow-tpu 2.20.0 asks for libtpu~=0.0.14, which
+# pip meets with the newest libtpu (0.0.52), but from 0.0.32 on `import tensorflow` aborts
+# ("TpuExecutable_FreeMaybeOwningDeviceMemoryArray not available in this library"); 0.0.20
+# is the last libtpu published before tensorflow-tpu 2.20.0 (2025-08-01, 08-13).
+TPU_STACK = ["tensorflow-tpu==2.20.0", "tensorflow-text==2.20.*", "libtpu==0.0.20"]
 # keras-hub 0.32, the first with the tokenizer helpers bert_tf's keras-hub preset uses, needs
 # Python 3.11+ (TPU VM images on Ubuntu 22.04 have 3.10: README says how to get a newer one).
 PYTHONS = ["3.11", "3.12", "3.13"]

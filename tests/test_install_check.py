@@ -22,7 +22,7 @@ from bert_tf import install_check
 CPU = {"tensorflow": "2.21.0", "tensorflow-text": "2.21.1", "keras": "3.15.1",
        "keras-hub": "0.32.0"}
 TPU = {"tensorflow-tpu": "2.20.0", "tensorflow-text": "2.20.1", "keras": "3.15.1",
-       "keras-hub": "0.32.0", "libtpu": "0.0.52"}
+       "keras-hub": "0.32.0", "libtpu": "0.0.20"}
 HINT = "on a TPU VM use constraints/tpu-vm.txt (README: TPU VMs)"
 
 
@@ -64,6 +64,18 @@ def test_keras_hub_before_0_32_is_refused():
     assert problems(**dict(CPU, keras_hub="0.25.1")) == [expected]
     assert problems(**dict(CPU, keras_hub="0.32.1")) == []
     assert problems(**dict(CPU, keras_hub="1.0.0rc1")) == []
+
+
+def test_libtpu_too_new_for_tensorflow_tpu_is_refused():
+    # What `pip install tensorflow-tpu==2.20.0` picks today (libtpu~=0.0.14 -> the newest).
+    assert problems(**dict(TPU, libtpu="0.0.52")) == [
+        "libtpu 0.0.52 is too new for tensorflow-tpu 2.20.0: import tensorflow aborts with "
+        f"libtpu newer than 0.0.31: pip install 'libtpu==0.0.20'; {HINT}"]
+    assert problems(**dict(TPU, libtpu="0.0.31")) == []
+    # Only tensorflow-tpu loads libtpu; a tensorflow-tpu minor without a known limit passes.
+    assert problems(**dict(CPU, libtpu="0.0.52")) == []
+    assert problems(**dict(TPU, tensorflow_tpu="2.21.0", tensorflow_text="2.21.1",
+                           libtpu="0.0.52")) == []
 
 
 def test_cpu_tensorflow_beside_tensorflow_tpu_is_refused():
@@ -149,7 +161,7 @@ def test_tpu_vm_lock_fits_setup_cfg_and_the_check(repo_root, python):
     pins = _lock(repo_root, python)
     # tensorflow-tpu is the only TensorFlow; libtpu is its runtime.
     assert not {"tensorflow", "tensorflow-cpu", "tf-keras"} & set(pins)
-    assert pins["tensorflow-tpu"] == "2.20.0" and "libtpu" in pins
+    assert pins["tensorflow-tpu"] == "2.20.0" and pins["libtpu"] == "0.0.20"
     parser = configparser.ConfigParser()
     parser.read(repo_root / "setup.cfg")
     for line in parser["options"]["install_requires"].splitlines():
