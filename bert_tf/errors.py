@@ -75,14 +75,33 @@ def parse_flags(argv: List[str]) -> List[str]:
         sys.exit(EXIT_USER_ERROR)
 
 
+def _entry_module(main: Callable[..., Any]) -> str:
+    """The dotted name of the module defining `main`, also when it runs as `python -m`."""
+    if main.__module__ != "__main__":
+        return main.__module__
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    return getattr(spec, "name", "") or ""
+
+
 def run_app(main: Callable[[List[str]], Any]) -> None:
     """Runs an entry point's `main(argv)` with absl, parsing flags with `parse_flags`.
 
     Each entry module calls it from `console_main()`, the zero-argument function its
     console script (setup.cfg `console_scripts`) and its `python -m` form both run.
+    bert_tf's entry points, which all load TensorFlow, first check that the installed
+    TensorFlow, tensorflow-text and Keras fit together (`install_check`), so a mismatched
+    install stops with one line rather than a crash inside TensorFlow; data_tools' jobs,
+    which never load TensorFlow, do not.
     """
     from absl import app, flags
 
+    if _entry_module(main).startswith("bert_tf."):
+        from bert_tf import install_check
+
+        problems = install_check.problems()
+        if problems:
+            print(f"error: {problems[0]}", file=sys.stderr, flush=True)
+            sys.exit(EXIT_USER_ERROR)
     if main.__module__ != "__main__":
         # A console script's own __main__ defines no flags, so absl's --help/--helpshort
         # (the flags of the program named by argv[0]) would list none: declare the package's

@@ -4,7 +4,10 @@ Local paths use Python's own file objects, so tools that only touch local files 
 for importing TensorFlow (about 2.5 s and 600 MB). Any path with a URL scheme goes through
 `tf.io.gfile`, imported on first use: `gs://` and `ram://` work with TensorFlow alone, while
 `s3://` and `hdfs://` have needed the `tensorflow-io` package since TensorFlow 2.6 (not a
-dependency of this package, and not tested here).
+dependency of this package, and not tested here). Where TensorFlow is not installed (the
+light `bert-tf-data` install of the data jobs, e.g. on Dataflow workers), remote paths go
+through Apache Beam's `FileSystems` instead (`bert_tf.fileio_beam`; `gs://` needs
+`apache-beam[gcp]`).
 
 Every output is written under a temporary name and renamed when complete (`atomic_output`),
 so a crash or Ctrl-C never leaves a partial file under its final name.
@@ -15,7 +18,9 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import glob as _glob
+import importlib.util
 import os
+import sys
 import uuid
 from typing import IO, Callable, Iterable, Iterator, List, TypeVar
 
@@ -34,10 +39,30 @@ def _local(path: str) -> str:
     return path[len("file://"):] if path.startswith("file://") else path
 
 
-def _gfile():
-    import tensorflow as tf  # Deferred: only remote paths need it.
+def _tensorflow_installed() -> bool:
+    if "tensorflow" in sys.modules:
+        return True
+    try:
+        return importlib.util.find_spec("tensorflow") is not None
+    except ImportError:  # a finder that refuses the module (a sandbox, a test) hides it
+        return False
 
-    return tf.io.gfile
+
+def _gfile():
+    """tf.io.gfile where TensorFlow is installed, else Beam's FileSystems (same calls).
+
+    Raises:
+        UserError: neither is installed.
+    """
+    # Deferred: only remote paths need either. find_spec does not import TensorFlow, so a
+    # data job never loads it only to learn that it is there.
+    if _tensorflow_installed():
+        import tensorflow as tf
+
+        return tf.io.gfile
+    from bert_tf import fileio_beam
+
+    return fileio_beam
 
 
 def open_file(path: str, mode: str = "r", encoding: str | None = None) -> IO:

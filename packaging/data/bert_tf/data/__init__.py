@@ -1,0 +1,1 @@
+../../../../bert_tf/data/__init__.py

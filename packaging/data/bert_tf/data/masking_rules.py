@@ -1,0 +1,1 @@
+../../../../bert_tf/data/masking_rules.py

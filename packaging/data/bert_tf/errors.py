@@ -1,0 +1,1 @@
+../../../bert_tf/errors.py

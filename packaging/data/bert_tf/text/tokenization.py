@@ -1,0 +1,1 @@
+../../../../bert_tf/text/tokenization.py
