@@ -1,0 +1,389 @@
+"""Counts the words of a corpus for `build_vocab`: in parallel, in bounded memory, optionally
+on a seeded sample, with the same result for any number of workers, locally or on Beam.
+
+Splits. The input is cut into tasks by files and byte ranges, the same for every worker
+count: a plain file into ranges of `split_bytes`; a compressed one (`data_tools.text_files`)
+is one task, as it cannot be entered at an offset. A range owns the lines whose first byte
+lies in it, so it starts after the first newline before its offset (as Hadoop splits text);
+every line is read by exactly one task, and a worker reads only its own ranges. The bytes
+of a line are decoded as `corpus.iter_lines` decodes them (whole lines, invalid UTF-8
+replaced and counted, a byte-order mark dropped at the start of a file).
+
+Sample (`sample_bytes` > 0, like sentencepiece's --input_sentence_size, but in bytes so that
+its cost is known in advance). The plain files are cut into blocks of `SAMPLE_BLOCK` bytes,
+and a seeded uniform draw without replacement picks enough blocks for about `sample_bytes`;
+only those are read (a line belongs to the block where it starts), so the time depends on
+the sample, not on the corpus. Every line has the same chance of being drawn.
+
+Memory. A task's `Counter` holds one range's distinct words. The totals are exact: the
+parent adds the tasks' counts in task order and, whenever more than `max_words` distinct
+words are held, writes them to a sorted run on disk; at the end the runs are merged in word
+order. What the trainer gets is then fixed by the exact counts alone: the `max_words` most
+frequent words, ties broken by code point order (all words when there are fewer). So the
+result is independent of the worker count and of the order in which counts are merged,
+which a Beam combine needs, and a word is dropped only when `max_words` words are more
+frequent (or as frequent and smaller). The alphabet's character counts are exact and
+include the dropped words.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import heapq
+import itertools
+import os
+import tempfile
+from collections import Counter
+from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from bert_tf import fileio
+from bert_tf.errors import UserError
+from bert_tf.text import tokenization
+from data_tools import corpus, parallel, text_files
+
+SAMPLE_BLOCK = 64 << 10
+_BATCH_WORDS = 1 << 16  # words handed to Counter.update at a time (its loop is in C)
+
+
+@dataclasses.dataclass(frozen=True)
+class CountConfig:
+    """How to count the words.
+
+    Attributes:
+        do_lower_case: lower-case and strip accents (as the uncased tokenizer).
+        num_workers: worker processes (1 counts in this process).
+        split_bytes: bytes of a plain file per task; the result does not depend on it.
+        max_words: distinct words kept for the trainer (the most frequent), and held in
+            memory before a sorted run is written to disk.
+        sample_bytes: 0 reads everything; else about this many bytes are drawn at random.
+        seed: seeds the sample.
+        temp_dir: where sorted runs go ("" = the machine's temporary directory).
+    """
+
+    do_lower_case: bool = True
+    num_workers: int = 1
+    split_bytes: int = 8 << 20
+    max_words: int = 2_000_000
+    sample_bytes: int = 0
+    seed: int = 12345
+    temp_dir: str = ""
+
+    def __post_init__(self) -> None:
+        if self.num_workers < 1:
+            raise UserError(f"--num_workers={self.num_workers}: must be >= 1")
+        if self.max_words < 1:
+            raise UserError(f"--max_words={self.max_words}: must be >= 1")
+        if self.sample_bytes < 0:
+            raise UserError(f"--sample_mb={self.sample_bytes / 1e6:g}: must be >= 0")
+        if self.split_bytes < 1:
+            raise ValueError("split_bytes must be > 0")
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+    """One unit of counting: byte ranges [start, end) of one file, or the whole of it
+    (end = -1: a compressed file, read from its start through its decompressor)."""
+
+    index: int
+    path: str
+    ranges: Tuple[Tuple[int, int], ...]
+
+
+@dataclasses.dataclass
+class TaskCounts:
+    """What one task (or a sum of tasks) saw.
+
+    Attributes:
+        words: word -> occurrences.
+        chars: character -> occurrences within words.
+        lines: lines with at least one word.
+        num_words: words in total.
+        input_bytes: bytes read, as stored (compressed ones for a compressed file).
+        bad_utf8: path -> invalid UTF-8 sequences replaced (plain files).
+        warnings: the warnings of compressed files (read whole by `corpus.iter_lines`).
+        distinct: distinct words in all (set once the totals are complete).
+    """
+
+    words: Counter
+    chars: Counter
+    lines: int = 0
+    num_words: int = 0
+    input_bytes: int = 0
+    bad_utf8: Dict[str, int] = dataclasses.field(default_factory=dict)
+    warnings: Dict[str, List[str]] = dataclasses.field(default_factory=dict)
+    distinct: int = 0
+
+    def add_stats(self, other: "TaskCounts") -> None:
+        """Adds everything but the words (merged separately, in bounded memory)."""
+        self.chars.update(other.chars)
+        self.lines += other.lines
+        self.num_words += other.num_words
+        self.input_bytes += other.input_bytes
+        for path, n in other.bad_utf8.items():
+            self.bad_utf8[path] = self.bad_utf8.get(path, 0) + n
+        for path, messages in other.warnings.items():
+            self.warnings.setdefault(path, []).extend(messages)
+
+    def warning_lines(self, files: Sequence[str]) -> List[str]:
+        """The warnings in file order, worded as `corpus.iter_lines` words them."""
+        out: List[str] = []
+        for path in files:
+            out += self.warnings.get(path, [])
+            if self.bad_utf8.get(path):
+                out.append(f"{path}: {self.bad_utf8[path]} invalid UTF-8 byte sequence(s) "
+                           "replaced")
+        return out
+
+
+def is_compressed(path: str) -> bool:
+    """True for a gzip or bzip2 file (by suffix or magic bytes, as `text_files`)."""
+    if path.endswith((".gz", ".bz2")):
+        return True
+    with fileio.open_file(path, "rb") as f:
+        head = f.read(4)
+    return head[:2] == b"\x1f\x8b" or (head[:3] == b"BZh" and head[3:4].isdigit())
+
+
+def plan_tasks(files: Sequence[str], config: CountConfig) -> List[Task]:
+    """The tasks for `files`: a function of the files, `split_bytes`, `sample_bytes` and
+    `seed` only (never of the worker count).
+
+    Raises:
+        UserError: a file cannot be read, or a sample asked of a compressed file.
+    """
+    sizes, compressed = [], []
+    for path in files:
+        try:
+            sizes.append(fileio.size(path))
+            compressed.append(is_compressed(path))
+        except Exception as e:  # OSError locally, tf.errors remotely
+            raise UserError(f"cannot read input file {path}: {e}") from None
+    tasks: List[Task] = []
+    if config.sample_bytes:
+        packed = [p for p, c in zip(files, compressed) if c]
+        if packed:
+            raise UserError(f"--sample_mb reads blocks at random offsets, which a compressed "
+                            f"file does not allow: decompress {packed[0]} first")
+        return _sample_tasks(files, sizes, config)
+    for path, size, packed in zip(files, sizes, compressed):
+        if packed:
+            tasks.append(Task(len(tasks), path, ((0, -1),)))
+            continue
+        for start in range(0, size, config.split_bytes):
+            tasks.append(Task(len(tasks), path, ((start, min(start + config.split_bytes,
+                                                              size)),)))
+    return tasks
+
+
+def _sample_tasks(files: Sequence[str], sizes: Sequence[int], config: CountConfig
+                  ) -> List[Task]:
+    """Blocks drawn uniformly without replacement, grouped per file into tasks of up to
+    `split_bytes`; sorted, so that each file is read forwards."""
+    blocks = [-(-size // SAMPLE_BLOCK) for size in sizes]
+    first = np.concatenate([[0], np.cumsum(blocks)]).astype(np.int64)
+    total = int(first[-1])
+    want = min(total, -(-config.sample_bytes // SAMPLE_BLOCK))
+    chosen = np.sort(np.random.default_rng(config.seed).choice(total, want, replace=False))
+    per_task = max(1, config.split_bytes // SAMPLE_BLOCK)
+    tasks: List[Task] = []
+    for i, path in enumerate(files):
+        mine = chosen[(chosen >= first[i]) & (chosen < first[i + 1])] - first[i]
+        ranges = [(int(b) * SAMPLE_BLOCK, min((int(b) + 1) * SAMPLE_BLOCK, sizes[i]))
+                  for b in mine]
+        for k in range(0, len(ranges), per_task):
+            tasks.append(Task(len(tasks), path, tuple(ranges[k:k + per_task])))
+    return tasks
+
+
+def _range_text(f, start: int, end: int) -> bytes:
+    """The bytes of the lines that start in [start, end) of an open binary file."""
+    if start > 0:
+        f.seek(start - 1)
+        start = start - 1 + len(f.readline())  # through the newline at or after start - 1
+    if start >= end:
+        return b""
+    f.seek(start)
+    data = f.read(end - start)
+    if data and not data.endswith(b"\n"):
+        data += f.readline()  # the last line runs past the range: it is ours
+    return data
+
+
+def _task_lines(task: Task, counts: TaskCounts) -> Iterator[str]:
+    if task.ranges == ((0, -1),):
+        stats = corpus.CorpusStats(quiet=True)
+        yield from corpus.iter_lines(task.path, stats)
+        counts.input_bytes += stats.bytes_read
+        if stats.warnings:
+            counts.warnings[task.path] = list(stats.warnings)
+        return
+    try:
+        f = fileio.open_file(task.path, "rb")
+    except Exception as e:
+        raise UserError(f"cannot read input file {task.path}: {e}") from None
+    with f:
+        for start, end in task.ranges:
+            try:
+                data = _range_text(f, start, end)
+            except Exception as e:  # noqa: BLE001 - a remote read failure: one line
+                text_files.reraise(task.path, e)
+            counts.input_bytes += len(data)
+            text, bad = text_files.decode(data)
+            if start == 0:
+                text = text_files.strip_bom(text)
+            if bad:
+                counts.bad_utf8[task.path] = counts.bad_utf8.get(task.path, 0) + bad
+            lines = text.split("\n")
+            if text.endswith("\n"):
+                lines.pop()
+            yield from lines
+
+
+def count_task(task: Task, do_lower_case: bool) -> TaskCounts:
+    """Counts the words (after the tokenizer's basic split) and their characters in `task`."""
+    splitter = tokenization.CachedBasicTokenizer(do_lower_case)
+    result = TaskCounts(collections.Counter(), collections.Counter())
+    batch: List[str] = []
+    for line in _task_lines(task, result):
+        words = splitter.tokenize(line)
+        if words:
+            result.lines += 1
+            batch += words
+            if len(batch) >= _BATCH_WORDS:
+                result.words.update(batch)
+                result.num_words += len(batch)
+                batch = []
+    result.words.update(batch)
+    result.num_words += len(batch)
+    result.chars = char_counts(result.words)
+    return result
+
+
+def char_counts(words: Dict[str, int]) -> Counter:
+    """Character -> occurrences over `words` weighted by their counts.
+
+    Words are grouped by count, so that each group's characters are counted by one C-level
+    `Counter` over their concatenation (a loop over every character of every distinct word
+    in Python took longer than the split itself).
+    """
+    by_count: Dict[int, List[str]] = collections.defaultdict(list)
+    for word, n in words.items():
+        by_count[n].append(word)
+    chars: Counter = collections.Counter()
+    for n, group in by_count.items():
+        for char, k in collections.Counter("".join(group)).items():
+            chars[char] += k * n
+    return chars
+
+
+def top_words(pairs: Iterable[Tuple[str, int]], max_words: int) -> Counter:
+    """The `max_words` most frequent words of (word, count) pairs (each word once), ties
+    broken by code point order: a total order, so any merge order gives the same set."""
+    return collections.Counter(dict(heapq.nsmallest(max_words, pairs,
+                                                     key=lambda wc: (-wc[1], wc[0]))))
+
+
+class Totals:
+    """Exact word totals in bounded memory: a dict of at most `max_words` words (plus the
+    task being added), then sorted runs on disk, merged in word order at the end."""
+
+    def __init__(self, max_words: int, temp_dir: str = ""):
+        self.max_words = max_words
+        self.temp_dir = temp_dir
+        self.words: Counter = collections.Counter()
+        self.stats = TaskCounts(collections.Counter(), collections.Counter())
+        self.runs: List[str] = []
+        self.peak_words = 0  # most distinct words held at once (for tests and logs)
+        self._dir: Optional[tempfile.TemporaryDirectory] = None
+
+    def add(self, counts: TaskCounts) -> None:
+        self.words.update(counts.words)
+        counts.words = collections.Counter()
+        self.stats.add_stats(counts)
+        self.peak_words = max(self.peak_words, len(self.words))
+        if len(self.words) > self.max_words:
+            self._spill()
+
+    def _spill(self) -> None:
+        if self._dir is None:
+            self._dir = tempfile.TemporaryDirectory(prefix="vocab-counts-",
+                                                    dir=self.temp_dir or None)
+        path = os.path.join(self._dir.name, f"run-{len(self.runs):05d}.txt")
+        # Words hold no whitespace (the basic split removed it), so one word and its count
+        # per line, tab-separated, is unambiguous; UTF-8 sorts as code points do.
+        with open(path, "w", encoding="utf-8") as f:
+            f.writelines(f"{w}\t{n}\n" for w, n in sorted(self.words.items()))
+        self.runs.append(path)
+        self.words = collections.Counter()
+
+    def _merged(self) -> Iterator[Tuple[str, int]]:
+        def read(path: str) -> Iterator[Tuple[str, int]]:
+            with open(path, encoding="utf-8") as f:
+                for line in f:
+                    word, n = line.rstrip("\n").split("\t")
+                    yield word, int(n)
+
+        streams = [read(p) for p in self.runs] + [iter(sorted(self.words.items()))]
+        for word, group in itertools.groupby(heapq.merge(*streams), key=lambda wc: wc[0]):
+            yield word, sum(n for _, n in group)
+
+    def _counted(self, pairs: Iterator[Tuple[str, int]]) -> Iterator[Tuple[str, int]]:
+        for pair in pairs:
+            self.stats.distinct += 1
+            yield pair
+
+    def finish(self) -> Counter:
+        """The `max_words` most frequent words with their exact counts (see `top_words`)."""
+        try:
+            if not self.runs:
+                self.stats.distinct = len(self.words)
+                if len(self.words) <= self.max_words:
+                    return self.words
+                return top_words(self.words.items(), self.max_words)
+            return top_words(self._counted(self._merged()), self.max_words)
+        finally:
+            self.words = collections.Counter()
+            if self._dir is not None:
+                self._dir.cleanup()
+                self._dir = None
+
+
+# ---- the local runner --------------------------------------------------------------------
+
+_WORKER: Dict[str, object] = {}
+
+
+def _init_worker(do_lower_case: bool) -> None:
+    _WORKER["do_lower_case"] = do_lower_case
+
+
+def _worker_task(task: Task) -> TaskCounts:
+    return count_task(task, bool(_WORKER["do_lower_case"]))
+
+
+def count_corpus(files: Sequence[str], config: CountConfig
+                 ) -> Tuple[Counter, TaskCounts, Totals]:
+    """Counts the words of `files` with `config.num_workers` processes.
+
+    Returns:
+        (words, stats, totals): the kept words with their exact counts (see `Totals`), the
+        characters and line/word/byte counts of everything read, and the `Totals` used
+        (its `peak_words`, `runs`).
+
+    Raises:
+        UserError: unreadable input, bad flags, or a worker that died.
+    """
+    tasks = plan_tasks(files, config)
+    totals = Totals(config.max_words, config.temp_dir)
+    if config.num_workers <= 1 or len(tasks) <= 1:
+        results: Iterable[TaskCounts] = (count_task(t, config.do_lower_case) for t in tasks)
+    else:
+        results = parallel.map_ordered(_worker_task, ((t,) for t in tasks),
+                                       min(config.num_workers, len(tasks)), _init_worker,
+                                       (config.do_lower_case,))
+    for counts in results:
+        totals.add(counts)
+    return totals.finish(), totals.stats, totals
