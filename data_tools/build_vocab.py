@@ -43,6 +43,8 @@ flags.DEFINE_integer("limit_alphabet", 1000,
                      "Keep the most frequent N characters (others become [UNK]); 0 = all.")
 flags.DEFINE_integer("num_workers", None, "Worker processes counting words (default: all "
                      "cores). The vocabulary does not depend on it.")
+flags.DEFINE_float("split_mb", 8, "Bytes of a plain input file per counting task, in MB "
+                   "(the vocabulary does not depend on it).")
 flags.DEFINE_integer("max_words", 2_000_000,
                      "The trainer learns from the N most frequent words (exact counts; ties "
                      "by code point); also the distinct words held in memory before the "
@@ -109,12 +111,15 @@ def main(argv: List[str]) -> None:
         min_frequency=FLAGS.min_frequency, num_unused=FLAGS.num_unused,
         limit_alphabet=FLAGS.limit_alphabet or None)
     num_workers = FLAGS.num_workers
+    if not FLAGS.split_mb > 0:
+        raise UserError(f"--split_mb={FLAGS.split_mb}: must be > 0")
     if num_workers is None:
         num_workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
             else (os.cpu_count() or 1)
     counting = word_counts.CountConfig(
         do_lower_case=FLAGS.do_lower_case, num_workers=num_workers,
-        max_words=FLAGS.max_words, sample_bytes=int(FLAGS.sample_mb * 1e6),
+        split_bytes=max(1, int(FLAGS.split_mb * 1e6)), max_words=FLAGS.max_words,
+        sample_bytes=int(FLAGS.sample_mb * 1e6),
         seed=FLAGS.random_seed, temp_dir=FLAGS.temp_dir or "")
     print(run(FLAGS.input_file, FLAGS.vocab_file, config, counting,
               FLAGS.beam_pipeline_options), flush=True)

@@ -230,6 +230,8 @@ def _task_lines(task: Task, counts: TaskCounts) -> Iterator[str]:
                 data = _range_text(f, start, end)
             except Exception as e:  # noqa: BLE001 - a remote read failure: one line
                 text_files.reraise(task.path, e)
+            if not data:  # no line starts in this range
+                continue
             counts.input_bytes += len(data)
             text, bad = text_files.decode(data)
             if start == 0:
