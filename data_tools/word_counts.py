@@ -348,9 +348,13 @@ class Totals:
             return top_words(self._counted(self._merged()), self.max_words)
         finally:
             self.words = collections.Counter()
-            if self._dir is not None:
-                self._dir.cleanup()
-                self._dir = None
+            self.close()
+
+    def close(self) -> None:
+        """Removes the sorted runs (idempotent)."""
+        if self._dir is not None:
+            self._dir.cleanup()
+            self._dir = None
 
 
 # ---- the local runner --------------------------------------------------------------------
@@ -386,6 +390,9 @@ def count_corpus(files: Sequence[str], config: CountConfig
         results = parallel.map_ordered(_worker_task, ((t,) for t in tasks),
                                        min(config.num_workers, len(tasks)), _init_worker,
                                        (config.do_lower_case,))
-    for counts in results:
-        totals.add(counts)
-    return totals.finish(), totals.stats, totals
+    try:
+        for counts in results:
+            totals.add(counts)
+        return totals.finish(), totals.stats, totals
+    finally:
+        totals.close()  # the runs, also on an error or Ctrl-C
