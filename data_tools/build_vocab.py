@@ -81,6 +81,7 @@ def run(input_file: str, vocab_file: str, config: vocab_learner.VocabConfig,
                                                    vocab_file)
         else:
             words, seen, _ = word_counts.count_corpus(files, counting)
+        counted = time.time() - start
         stats = vocab_learner.LearnStats(lines=seen.lines, words=seen.num_words)
         tokens, learn = vocab_learner.learn_from_counts(words, seen.chars, stats, config)
         out.write(("\n".join(tokens) + "\n").encode("utf-8"))
@@ -97,7 +98,7 @@ def run(input_file: str, vocab_file: str, config: vocab_learner.VocabConfig,
             f" special, {learn.learned} learned incl. a {learn.alphabet}-character alphabet"
             f"{padding}) from {learn.lines} lines ({learn.words} words) in {len(files)} "
             f"file(s){sample}{capped}, {len(warnings)} warning(s), "
-            f"{time.time() - start:.1f} s")
+            f"{time.time() - start:.1f} s (counting {counted:.1f} s)")
 
 
 def main(argv: List[str]) -> None:
@@ -121,6 +122,9 @@ def main(argv: List[str]) -> None:
         split_bytes=max(1, int(FLAGS.split_mb * 1e6)), max_words=FLAGS.max_words,
         sample_bytes=int(FLAGS.sample_mb * 1e6),
         seed=FLAGS.random_seed, temp_dir=FLAGS.temp_dir or "")
+    if FLAGS.beam_pipeline_options is not None and FLAGS["num_workers"].present:
+        print("warning: --num_workers is ignored with --beam_pipeline_options (the runner's "
+              "own options set the workers)", file=sys.stderr)
     print(run(FLAGS.input_file, FLAGS.vocab_file, config, counting,
               FLAGS.beam_pipeline_options), flush=True)
 
