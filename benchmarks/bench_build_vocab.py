@@ -11,7 +11,11 @@ Every job is a fresh process (start-up included), timed end to end, run back to 
    seconds (CPU: user + system of the job and its workers, which load on a shared machine
    changes far less than wall time), and ours' own split between counting and learning
    (from its summary line);
-2. peak RSS (the largest process of the job) on the corpus x1 and x8, and their ratio;
+2. peak RSS (the largest process of the job) on the corpus x1 and x8, and their ratio; also
+   on a "varied" corpus whose k-th copy has the digit k glued to every word, so that the
+   distinct words grow with the corpus as in real text (x8: 8 times as many), with the
+   default --max_words and with --max_words=16000, about the distinct words of x1 (the x8
+   counts are then spilled to disk, and the trainer gets as many words as for x1);
 3. with --sample_mb: the same sample drawn from the corpus x(scale) and x(4 scale), whose
    times should be equal (the sample's cost does not grow with the corpus).
 
@@ -68,6 +72,19 @@ def scaled(scale: int, tmp: pathlib.Path) -> pathlib.Path:
         with open(out, "wb") as f:
             for _ in range(scale):
                 f.write(text)
+    return out
+
+
+def varied(scale: int, tmp: pathlib.Path) -> pathlib.Path:
+    """WikiText `scale` times, copy k with the digit(s) of k glued to every word."""
+    out = tmp / f"varied-x{scale}.txt"
+    if not out.exists():
+        text = CORPUS.read_text(encoding="utf-8")
+        if not text.endswith("\n\n"):
+            text = text.rstrip("\n") + "\n\n"
+        with open(out, "w", encoding="utf-8") as f:
+            for k in range(scale):
+                f.write(re.sub(r"(\w+)", rf"\g<1>{k}", text))
     return out
 
 
@@ -136,6 +153,15 @@ def main() -> None:
                for s in (1, 8)}
         print(f"peak RSS: x1 {rss[1]:.0f} MB, x8 {rss[8]:.0f} MB, ratio "
               f"{rss[8] / rss[1]:.2f} (goal <= 1.5)")
+        for cap in (None, 16_000):
+            extra = [f"--max_words={cap}"] if cap else []
+            print(f"  [{load()}] varied corpus x1 and x8{', --max_words=%d' % cap if cap else ''}"
+                  " ...", flush=True)
+            rss = {s: ours(varied(s, tmp), tmp / "r.txt", args.vocab_size, 2, extra)["rss_mb"]
+                   for s in (1, 8)}
+            print(f"peak RSS, varied corpus (distinct words x8), --max_words="
+                  f"{cap or 'default (1M)'}: x1 {rss[1]:.0f} MB, x8 {rss[8]:.0f} MB, ratio "
+                  f"{rss[8] / rss[1]:.2f}")
 
         if args.sample_mb:
             print(f"\n  [{load()}] --sample_mb={args.sample_mb:g} from x{args.scale} and "

@@ -2,7 +2,7 @@
 
     python -m data_tools.build_vocab --input_file=data/corpus/*.txt --vocab_file=vocab.txt \\
         --vocab_size=30522 --do_lower_case=true [--min_frequency=2] [--num_unused=99] \\
-        [--limit_alphabet=1000] [--num_workers=N] [--max_words=2000000] \\
+        [--limit_alphabet=1000] [--num_workers=N] [--max_words=1000000] \\
         [--sample_mb=0 --random_seed=12345] [--beam_pipeline_options="--runner=..."]
 
 Input: UTF-8 text, one sentence (or paragraph) per line, blank lines between documents (the
@@ -45,10 +45,11 @@ flags.DEFINE_integer("num_workers", None, "Worker processes counting words (defa
                      "cores). The vocabulary does not depend on it.")
 flags.DEFINE_float("split_mb", 8, "Bytes of a plain input file per counting task, in MB "
                    "(the vocabulary does not depend on it).")
-flags.DEFINE_integer("max_words", 2_000_000,
+flags.DEFINE_integer("max_words", 1_000_000,
                      "The trainer learns from the N most frequent words (exact counts; ties "
                      "by code point); also the distinct words held in memory before the "
-                     "counts are spilled to sorted files under --temp_dir.")
+                     "counts are spilled to sorted files under --temp_dir. The trainer "
+                     "needs about 1 KB per word.")
 flags.DEFINE_float("sample_mb", 0,
                    "If > 0, count only a uniform random sample of about this many MB of "
                    "the (uncompressed) input, in 64 KB blocks drawn with --random_seed.")
