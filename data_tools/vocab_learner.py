@@ -123,16 +123,20 @@ def _repeated(counts: Counter, alphabet: set, per_line: int = 1024) -> Iterator[
     """Feeds the trainer each word as often as it was seen, in lines of <= per_line words.
 
     Words with a character outside the alphabet are left out: the tokenizer maps them to
-    [UNK] whatever the vocabulary, so their pieces would be wasted entries.
+    [UNK] whatever the vocabulary, so their pieces would be wasted entries. A frequent
+    word's full line is built once and yielded again (the same text, without a join per
+    line: the trainer reads as many lines as the corpus has words / per_line).
     """
     for word in sorted(counts):
         if not alphabet.issuperset(word):
             continue
-        n = counts[word]
-        while n > 0:
-            k = min(n, per_line)
-            yield " ".join([word] * k)
-            n -= k
+        full, rest = divmod(counts[word], per_line)
+        if full:
+            line = " ".join([word] * per_line)
+            for _ in range(full):
+                yield line
+        if rest:
+            yield " ".join([word] * rest)
 
 
 def learn_vocab(lines: Iterable[str], config: VocabConfig) -> Tuple[List[str], LearnStats]:
