@@ -19,8 +19,9 @@ Every job is a fresh process (start-up included), timed end to end, run back to 
 3. with --sample_mb: the same sample drawn from the corpus x(scale) and x(4 scale), whose
    times should be equal (the sample's cost does not grow with the corpus).
 
-The load average is printed before each measurement: the ratios are meaningful only when it
-stayed below the core count.
+The load average is printed before each measurement: the wall-time ratios are meaningful
+only when it stayed below the core count. (Linux's autogroup scheduler gives each session an
+equal share of a busy machine, so under load a second worker gets no more CPU at all.)
 """
 
 from __future__ import annotations
@@ -117,6 +118,8 @@ def main() -> None:
     parser.add_argument("--scale", type=int, default=16)
     parser.add_argument("--vocab_size", type=int, default=30522)
     parser.add_argument("--sample_mb", type=float, default=0)
+    parser.add_argument("--throughput_only", action="store_true",
+                        help="only part 1 (to repeat it when the machine is quiet)")
     args = parser.parse_args()
     print(machine.describe())
     with tempfile.TemporaryDirectory(prefix="bench-vocab-") as tmp_name:
@@ -148,6 +151,9 @@ def main() -> None:
         print(f"ours / tokenizers' trainer: {ref['wall'] / one['wall']:.2f}x MB/s with 1 "
               f"worker, {ref['wall'] / two['wall']:.2f}x with 2 (goal >= 1x)")
 
+        if args.throughput_only:
+            print(f"\n[{load()}] done")
+            return
         print(f"\n  [{load()}] peak RSS at x1 and x8 (2 workers) ...", flush=True)
         rss = {s: ours(scaled(s, tmp), tmp / "r.txt", args.vocab_size, 2)["rss_mb"]
                for s in (1, 8)}
