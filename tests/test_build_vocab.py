@@ -250,3 +250,23 @@ def test_cli_rejects_a_sample_of_compressed_input(tmp_path):
         "error: --sample_mb reads blocks at random offsets, which a compressed file does not "
         f"allow: decompress {tmp_path}/a.txt.gz first"]
     assert sorted(os.listdir(tmp_path)) == ["a.txt.gz"]
+
+
+def test_beam_is_imported_only_with_the_flag_and_said_when_missing(tmp_path, repo_root):
+    # As if Beam were not installed: importing it raises ImportError.
+    code = ("import sys; sys.modules['apache_beam'] = None\n"
+            "from data_tools import build_vocab as m\n"
+            "assert 'data_tools.beam_vocab' not in sys.modules\n"
+            "m.console_main()\n")
+    (tmp_path / "in.txt").write_text("One sentence.\n")
+    env = dict(os.environ, PYTHONPATH=str(repo_root))
+    proc = subprocess.run(
+        [sys.executable, "-c", code, f"--input_file={tmp_path / 'in.txt'}",
+         f"--vocab_file={tmp_path / 'v.txt'}", "--vocab_size=500",
+         "--beam_pipeline_options=--runner=DirectRunner"],
+        cwd=repo_root, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "error: --beam_pipeline_options needs Apache Beam: pip install 'bert_tf[beam]' (or "
+        "'apache-beam>=2.77')"]
+    assert sorted(os.listdir(tmp_path)) == ["in.txt"]
