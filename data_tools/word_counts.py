@@ -67,7 +67,7 @@ class CountConfig:
 
     do_lower_case: bool = True
     num_workers: int = 1
-    split_bytes: int = 8 << 20
+    split_bytes: int = 4_000_000
     max_words: int = 1_000_000
     sample_bytes: int = 0
     seed: int = 12345
@@ -254,11 +254,22 @@ def _task_lines(task: Task, counts: TaskCounts) -> Iterator[str]:
                 yield from lines
 
 
+_SPLITTERS: Dict[bool, tokenization.CachedBasicTokenizer] = {}
+
+
+def _splitter(do_lower_case: bool) -> tokenization.CachedBasicTokenizer:
+    """The process's basic split, kept from task to task so its memo stays warm. Its memo is
+    smaller than the tokenizer's default, so that memory depends less on how varied the text
+    is (a WikiText task has fewer distinct chunks: no change there)."""
+    if do_lower_case not in _SPLITTERS:
+        _SPLITTERS[do_lower_case] = tokenization.CachedBasicTokenizer(
+            do_lower_case, max_cache_entries=_MEMO)
+    return _SPLITTERS[do_lower_case]
+
+
 def count_task(task: Task, do_lower_case: bool) -> TaskCounts:
     """Counts the words (after the tokenizer's basic split) and their characters in `task`."""
-    # A smaller memo than the tokenizer's default, so that a task's memory depends less on
-    # how varied its text is (a WikiText task has fewer distinct chunks: no change there).
-    splitter = tokenization.CachedBasicTokenizer(do_lower_case, max_cache_entries=_MEMO)
+    splitter = _splitter(do_lower_case)
     result = TaskCounts(collections.Counter(), collections.Counter())
     batch: List[str] = []
     for line in _task_lines(task, result):
