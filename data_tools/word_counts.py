@@ -16,34 +16,26 @@ and a seeded uniform draw without replacement picks enough blocks for about `sam
 only those are read (a line belongs to the block where it starts), so the time depends on
 the sample, not on the corpus. Every line has the same chance of being drawn.
 
-Memory. A task's `Counter` holds one range's distinct words. The totals are exact: the
-parent adds the tasks' counts in task order and, whenever more than `max_words` distinct
-words are held, writes them to a sorted run on disk; at the end the runs are merged in word
-order. What the trainer gets is then fixed by the exact counts alone: the `max_words` most
-frequent words, ties broken by code point order (all words when there are fewer). So the
-result is independent of the worker count and of the order in which counts are merged,
-which a Beam combine needs, and a word is dropped only when `max_words` words are more
-frequent (or as frequent and smaller). The alphabet's character counts are exact and
-include the dropped words.
+Memory. A task's `Counter` holds one range's distinct words; the parent adds them up
+exactly in bounded memory (`data_tools.word_totals`) and keeps the `max_words` most frequent
+words, a rule that depends on the exact counts alone, so on neither the worker count nor
+the order of merging (a Beam combine's). The alphabet's character counts are exact and
+include every word.
 """
 
 from __future__ import annotations
 
 import collections
 import dataclasses
-import heapq
-import itertools
-import os
-import tempfile
 from collections import Counter
-from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Dict, Iterable, Iterator, List, Sequence, Tuple
 
 import numpy as np
 
 from bert_tf import fileio
 from bert_tf.errors import UserError, reason
 from bert_tf.text import tokenization
-from data_tools import corpus, parallel, text_files
+from data_tools import corpus, parallel, text_files, word_totals
 
 SAMPLE_BLOCK = 64 << 10
 _MEMO = 100_000  # whitespace-free chunks memoized by a task's basic split
@@ -304,82 +296,6 @@ def char_counts(words: Dict[str, int]) -> Counter:
     return chars
 
 
-def top_words(pairs: Iterable[Tuple[str, int]], max_words: int) -> Counter:
-    """The `max_words` most frequent words of (word, count) pairs (each word once), ties
-    broken by code point order: a total order, so any merge order gives the same set."""
-    return collections.Counter(dict(heapq.nsmallest(max_words, pairs,
-                                                     key=lambda wc: (-wc[1], wc[0]))))
-
-
-class Totals:
-    """Exact word totals in bounded memory: a dict of at most `max_words` words (plus the
-    task being added), then sorted runs on disk, merged in word order at the end."""
-
-    def __init__(self, max_words: int, temp_dir: str = ""):
-        self.max_words = max_words
-        self.temp_dir = temp_dir
-        self.words: Counter = collections.Counter()
-        self.stats = TaskCounts(collections.Counter(), collections.Counter())
-        self.runs: List[str] = []
-        self.peak_words = 0  # most distinct words held at once (for tests and logs)
-        self._dir: Optional[tempfile.TemporaryDirectory] = None
-
-    def add(self, counts: TaskCounts) -> None:
-        self.words.update(counts.words)
-        counts.words = collections.Counter()
-        self.stats.add_stats(counts)
-        self.peak_words = max(self.peak_words, len(self.words))
-        if len(self.words) > self.max_words:
-            self._spill()
-
-    def _spill(self) -> None:
-        if self._dir is None:
-            self._dir = tempfile.TemporaryDirectory(prefix="vocab-counts-",
-                                                    dir=self.temp_dir or None)
-        path = os.path.join(self._dir.name, f"run-{len(self.runs):05d}.txt")
-        # Words hold no whitespace (the basic split removed it), so one word and its count
-        # per line, tab-separated, is unambiguous; UTF-8 sorts as code points do.
-        with open(path, "w", encoding="utf-8") as f:
-            f.writelines(f"{w}\t{n}\n" for w, n in sorted(self.words.items()))
-        self.runs.append(path)
-        self.words = collections.Counter()
-
-    def _merged(self) -> Iterator[Tuple[str, int]]:
-        def read(path: str) -> Iterator[Tuple[str, int]]:
-            with open(path, encoding="utf-8") as f:
-                for line in f:
-                    word, n = line.rstrip("\n").split("\t")
-                    yield word, int(n)
-
-        streams = [read(p) for p in self.runs] + [iter(sorted(self.words.items()))]
-        for word, group in itertools.groupby(heapq.merge(*streams), key=lambda wc: wc[0]):
-            yield word, sum(n for _, n in group)
-
-    def _counted(self, pairs: Iterator[Tuple[str, int]]) -> Iterator[Tuple[str, int]]:
-        for pair in pairs:
-            self.stats.distinct += 1
-            yield pair
-
-    def finish(self) -> Counter:
-        """The `max_words` most frequent words with their exact counts (see `top_words`)."""
-        try:
-            if not self.runs:
-                self.stats.distinct = len(self.words)
-                if len(self.words) <= self.max_words:
-                    return self.words
-                return top_words(self.words.items(), self.max_words)
-            return top_words(self._counted(self._merged()), self.max_words)
-        finally:
-            self.words = collections.Counter()
-            self.close()
-
-    def close(self) -> None:
-        """Removes the sorted runs (idempotent)."""
-        if self._dir is not None:
-            self._dir.cleanup()
-            self._dir = None
-
-
 # ---- the local runner --------------------------------------------------------------------
 
 _WORKER: Dict[str, object] = {}
@@ -394,28 +310,33 @@ def _worker_task(task: Task) -> TaskCounts:
 
 
 def count_corpus(files: Sequence[str], config: CountConfig
-                 ) -> Tuple[Counter, TaskCounts, Totals]:
+                 ) -> Tuple[Counter, TaskCounts, word_totals.Totals]:
     """Counts the words of `files` with `config.num_workers` processes.
 
     Returns:
-        (words, stats, totals): the kept words with their exact counts (see `Totals`), the
-        characters and line/word/byte counts of everything read, and the `Totals` used
-        (its `peak_words`, `runs`).
+        (words, stats, totals): the kept words with their exact counts
+        (`word_totals.Totals.finish`), the characters and line/word/byte counts of
+        everything read, and the `Totals` used (its `peak_words`, `runs`).
 
     Raises:
         UserError: unreadable input, bad flags, or a worker that died.
     """
     tasks = plan_tasks(files, config)
-    totals = Totals(config.max_words, config.temp_dir)
+    totals = word_totals.Totals(config.max_words, config.temp_dir)
     if config.num_workers <= 1 or len(tasks) <= 1:
         results: Iterable[TaskCounts] = (count_task(t, config.do_lower_case) for t in tasks)
     else:
         results = parallel.map_ordered(_worker_task, ((t,) for t in tasks),
                                        min(config.num_workers, len(tasks)), _init_worker,
                                        (config.do_lower_case,))
+    stats = TaskCounts(collections.Counter(), collections.Counter())
     try:
         for counts in results:
-            totals.add(counts)
-        return totals.finish(), totals.stats, totals
+            totals.add(counts.words)
+            counts.words = collections.Counter()
+            stats.add_stats(counts)
+        words = totals.finish()
     finally:
         totals.close()  # the runs, also on an error or Ctrl-C
+    stats.distinct = totals.distinct
+    return words, stats, totals

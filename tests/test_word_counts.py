@@ -1,13 +1,12 @@
 """Tests for data_tools.word_counts: splits read every line once, counts are exact and the
-same for any worker count and split size, memory stays under --max_words with the promised
-result, and the sample is a seeded draw of whole lines."""
+same for any worker count and split size, and the sample is a seeded draw of whole lines.
+(The bound on memory and the words kept: tests/test_word_totals.py.)"""
 
 from __future__ import annotations
 
 import collections
 import gzip
 
-import numpy as np
 import pytest
 
 from bert_tf.errors import UserError
@@ -78,59 +77,6 @@ def test_counts_are_exact_and_the_same_for_any_worker_count(tmp_path, corpus_lin
 def test_char_counts_weigh_each_word_by_its_count():
     chars = word_counts.char_counts({"ab": 3, "b": 2, "\u4e2d": 1, "ba": 3})
     assert chars == {"a": 6, "b": 8, "\u4e2d": 1}
-
-
-def test_top_words_is_a_total_order():
-    pairs = [("b", 2), ("a", 2), ("c", 5), ("d", 1), ("e", 2)]
-    assert list(word_counts.top_words(pairs, 3).items()) == [("c", 5), ("a", 2), ("b", 2)]
-    assert word_counts.top_words(reversed(pairs), 3) == word_counts.top_words(pairs, 3)
-
-
-def test_memory_stays_under_max_words_with_the_promised_vocabulary(tmp_path, corpus_lines):
-    """Many rare words: 12,000 distinct ones, seen once each, among 1,500 corpus lines. The
-    totals hold at most max_words plus one task's words, the rest goes to sorted runs, and
-    the kept words are exactly the max_words most frequent of an unbounded count (ties by
-    code point), so the vocabulary is the one learned from that reference."""
-    rng = np.random.default_rng(3)
-    letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
-    rare = ["".join(rng.choice(letters, 9)) for _ in range(12_000)]
-    lines = list(corpus_lines[:1500])
-    for k in range(0, len(rare), 20):
-        lines.insert(k // 20 * 2, " ".join(rare[k:k + 20]))
-    path = tmp_path / "rare.txt"
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    stats = vocab_learner.LearnStats()
-    unbounded = vocab_learner.count_words(lines, True, stats)
-    max_words = 3000
-    assert len(unbounded) > 4 * max_words
-    split = 20_000
-    per_task = max(len(vocab_learner.count_words(
-        word_counts._task_lines(t, _fresh()), True, vocab_learner.LearnStats()))
-        for t in word_counts.plan_tasks([str(path)], CountConfig(split_bytes=split)))
-
-    words, seen, totals = word_counts.count_corpus(
-        [str(path)], CountConfig(num_workers=2, split_bytes=split, max_words=max_words,
-                                 temp_dir=str(tmp_path)))
-    assert len(totals.runs) >= 3
-    assert totals.peak_words <= max_words + per_task
-    assert words == word_counts.top_words(unbounded.items(), max_words)
-    assert len(words) == max_words and seen.distinct == len(unbounded)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["rare.txt"]  # runs removed
-    # The common words all survive with their exact counts: the cap cut only count-1 words.
-    assert min(words.values()) == 1 and all(words[w] == n for w, n in unbounded.items()
-                                            if n > 1)
-
-    config = vocab_learner.VocabConfig(vocab_size=3000, num_unused=5)
-    learned, _ = vocab_learner.learn_from_counts(
-        words, seen.chars, vocab_learner.LearnStats(seen.lines, seen.num_words), config)
-    reference, _ = vocab_learner.learn_from_counts(
-        word_counts.top_words(unbounded.items(), max_words), word_counts.char_counts(unbounded),
-        vocab_learner.LearnStats(stats.lines, stats.words), config)
-    assert learned == reference
-    # Without the cap (max_words above the distinct words), no run and the unbounded count.
-    words, _, totals = word_counts.count_corpus(
-        [str(path)], CountConfig(split_bytes=split, max_words=len(unbounded)))
-    assert words == unbounded and not totals.runs
 
 
 def test_sample_is_seeded_whole_lines_about_the_size_asked(tmp_path, corpus_lines):
