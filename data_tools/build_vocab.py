@@ -2,12 +2,18 @@
 
     python -m data_tools.build_vocab --input_file=data/corpus/*.txt --vocab_file=vocab.txt \\
         --vocab_size=30522 --do_lower_case=true [--min_frequency=2] [--num_unused=99] \\
-        [--limit_alphabet=1000]
+        [--limit_alphabet=1000] [--num_workers=N] [--max_words=1000000] \\
+        [--sample_mb=0 --random_seed=12345] [--beam_pipeline_options="--runner=..."]
 
 Input: UTF-8 text, one sentence (or paragraph) per line, blank lines between documents (the
-format of `create_pretraining_data`); local paths or gs:// globs, comma-separated. Lines are
-streamed; only word counts are held in memory. Invalid UTF-8 bytes are replaced (and then
-deleted, like every U+FFFD, by the tokenizer's clean-up) and counted in a warning.
+format of `create_pretraining_data`); local paths or gs:// globs, comma-separated, plain or
+gzip/bzip2-compressed. Invalid UTF-8 bytes are replaced (and then deleted, like every
+U+FFFD, by the tokenizer's clean-up) and counted in a warning.
+
+Words are counted by --num_workers processes, or by a Beam pipeline, each reading its own
+byte ranges of the files (`data_tools.word_counts`); memory is bounded by --max_words, and
+--sample_mb reads a seeded random sample instead of everything. The vocabulary is the same
+for any --num_workers, locally and on Beam.
 
 Output: exactly --vocab_size lines, [PAD]=0, [unused0..]=1.., [UNK] [CLS] [SEP] [MASK], then
 the learned pieces (see data_tools.vocab_learner), written atomically. One summary line.
@@ -15,15 +21,16 @@ the learned pieces (see data_tools.vocab_learner), written atomically. One summa
 
 from __future__ import annotations
 
+import os
 import sys
 import time
-from typing import Iterator, List
+from typing import List, Optional
 
 from absl import flags
 
 from bert_tf import errors, fileio
 from bert_tf.errors import UserError, cli_main
-from data_tools import corpus, vocab_learner
+from data_tools import vocab_learner, word_counts
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("input_file", None, "Input text: file, glob, or comma-separated list.")
@@ -34,38 +41,66 @@ flags.DEFINE_integer("min_frequency", 2, "Pairs seen fewer times are never merge
 flags.DEFINE_integer("num_unused", 99, "[unusedN] placeholders; 99 puts [UNK] at id 100.")
 flags.DEFINE_integer("limit_alphabet", 1000,
                      "Keep the most frequent N characters (others become [UNK]); 0 = all.")
+flags.DEFINE_integer("num_workers", None, "Worker processes counting words (default: all "
+                     "cores). The vocabulary does not depend on it.")
+flags.DEFINE_float("split_mb", 4, "Bytes of a plain input file per counting task, in MB "
+                   "(the vocabulary does not depend on it). Smaller tasks share the work "
+                   "more evenly; larger ones leave the parent fewer counts to add up.")
+flags.DEFINE_integer("max_words", 1_000_000,
+                     "The trainer learns from the N most frequent words (exact counts; ties "
+                     "by code point); also the distinct words held in memory before the "
+                     "counts are spilled to sorted files under --temp_dir. The trainer "
+                     "needs about 1 KB per word.")
+flags.DEFINE_float("sample_mb", 0,
+                   "If > 0, count only a uniform random sample of about this many MB of "
+                   "the (uncompressed) input, in 64 KB blocks drawn with --random_seed.")
+flags.DEFINE_integer("random_seed", 12345, "Seeds --sample_mb.")
+flags.DEFINE_string("temp_dir", None, "Directory for the counts spilled beyond --max_words "
+                    "(default: the machine's temporary directory).")
+flags.DEFINE_string("beam_pipeline_options", None,
+                    "Count the words with an Apache Beam pipeline with these options (e.g. "
+                    "\"--runner=DataflowRunner --project=P --region=R\"); the same "
+                    "vocabulary as locally. Needs the [beam] extra.")
 
 
-def read_lines(files: List[str], stats: corpus.CorpusStats) -> Iterator[str]:
-    """Streams the lines of `files` as text, by the data jobs' shared rules (compressed or not,
-    invalid UTF-8 replaced and counted in `stats.warnings`, see `data_tools.text_files`).
-
-    Raises:
-        UserError: a file cannot be read.
-    """
-    for path in files:
-        stats.files += 1
-        yield from corpus.iter_lines(path, stats)
-
-
-def run(input_file: str, vocab_file: str, config: vocab_learner.VocabConfig) -> str:
-    """Learns the vocabulary and writes it; returns the summary line."""
+def run(input_file: str, vocab_file: str, config: vocab_learner.VocabConfig,
+        counting: Optional[word_counts.CountConfig] = None,
+        beam_pipeline_options: Optional[str] = None) -> str:
+    """Counts the words (locally, or on Beam with `beam_pipeline_options`), learns the
+    vocabulary and writes it; returns the summary line."""
     start = time.time()
+    counting = counting or word_counts.CountConfig(do_lower_case=config.do_lower_case)
+    if counting.do_lower_case != config.do_lower_case:
+        raise ValueError("the counting and the learning disagree on do_lower_case")
     vocab_learner.check_config(config)
     files = fileio.expand_patterns(input_file, "input_file")
-    stats = corpus.CorpusStats(quiet=True)
-    # Opened first so that an unwritable destination fails before the learning, not after.
+    # Opened first so that an unwritable destination fails before the counting, not after.
     with fileio.atomic_output(vocab_file, "wb") as out:
-        tokens, learn = vocab_learner.learn_vocab(read_lines(files, stats), config)
+        if beam_pipeline_options is not None:
+            from data_tools import beam_vocab
+
+            words, seen = beam_vocab.count_corpus(files, counting, beam_pipeline_options,
+                                                   vocab_file)
+        else:
+            words, seen, _ = word_counts.count_corpus(files, counting)
+        counted = time.time() - start
+        stats = vocab_learner.LearnStats(lines=seen.lines, words=seen.num_words)
+        tokens, learn = vocab_learner.learn_from_counts(words, seen.chars, stats, config)
         out.write(("\n".join(tokens) + "\n").encode("utf-8"))
-    for message in stats.warnings:
+    warnings = seen.warning_lines(files)
+    for message in warnings:
         print(f"warning: {message}", file=sys.stderr)
     padding = f", padded with {learn.padding} [unusedN]" if learn.padding else ""
+    sample = (f" (a sample of {seen.input_bytes / 1e6:.1f} MB)" if counting.sample_bytes
+              else "")
+    capped = (f", learned from the {len(words)} most frequent of {seen.distinct} distinct "
+              "words" if seen.distinct > len(words) else "")
     return (f"wrote {vocab_file}: {len(tokens)} tokens "
             f"({len(tokens) - learn.learned - learn.padding}"
             f" special, {learn.learned} learned incl. a {learn.alphabet}-character alphabet"
-            f"{padding}) from {learn.lines} lines ({learn.words} words) in {stats.files} "
-            f"file(s), {len(stats.warnings)} warning(s), {time.time() - start:.1f} s")
+            f"{padding}) from {learn.lines} lines ({learn.words} words) in {len(files)} "
+            f"file(s){sample}{capped}, {len(warnings)} warning(s), "
+            f"{time.time() - start:.1f} s (counting {counted:.1f} s)")
 
 
 def main(argv: List[str]) -> None:
@@ -78,7 +113,22 @@ def main(argv: List[str]) -> None:
         vocab_size=FLAGS.vocab_size, do_lower_case=FLAGS.do_lower_case,
         min_frequency=FLAGS.min_frequency, num_unused=FLAGS.num_unused,
         limit_alphabet=FLAGS.limit_alphabet or None)
-    print(run(FLAGS.input_file, FLAGS.vocab_file, config), flush=True)
+    num_workers = FLAGS.num_workers
+    if not FLAGS.split_mb > 0:
+        raise UserError(f"--split_mb={FLAGS.split_mb}: must be > 0")
+    if num_workers is None:
+        num_workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
+            else (os.cpu_count() or 1)
+    counting = word_counts.CountConfig(
+        do_lower_case=FLAGS.do_lower_case, num_workers=num_workers,
+        split_bytes=max(1, int(FLAGS.split_mb * 1e6)), max_words=FLAGS.max_words,
+        sample_bytes=int(FLAGS.sample_mb * 1e6),
+        seed=FLAGS.random_seed, temp_dir=FLAGS.temp_dir or "")
+    if FLAGS.beam_pipeline_options is not None and FLAGS["num_workers"].present:
+        print("warning: --num_workers is ignored with --beam_pipeline_options (the runner's "
+              "own options set the workers)", file=sys.stderr)
+    print(run(FLAGS.input_file, FLAGS.vocab_file, config, counting,
+              FLAGS.beam_pipeline_options), flush=True)
 
 
 def console_main() -> None:

@@ -35,6 +35,7 @@ from typing import Iterable, Iterator, List, Optional, Tuple
 
 from bert_tf.errors import UserError
 from bert_tf.text import tokenization
+from data_tools import word_counts
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,12 +106,13 @@ def count_words(lines: Iterable[str], do_lower_case: bool, stats: LearnStats) ->
     return counts
 
 
-def choose_alphabet(counts: Counter, limit: Optional[int]) -> List[str]:
-    """The `limit` most frequent characters (ties by code point), sorted by code point."""
-    chars: Counter = collections.Counter()
-    for word, n in counts.items():
-        for char in word:
-            chars[char] += n
+def choose_alphabet(chars: Counter, limit: Optional[int]) -> List[str]:
+    """The `limit` most frequent characters (ties by code point), sorted by code point.
+
+    Args:
+        chars: character -> occurrences within words (`word_counts.char_counts`).
+        limit: how many to keep; None keeps all.
+    """
     ranked = sorted(chars.items(), key=lambda kv: (-kv[1], kv[0]))
     if limit is not None:
         ranked = ranked[:limit]
@@ -121,28 +123,55 @@ def _repeated(counts: Counter, alphabet: set, per_line: int = 1024) -> Iterator[
     """Feeds the trainer each word as often as it was seen, in lines of <= per_line words.
 
     Words with a character outside the alphabet are left out: the tokenizer maps them to
-    [UNK] whatever the vocabulary, so their pieces would be wasted entries.
+    [UNK] whatever the vocabulary, so their pieces would be wasted entries. A frequent
+    word's full line is built once and yielded again (the same text, without a join per
+    line: the trainer reads as many lines as the corpus has words / per_line).
     """
     for word in sorted(counts):
         if not alphabet.issuperset(word):
             continue
-        n = counts[word]
-        while n > 0:
-            k = min(n, per_line)
-            yield " ".join([word] * k)
-            n -= k
+        full, rest = divmod(counts[word], per_line)
+        if full:
+            line = " ".join([word] * per_line)
+            for _ in range(full):
+                yield line
+        if rest:
+            yield " ".join([word] * rest)
 
 
 def learn_vocab(lines: Iterable[str], config: VocabConfig) -> Tuple[List[str], LearnStats]:
-    """Learns a vocabulary from text, streaming.
-
-    Only the word counts are kept in memory. The result is deterministic: the alphabet is
-    chosen here (ties broken by code point), and every alphabet piece enters the trainer
-    with a fixed id, because `tokenizers` numbers the "##c" pieces it creates in hash-map
-    order, which changes its tie-breaking (and the learned pieces) from run to run.
+    """Learns a vocabulary from text lines, counted in this process (see `learn_from_counts`).
 
     Args:
         lines: the corpus as text lines (consumed once; blank lines are skipped).
+        config: see `VocabConfig`.
+
+    Returns:
+        (tokens, stats): exactly `config.vocab_size` tokens in id order, and `LearnStats`.
+
+    Raises:
+        UserError: bad config, no text, or vocab_size too small for the alphabet.
+    """
+    check_config(config)
+    stats = LearnStats()
+    counts = count_words(lines, config.do_lower_case, stats)
+    return learn_from_counts(counts, word_counts.char_counts(counts), stats, config)
+
+
+def learn_from_counts(counts: Counter, chars: Counter, stats: LearnStats,
+                      config: VocabConfig) -> Tuple[List[str], LearnStats]:
+    """Learns a vocabulary from word counts.
+
+    The result is deterministic: the alphabet is chosen here (ties broken by code point),
+    and every alphabet piece enters the trainer with a fixed id, because `tokenizers`
+    numbers the "##c" pieces it creates in hash-map order, which changes its tie-breaking
+    (and the learned pieces) from run to run.
+
+    Args:
+        counts: word -> occurrences (the words the trainer learns from).
+        chars: character -> occurrences within all the words counted (the alphabet's
+            source; it may include words left out of `counts`).
+        stats: `lines` and `words` of the corpus, filled in further here.
         config: see `VocabConfig`.
 
     Returns:
@@ -157,12 +186,10 @@ def learn_vocab(lines: Iterable[str], config: VocabConfig) -> Tuple[List[str], L
     check_config(config)
     fixed = special_tokens(config.num_unused)
     budget = config.vocab_size - len(fixed)
-    stats = LearnStats()
-    counts = count_words(lines, config.do_lower_case, stats)
     if stats.words == 0:
         raise UserError("the input has no text (every line is blank or only control "
                         "characters)")
-    alphabet = choose_alphabet(counts, config.limit_alphabet)
+    alphabet = choose_alphabet(chars, config.limit_alphabet)
     prefix = tokenization.CONTINUATION_PREFIX
     required = alphabet + [prefix + c for c in alphabet if _needs_continuation(c)]
     if len(required) > budget:

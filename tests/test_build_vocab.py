@@ -206,3 +206,67 @@ def test_compressed_and_bom_inputs_give_the_same_vocabulary(tmp_path, corpus_lin
         assert f"from {lines} lines" in proc.stdout and "0 warning(s)" in proc.stdout
         outs[name] = out.read_bytes()
     assert len(set(outs.values())) == 1 and len(outs["plain.txt"].splitlines()) == 600
+
+
+def test_cli_same_vocabulary_for_any_worker_count(tmp_path, corpus_path):
+    """1, 2 and 3 workers over splits of 8, 0.3 and 0.2 MB: byte-identical vocabularies."""
+    outs = []
+    for workers, split in (("1", "8"), ("2", "0.3"), ("3", "0.2")):
+        out = tmp_path / f"v{workers}.txt"
+        proc = run_cli(f"--input_file={corpus_path}", f"--vocab_file={out}",
+                       "--vocab_size=2000", f"--num_workers={workers}", f"--split_mb={split}")
+        assert proc.returncode == 0, proc.stderr
+        assert "from 17541 lines (513601 words) in 1 file(s), 0 warning(s)" in proc.stdout
+        outs.append(out.read_bytes())
+    assert outs[0] == outs[1] == outs[2]
+    assert len(outs[0].splitlines()) == 2000
+
+
+def test_cli_sample_is_seeded_and_capped_counts_are_reported(tmp_path, corpus_path):
+    outs = {}
+    for name, extra in (("a", ["--num_workers=1", "--random_seed=3"]),
+                        ("b", ["--num_workers=2", "--random_seed=3", "--split_mb=0.2"]),
+                        ("c", ["--num_workers=2", "--random_seed=4"])):
+        out = tmp_path / f"v{name}.txt"
+        proc = run_cli(f"--input_file={corpus_path}", f"--vocab_file={out}",
+                       "--vocab_size=1000", "--sample_mb=0.5", "--max_words=5000", *extra)
+        assert proc.returncode == 0, proc.stderr
+        # 8 blocks of 64 KiB, plus the ends of the lines that cross a block's end.
+        sample = float(proc.stdout.split("(a sample of ")[1].split(" MB)")[0])
+        assert 0.50 <= sample <= 0.54, proc.stdout
+        assert ", learned from the 5000 most frequent of " in proc.stdout
+        outs[name] = out.read_bytes()
+    assert outs["a"] == outs["b"] != outs["c"]
+
+
+def test_cli_rejects_a_sample_of_compressed_input(tmp_path):
+    import gzip
+
+    (tmp_path / "a.txt.gz").write_bytes(gzip.compress(b"the cat\n" * 100))
+    proc = run_cli(f"--input_file={tmp_path}/a.txt.gz", f"--vocab_file={tmp_path}/v.txt",
+                   "--vocab_size=500", "--sample_mb=1")
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "error: --sample_mb reads blocks at random offsets, which a compressed file does not "
+        f"allow: decompress {tmp_path}/a.txt.gz first"]
+    assert sorted(os.listdir(tmp_path)) == ["a.txt.gz"]
+
+
+def test_beam_is_imported_only_with_the_flag_and_said_when_missing(tmp_path, repo_root):
+    # As if Beam were not installed: importing it raises ImportError.
+    code = ("import sys; sys.modules['apache_beam'] = None\n"
+            "from data_tools import build_vocab as m\n"
+            "assert 'data_tools.beam_vocab' not in sys.modules\n"
+            "m.console_main()\n")
+    (tmp_path / "in.txt").write_text("One sentence.\n")
+    env = dict(os.environ, PYTHONPATH=str(repo_root))
+    proc = subprocess.run(
+        [sys.executable, "-c", code, f"--input_file={tmp_path / 'in.txt'}",
+         f"--vocab_file={tmp_path / 'v.txt'}", "--vocab_size=500",
+         "--beam_pipeline_options=--runner=DirectRunner"],
+        cwd=repo_root, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "error: --beam_pipeline_options needs Apache Beam: pip install 'bert_tf[beam]' (or "
+        "'apache-beam>=2.77')"]
+    assert sorted(os.listdir(tmp_path)) == ["in.txt"]
