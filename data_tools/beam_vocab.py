@@ -76,6 +76,10 @@ def count_corpus(files: Sequence[str], config: CountConfig, options: str, near: 
         UserError: bad options or input (before the pipeline where possible), or a failed
             pipeline.
     """
+    # A portable runner's workers have a working directory of their own.
+    files = [beam_io.absolute(f) for f in files]
+    near = beam_io.absolute(near)
+    config = dataclasses.replace(config, temp_dir=beam_io.absolute(config.temp_dir))
     opts = beam_io.pipeline_options(options, list(files) + [config.temp_dir, near])
     tasks = word_counts.plan_tasks(files, config)
     staging = beam_io.staging_dir(config.temp_dir, near)

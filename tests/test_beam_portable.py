@@ -210,6 +210,24 @@ def test_prepare_corpus_on_the_portable_runner_writes_the_local_bytes(
                      "duplicate", proc.stderr), proc.stderr[-3000:]
 
 
+def test_build_vocab_on_the_portable_runner_learns_the_local_vocabulary(
+        services, tmp_path, corpus_lines):
+    # Relative paths: the workers run in the services' directory (this failed with "cannot
+    # read input file" before beam_vocab made them absolute).
+    _corpus(tmp_path, corpus_lines, 3000)
+    out = {}
+    for mode, extra in (("local", ["--num_workers=2"]),
+                        ("portable", [f"--beam_pipeline_options={services.options()}"])):
+        proc = subprocess.run(_python(
+            "-m", "data_tools.build_vocab", "--input_file=small.txt", "--split_mb=0.1",
+            "--vocab_size=1200", "--num_unused=5", f"--vocab_file={mode}.txt", *extra),
+            cwd=tmp_path, env=services.env, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        out[mode] = (tmp_path / f"{mode}.txt").read_bytes()
+    assert out["portable"] == out["local"] and out["local"].count(b"\n") == 1200
+    assert not [n for n in os.listdir(tmp_path) if n.startswith(".beam")]
+
+
 def _launch_until_running(services, tmp_path, args):
     """Starts the launcher in `tmp_path` (its output in launcher.log); returns it and the id
     of its job once the job service runs that job."""
