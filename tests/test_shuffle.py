@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from bert_tf.errors import UserError
-from data_tools import shuffle
+from data_tools import parallel, shuffle, shuffle_buckets
 
 
 def _tasks(num_tasks=6, per_task=300, seed=0):
@@ -22,15 +22,16 @@ def _tasks(num_tasks=6, per_task=300, seed=0):
     return out
 
 
-def _run(tasks, num_shards, memory_bytes, temp_dir, expected=lambda: 0, order=None):
+def _run(tasks, num_shards, memory_bytes, temp_dir, expected=lambda: 0, order=None,
+         num_workers=1):
     shards = [[] for _ in range(num_shards)]
-    sh = shuffle.ExternalShuffle(num_shards, 42, memory_bytes, str(temp_dir), expected)
+    sh = shuffle.ExternalShuffle(num_shards, 42, memory_bytes, str(temp_dir), expected,
+                                 num_workers)
     with sh:
         for t in (order or range(len(tasks))):
             sh.add(*tasks[t])
         sh.write_to(lambda s, data: shards[s].append(bytes(data)))
-        spilled = sh.spill_dir is not None
-    return [b"".join(s) for s in shards], spilled, sh
+    return [b"".join(s) for s in shards], sh.stats.buckets > 0, sh
 
 
 def _records(blob):
@@ -67,16 +68,63 @@ def test_spilled_and_resplit_runs_write_the_same_bytes_and_clean_up(tmp_path):
     total = sum(int(f.nbytes) for _, f, _ in tasks)
     in_memory, spilled, _ = _run(tasks, 4, 1 << 30, tmp_path / "a")
     assert not spilled
-    # A good estimate: spilled to buckets of about the budget.
+    # A good estimate: 16 buckets of half the budget, each record written once and read once
+    # (plus 16 bytes of key and length per record of about 100 bytes, and block headers).
     bucketed, spilled, sh = _run(tasks, 4, total // 8, tmp_path, expected=lambda: total)
-    assert spilled and bucketed == in_memory and sh.files_created >= 8
-    # No estimate at all: the few first-level buckets are too large and split again.
-    resplit, spilled, sh2 = _run(tasks, 4, total // 40, tmp_path, expected=lambda: 0)
-    assert spilled and resplit == in_memory and sh2.files_created > 4
+    st = sh.stats
+    assert spilled and bucketed == in_memory
+    assert (st.buckets, st.split_buckets, st.record_bytes) == (16, 0, total)
+    assert st.read_bytes == st.written_bytes < 1.25 * total
+    # The same with the final pass in two worker processes.
+    parallel_out, _, sh = _run(tasks, 4, total // 8, tmp_path, expected=lambda: total,
+                               num_workers=2)
+    assert parallel_out == in_memory and sh.stats.read_bytes == st.read_bytes
+    # No estimate at all: the buckets are sized from the first task alone (a sixth of the
+    # records), all 16 are too large and are cut again, which costs a second write and read.
+    resplit, spilled, sh2 = _run(tasks, 4, total // 40, tmp_path, expected=lambda: 0,
+                                 num_workers=2)
+    st2 = sh2.stats
+    assert spilled and resplit == in_memory and st2.buckets == 16 and st2.split_buckets == 16
+    assert st2.read_bytes == st2.written_bytes > 1.9 * st.written_bytes
     assert os.listdir(tmp_path) == []  # every private directory removed
     # Tasks arriving out of order give the same files (keys depend on the task index).
     shuffled, _, _ = _run(tasks, 4, total // 8, tmp_path, order=[3, 1, 0, 5, 2, 4])
     assert shuffled == in_memory
+
+
+def test_tasks_spilled_by_worker_processes_give_the_same_bytes(tmp_path):
+    """The parent spills its first result; worker processes spill the others to their own
+    files (as the job's workers do) and report only counts."""
+    tasks = _tasks()
+    total = sum(int(f.nbytes) for _, f, _ in tasks)
+    expect, _, _ = _run(tasks, 3, 1 << 30, tmp_path / "a")
+    shards = [[] for _ in range(3)]
+    with shuffle.ExternalShuffle(3, 42, total // 8, str(tmp_path), lambda: total, 2) as sh:
+        sh.add(*tasks[0])  # the estimate exceeds the budget: spilling starts at once
+        assert sh.plan is not None and sh.plan.bits == 4
+        calls = [(sh.plan, t, shuffle.record_keys(42, t, len(n)), n, f) for t, f, n in tasks[1:]]
+        for (_, f, n), written in zip(tasks[1:], parallel.map_ordered(shuffle.spill, calls, 2)):
+            sh.add_spilled(len(n), written, f.nbytes)
+        writers = {name.split("-", 2)[2] for name in os.listdir(sh.spill_dir)}
+        assert f"p{os.getpid()}" in writers and len(writers) >= 2
+        sh.write_to(lambda s, data: shards[s].append(bytes(data)))
+        assert sh.stats.records == sum(len(n) for _, _, n in tasks)
+        assert sh.stats.read_bytes == sh.stats.written_bytes and sh.stats.split_buckets == 0
+    assert [b"".join(s) for s in shards] == expect and os.listdir(tmp_path) == []
+
+
+def test_equal_keys_go_in_task_then_record_order():
+    """As on Beam: the blocks' order (which process wrote first) does not matter."""
+    def block(task, keys, names):
+        data = b"".join(names)
+        return shuffle_buckets.Block(task, np.array(keys, np.uint64),
+                             np.array([len(x) for x in names], np.int64),
+                             np.frombuffer(data, np.uint8))
+
+    blocks = [block(5, [9, 7, 7], [b"5a", b"5b", b"5c"]), block(2, [7, 4], [b"2a", b"2b"])]
+    for order in (blocks, blocks[::-1]):
+        ends, data = shuffle_buckets.sort_blocks(order, 2)  # 9 % 2 = 1, the rest in shard 1
+        assert ends.tolist() == [2, 10] and data == b"2b2a5b5c5a"
 
 
 def test_every_shard_is_a_uniform_sample_in_random_order(tmp_path):
