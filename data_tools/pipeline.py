@@ -159,11 +159,14 @@ def run(config: PipelineConfig) -> RunSummary:
     corpus_stats = corpus.CorpusStats()
     stats = InstanceStats()
     progress = _Progress(total_bytes, config.progress_seconds)
-    record_bytes = 0
+    record_bytes = text_bytes = 0
 
     def expected_record_bytes() -> int:
-        # Records per input byte so far, times the input: sizes the shuffle's buckets.
-        return int(record_bytes * total_bytes / max(progress.bytes, 1))
+        # Records per input byte so far, times the input: sizes the shuffle's buckets. The
+        # input position runs up to a read block (1 MB) ahead of the chunks, so the text
+        # bytes of the chunks count when smaller (plain text); compressed input is counted
+        # as stored, and its first estimates may be low (the shuffle allows 2x).
+        return int(record_bytes * total_bytes / max(min(progress.bytes, text_bytes), 1))
 
     with tfrecord_writer.ShardedWriter(config.output_files, config.output_compression) as w, \
             shuffle.ExternalShuffle(len(config.output_files), config.random_seed,
@@ -179,6 +182,7 @@ def run(config: PipelineConfig) -> RunSummary:
                     log_example(example, tokenizer, config.use_v2_feature_names)
                 task_bytes = int(result.frame_lengths.sum())
                 record_bytes += task_bytes
+                text_bytes += result.num_bytes
                 progress.update(result)
                 if spilled is None:
                     shuffler.add(result.index, result.frames, result.frame_lengths)

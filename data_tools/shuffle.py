@@ -80,6 +80,7 @@ class ShuffleStats:
     record_bytes: int = 0  # framed records added
     buckets: int = 0  # first-level buckets (0: everything stayed in memory)
     written_bytes: int = 0  # to temporary files, headers included
+    worker_written_bytes: int = 0  # of which written by worker processes (`add_spilled`)
     read_bytes: int = 0  # from temporary files
     split_buckets: int = 0  # buckets cut again because the estimate was low
 
@@ -163,13 +164,17 @@ class ExternalShuffle:
         self.stats.records += num_records
         self.stats.record_bytes += record_bytes
         self.stats.written_bytes += int(written.sum())
+        self.stats.worker_written_bytes += int(written.sum())
 
     def _spill(self, block: Block) -> None:
         written = spill(self.plan, block.task, block.keys, block.lengths, block.data)
         self.stats.written_bytes += int(written.sum())
 
     def _start_spilling(self) -> None:
-        expected = max(self._held_bytes, int(self._expected_bytes() or 0))
+        # The estimate counts record bytes; files also hold a key and a length per record.
+        held_data = sum(int(b.data.nbytes) for b in self._held)
+        expected = max(self._held_bytes,
+                       int(self._expected_bytes() or 0) * self._held_bytes // max(held_data, 1))
         # Half the budget per bucket at the estimate: room for an estimate low by 2x.
         bits = _bits_for(expected, self.memory_bytes // 2, _MAX_BITS)
         self.plan = SpillPlan(self._make_dir(), bits)

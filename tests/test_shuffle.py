@@ -68,12 +68,13 @@ def test_spilled_and_resplit_runs_write_the_same_bytes_and_clean_up(tmp_path):
     total = sum(int(f.nbytes) for _, f, _ in tasks)
     in_memory, spilled, _ = _run(tasks, 4, 1 << 30, tmp_path / "a")
     assert not spilled
-    # A good estimate: 16 buckets of half the budget, each record written once and read once
-    # (plus 16 bytes of key and length per record of about 100 bytes, and block headers).
+    # A good estimate: buckets of at most half the budget, each record written once and read
+    # once. With 16 bytes of key and length per record of about 100 bytes, and block headers,
+    # the files hold 1.16x the records: 2 * 8 * 1.16 -> 32 buckets.
     bucketed, spilled, sh = _run(tasks, 4, total // 8, tmp_path, expected=lambda: total)
     st = sh.stats
     assert spilled and bucketed == in_memory
-    assert (st.buckets, st.split_buckets, st.record_bytes) == (16, 0, total)
+    assert (st.buckets, st.split_buckets, st.record_bytes) == (32, 0, total)
     assert st.read_bytes == st.written_bytes < 1.25 * total
     # The same with the final pass in two worker processes.
     parallel_out, _, sh = _run(tasks, 4, total // 8, tmp_path, expected=lambda: total,
@@ -92,6 +93,28 @@ def test_spilled_and_resplit_runs_write_the_same_bytes_and_clean_up(tmp_path):
     assert shuffled == in_memory
 
 
+def test_records_the_old_256_buckets_split_again_are_written_and_read_once(tmp_path):
+    """A thousand budgets of small records: the shuffle before this one had at most 256
+    buckets and cut again every one larger than twice the budget, so every record was
+    written and read twice; the buckets are now sized from the estimate."""
+    rng = np.random.default_rng(1)
+    tasks = []
+    for t in range(4):
+        lengths = rng.integers(16, 48, 40_000)
+        tasks.append((t, rng.integers(0, 256, int(lengths.sum()), dtype=np.uint8), lengths))
+    total = sum(int(f.nbytes) for _, f, _ in tasks)
+    memory = total // 600  # ~270 records
+    assert total / 256 > 2 * memory  # the old trigger
+    expect, _, _ = _run(tasks, 2, 1 << 30, tmp_path / "a")
+    out, spilled, sh = _run(tasks, 2, memory, tmp_path, expected=lambda: total)
+    st = sh.stats
+    assert out == expect and (st.buckets, st.split_buckets) == (2048, 0)
+    # Once each: the records, their keys and lengths (16 bytes for a record of 32 bytes on
+    # average), and a 24-byte header per block of about 20 records.
+    assert st.read_bytes == st.written_bytes < 1.6 * total
+    assert os.listdir(tmp_path) == []
+
+
 def test_tasks_spilled_by_worker_processes_give_the_same_bytes(tmp_path):
     """The parent spills its first result; worker processes spill the others to their own
     files (as the job's workers do) and report only counts."""
@@ -101,7 +124,7 @@ def test_tasks_spilled_by_worker_processes_give_the_same_bytes(tmp_path):
     shards = [[] for _ in range(3)]
     with shuffle.ExternalShuffle(3, 42, total // 8, str(tmp_path), lambda: total, 2) as sh:
         sh.add(*tasks[0])  # the estimate exceeds the budget: spilling starts at once
-        assert sh.plan is not None and sh.plan.bits == 4
+        assert sh.plan is not None and sh.plan.bits == 5
         calls = [(sh.plan, t, shuffle.record_keys(42, t, len(n)), n, f) for t, f, n in tasks[1:]]
         for (_, f, n), written in zip(tasks[1:], parallel.map_ordered(shuffle.spill, calls, 2)):
             sh.add_spilled(len(n), written, f.nbytes)
