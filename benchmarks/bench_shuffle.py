@@ -4,13 +4,15 @@ spills more, and how many times does the shuffle write and read each record?
     .venv/bin/python benchmarks/bench_shuffle.py                      # 4x and 32x, 1 and 2 workers
     .venv/bin/python benchmarks/bench_shuffle.py --reference_rev=HEAD~1   # beside an older commit
 
-Each job is a fresh process (start-up included), with the default --shuffle_memory_mb=16, on
-the bundled WikiText concatenated 4 and 32 times. Prints, per run: wall seconds, MB/s of
+Each job is a fresh process (start-up included), with the default --shuffle_memory_mb=16 (a
+smaller one stands for a larger corpus: what matters is records / budget), on the bundled
+WikiText concatenated 4 and 32 times. Prints, per run: wall seconds, MB/s of
 input text and of output records, peak RSS (main process and largest worker, from the job's
 own summary line), and the shuffle's line: buckets, and temporary-file bytes written and read
 per record byte (one write and one read is 1.0x / 1.0x, plus 16 bytes of key and length per
 record). Then the ratio of MB/s at 32x to 4x for each worker count (the job's speed should
-not fall as the corpus grows: goal >= 0.85). With --reference_rev, the same jobs run from
+not fall as the corpus grows: goal >= 0.85), and the same ratio in MB per CPU-second
+(steadier when other jobs share the cores). With --reference_rev, the same jobs run from
 that commit's tree (`git archive`) in the same run, for a side-by-side. The machine may be
 shared: the load average is printed before and after.
 """
@@ -44,12 +46,13 @@ _WRAPPER = (
 
 
 def run_job(tree: pathlib.Path, corpus: pathlib.Path, vocab: pathlib.Path,
-            out: pathlib.Path, workers: int, dupe_factor: int) -> Dict[str, object]:
+            out: pathlib.Path, workers: int, dupe_factor: int, memory_mb: float
+            ) -> Dict[str, object]:
     """One job in a fresh process, from the source tree `tree`; its figures."""
     cmd = [sys.executable, "-m", "data_tools.create_pretraining_data",
            f"--input_file={corpus}", f"--output_file={out}", f"--vocab_file={vocab}",
            f"--dupe_factor={dupe_factor}", f"--num_workers={workers}", "--log_examples=0",
-           "--progress_seconds=0"]
+           "--progress_seconds=0", f"--shuffle_memory_mb={memory_mb:g}"]
     env = dict(os.environ, PYTHONPATH=str(tree))
     p = subprocess.run([sys.executable, "-c", _WRAPPER] + cmd, capture_output=True,
                        text=True, cwd=tree, env=env)
@@ -90,6 +93,8 @@ def main() -> None:
     parser.add_argument("--scales", default="4,32")
     parser.add_argument("--workers", default="1,2")
     parser.add_argument("--dupe_factor", type=int, default=5)
+    parser.add_argument("--shuffle_memory_mb", type=float, default=16,
+                        help="smaller budgets stand for larger corpora (records / budget)")
     parser.add_argument("--reference_rev", default=None,
                         help="also run the jobs from this git revision's tree")
     args = parser.parse_args()
@@ -114,7 +119,7 @@ def main() -> None:
             trees.append((f"at {args.reference_rev}", ref))
         print(machine.describe())
         print(f"load average before: {' '.join(f'{x:.1f}' for x in os.getloadavg())}; "
-              f"dupe_factor {args.dupe_factor}, --shuffle_memory_mb 16 (default)")
+              f"dupe_factor {args.dupe_factor}, --shuffle_memory_mb {args.shuffle_memory_mb:g}")
         results: Dict[tuple, Dict[str, object]] = {}
         for scale in scales:
             corpus = scaled_corpus(args.corpus, scale, tmp)
@@ -122,7 +127,7 @@ def main() -> None:
             for w in workers:
                 for name, tree in trees:
                     res = run_job(tree, corpus, vocab, tmp / "out.tfrecord", w,
-                                  args.dupe_factor)
+                                  args.dupe_factor, args.shuffle_memory_mb)
                     results[name, scale, w] = res
                     print(describe(f"{name}, {w} worker(s)", res), flush=True)
             if corpus != args.corpus:
@@ -133,7 +138,10 @@ def main() -> None:
                 a, b = results[name, lo, w], results[name, hi, w]
                 ratio = (float(b["in_mb"]) / float(b["wall"])) / (
                     float(a["in_mb"]) / float(a["wall"]))
-                print(f"MB/s ratio {hi}x/{lo}x, {name}, {w} worker(s): {ratio:.2f}")
+                cpu_ratio = (float(b["in_mb"]) / float(b["cpu"])) / (
+                    float(a["in_mb"]) / float(a["cpu"]))
+                print(f"ratio {hi}x/{lo}x, {name}, {w} worker(s): MB/s {ratio:.2f}, "
+                      f"MB per CPU-second {cpu_ratio:.2f}")
         print(f"load average after: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

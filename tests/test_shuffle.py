@@ -184,3 +184,25 @@ def test_unwritable_temp_dir_is_a_user_error(tmp_path):
         for t in _tasks():
             sh.add(*t)
     sh.close()
+
+
+def test_a_remote_temp_dir_gets_one_file_per_task_and_bucket():
+    """tf.io.gfile cannot append: remotely each task writes its own bucket files once (ram://
+    is a TensorFlow filesystem, as gs:// is), and buckets cut again keep one file per block."""
+    import tensorflow as tf
+
+    tasks = _tasks()
+    total = sum(int(f.nbytes) for _, f, _ in tasks)
+    expect, _, _ = _run(tasks, 3, 1 << 30, "unused")
+    root = "ram://shuffle_test/tmp"
+    tf.io.gfile.makedirs(root)
+    for expected, memory, split in ((lambda: total, total // 8, 0), (lambda: 0, total // 16, 8)):
+        shards = [[] for _ in range(3)]
+        with shuffle.ExternalShuffle(3, 42, memory, root, expected) as sh:
+            for t in tasks:
+                sh.add(*t)
+            writers = {name.split("-", 2)[2] for name in tf.io.gfile.listdir(sh.spill_dir)}
+            assert writers == {f"t{t}" for t in range(len(tasks))}
+            sh.write_to(lambda s, data: shards[s].append(bytes(data)))
+        assert [b"".join(s) for s in shards] == expect
+        assert sh.stats.split_buckets == split and tf.io.gfile.listdir(root) == []
