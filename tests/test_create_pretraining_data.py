@@ -312,7 +312,7 @@ def _start_long_run(tmp_path, corpus_path, google_vocab_path, repo_root, ignore_
     out_dir.mkdir()
     args = _base(big, out_dir / "t-{shard}.tfrecord", google_vocab_path, "--dupe_factor=10",
                  "--num_output_shards=2", "--num_workers=2",
-                 "--shuffle_memory_mb=" + ("0.5" if final_pass else "1"))
+                 "--shuffle_memory_mb=1")
     env = dict(os.environ, PYTHONPATH=str(repo_root), TF_CPP_MIN_LOG_LEVEL="2")
     # As a shell without job control starts `job &`: SIGINT ignored, inherited by the job.
     # Otherwise SIGINT's usual disposition, whatever this test process inherited.
