@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from bert_tf.errors import UserError
-from data_tools import parallel, shuffle, shuffle_buckets
+from data_tools import parallel, shuffle
 
 
 def _tasks(num_tasks=6, per_task=300, seed=0):
@@ -136,20 +136,6 @@ def test_tasks_spilled_by_worker_processes_give_the_same_bytes(tmp_path):
     assert [b"".join(s) for s in shards] == expect and os.listdir(tmp_path) == []
 
 
-def test_equal_keys_go_in_task_then_record_order():
-    """As on Beam: the blocks' order (which process wrote first) does not matter."""
-    def block(task, keys, names):
-        data = b"".join(names)
-        return shuffle_buckets.Block(task, np.array(keys, np.uint64),
-                             np.array([len(x) for x in names], np.int64),
-                             np.frombuffer(data, np.uint8))
-
-    blocks = [block(5, [9, 7, 7], [b"5a", b"5b", b"5c"]), block(2, [7, 4], [b"2a", b"2b"])]
-    for order in (blocks, blocks[::-1]):
-        ends, data = shuffle_buckets.sort_blocks(order, 2)  # 9 % 2 = 1, the rest in shard 1
-        assert ends.tolist() == [2, 10] and data == b"2b2a5b5c5a"
-
-
 def test_every_shard_is_a_uniform_sample_in_random_order(tmp_path):
     tasks = _tasks(num_tasks=20, per_task=500)
     out, _, _ = _run(tasks, 2, 1 << 30, tmp_path)
@@ -203,6 +189,6 @@ def test_a_remote_temp_dir_gets_one_file_per_task_and_bucket():
                 sh.add(*t)
             writers = {name.split("-", 2)[2] for name in tf.io.gfile.listdir(sh.spill_dir)}
             assert writers == {f"t{t}" for t in range(len(tasks))}
-            sh.write_to(lambda s, data: shards[s].append(bytes(data)))
+            sh.write_to(lambda s, data, shards=shards: shards[s].append(bytes(data)))
         assert [b"".join(s) for s in shards] == expect
         assert sh.stats.split_buckets == split and tf.io.gfile.listdir(root) == []
