@@ -65,12 +65,29 @@ def run_job(tree: pathlib.Path, corpus: pathlib.Path, vocab: pathlib.Path,
                               "out_mb": out.stat().st_size / 1e6}
     m = re.search(r"peak RSS: main process (\d+) MB, largest worker (\d+) MB", log)
     res["rss"] = f"main {m.group(1)} MB, worker {m.group(2)} MB" if m else "?"
-    m = re.search(r"shuffle: (.*)", log)
+    m = re.search(r"shuffle: (.*MB of records in.*)", log)
     res["shuffle"] = m.group(1) if m else _old_shuffle_line(log)
+    res["final_pass"] = _final_pass_seconds(log)
     digest = subprocess.run(["sha256sum", str(out)], capture_output=True, text=True)
     res["sha"] = digest.stdout.split()[0][:12]
     out.unlink()
     return res
+
+
+def _stamp(line: str) -> float:
+    """Seconds of the day of an absl log line (`I1124 05:56:31.153569 ...`)."""
+    h, m, sec = line.split()[1].split(":")
+    return 3600 * int(h) + 60 * int(m) + float(sec)
+
+
+def _final_pass_seconds(log: str) -> float:
+    """From the line logged as the final pass starts (this tree: "shuffle: final pass";
+    older trees: "shuffling: ... spilled") to the job's "wrote" line; 0 if nothing spilled."""
+    lines = log.splitlines()
+    start = next((ln for ln in lines if "] shuffle: final pass" in ln
+                  or "] shuffling: " in ln), None)
+    end = next((ln for ln in lines if re.search(r"\] wrote \d+ instances", ln)), None)
+    return _stamp(end) - _stamp(start) if start and end else 0.0
 
 
 def _old_shuffle_line(log: str) -> str:
@@ -82,7 +99,8 @@ def describe(name: str, res: Dict[str, object]) -> str:
     wall = float(res["wall"])
     return (f"{name:<24} {wall:7.2f} s  {float(res['in_mb']) / wall:5.2f} MB/s in  "
             f"{float(res['out_mb']) / wall:6.1f} MB/s out  cpu {float(res['cpu']):6.1f} s  "
-            f"peak RSS {res['rss']}  sha {res['sha']}\n{'':<26}shuffle: {res['shuffle']}")
+            f"peak RSS {res['rss']}  sha {res['sha']}\n{'':<26}final pass "
+            f"{float(res['final_pass']):.2f} s; shuffle: {res['shuffle']}")
 
 
 def main() -> None:

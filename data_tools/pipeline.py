@@ -166,7 +166,8 @@ def run(config: PipelineConfig) -> RunSummary:
         # input position runs up to a read block (1 MB) ahead of the chunks, so the text
         # bytes of the chunks count when smaller (plain text); compressed input is counted
         # as stored, and its first estimates may be low (the shuffle allows 2x).
-        return int(record_bytes * total_bytes / max(min(progress.bytes, text_bytes), 1))
+        consumed = min(progress.bytes, text_bytes)
+        return int(record_bytes * total_bytes / consumed) if consumed > 0 else 0
 
     with tfrecord_writer.ShardedWriter(config.output_files, config.output_compression) as w, \
             shuffle.ExternalShuffle(len(config.output_files), config.random_seed,
@@ -193,6 +194,9 @@ def run(config: PipelineConfig) -> RunSummary:
             raise UserError(
                 f"no text to write: the {len(config.input_files)} input file(s) hold no "
                 "document with a token (empty, blank or unreadable lines only)")
+        if shuffler.plan is not None:
+            logging.info("shuffle: final pass over %d bucket(s) under %s, %d worker(s)",
+                         shuffler.stats.buckets, shuffler.spill_dir, config.num_workers)
         shuffler.write_to(w.write)
         log_shuffle(shuffler)
         bytes_written = sum(w.bytes_written)
