@@ -66,7 +66,7 @@ def _init_worker(config: PipelineConfig, tokenizer: tokenization.FullTokenizer) 
 
 
 def _worker_task(chunk: corpus.Chunk, num_examples: int, plan: Optional[shuffle.SpillPlan]
-                 ) -> Tuple[TaskResult, Optional[np.ndarray]]:
+                 ) -> Tuple[TaskResult, Optional[tuple]]:
     """One chunk; once the shuffle spills, its records go to this worker's bucket files and
     only their count comes back (the parent never touches them)."""
     config = _WORKER["config"]
@@ -74,16 +74,17 @@ def _worker_task(chunk: corpus.Chunk, num_examples: int, plan: Optional[shuffle.
     if plan is None or not len(result.frame_lengths):
         return result, None
     keys = shuffle.record_keys(config.random_seed, result.index, len(result.frame_lengths))
-    written = shuffle.spill(plan, result.index, keys, result.frame_lengths, result.frames)
-    return dataclasses.replace(result, frames=np.empty(0, np.uint8)), written
+    spilled = shuffle.spill(plan, result.index, keys, result.frame_lengths, result.frames)
+    return dataclasses.replace(result, frames=np.empty(0, np.uint8)), spilled
 
 
 def _map_ordered(chunks: Iterable[corpus.Chunk], config: PipelineConfig,
                  tokenizer: tokenization.FullTokenizer,
                  plan: Callable[[], Optional[shuffle.SpillPlan]]
-                 ) -> Iterator[Tuple[TaskResult, Optional[np.ndarray]]]:
-    """Processes chunks in parallel, yielding (result, bytes spilled per bucket or None) in
-    chunk order, few tasks in flight. `plan()` is asked as each task is handed out."""
+                 ) -> Iterator[Tuple[TaskResult, Optional[tuple]]]:
+    """Processes chunks in parallel, yielding (result, what `shuffle.spill` returned if the
+    worker spilled its records, else None) in chunk order, few tasks in flight. `plan()` is
+    asked as each task is handed out."""
     def examples_for(chunk: corpus.Chunk) -> int:
         return config.log_examples if chunk.index == 0 else 0
 
@@ -188,7 +189,7 @@ def run(config: PipelineConfig) -> RunSummary:
                 if spilled is None:
                     shuffler.add(result.index, result.frames, result.frame_lengths)
                 else:
-                    shuffler.add_spilled(len(result.frame_lengths), spilled, task_bytes)
+                    shuffler.add_spilled(len(result.frame_lengths), task_bytes, spilled)
                 stats.add(result.stats)
         if shuffler.records == 0:
             raise UserError(
@@ -197,7 +198,7 @@ def run(config: PipelineConfig) -> RunSummary:
         if shuffler.plan is not None:
             logging.info("shuffle: final pass over %d bucket(s) under %s, %d worker(s)",
                          shuffler.stats.buckets, shuffler.spill_dir, config.num_workers)
-        shuffler.write_to(w.write)
+        shuffler.write_to(w.write, w.in_place_paths(), w.count)
         log_shuffle(shuffler)
         bytes_written = sum(w.bytes_written)
     num_records = shuffler.records

@@ -43,7 +43,7 @@ import dataclasses
 import os
 import shutil
 import uuid
-from typing import Callable, Iterable, Iterator, List, Optional, Sequence
+from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -56,6 +56,7 @@ __all__ = ["ExternalShuffle", "ShuffleStats", "SpillPlan", "record_keys", "spill
 
 _MAX_BITS = 14  # first-level buckets: files per writer
 _MAX_SPLIT_BITS = 8  # a bucket larger than planned is cut into at most 256
+_MAX_CELLS = 1 << 20  # (bucket, shard) byte counts kept for writing the shards in place
 _LAST_SPLIT_BITS = shuffle_buckets.KEY_BITS - 2 * _MAX_SPLIT_BITS  # deeper: read as it is
 
 
@@ -120,6 +121,10 @@ class ExternalShuffle:
         self._held_bytes = 0
         self.plan: Optional[SpillPlan] = None
         self.stats = ShuffleStats()
+        # Record bytes of each first-level bucket in each shard (None: too many to keep),
+        # and of the pieces of buckets cut again: where each piece of a shard goes.
+        self._cells: Optional[np.ndarray] = None
+        self._piece_cells: Dict[Tuple[int, int], np.ndarray] = {}
 
     @property
     def spill_dir(self) -> Optional[str]:
@@ -153,22 +158,30 @@ class ExternalShuffle:
             return
         self._spill(block)
 
-    def add_spilled(self, num_records: int, written: np.ndarray, record_bytes: int) -> None:
+    def add_spilled(self, num_records: int, record_bytes: int,
+                    spilled: Tuple[np.ndarray, Optional[np.ndarray]]) -> None:
         """Counts the records of a task that a worker spilled itself (`spill` under `plan`).
 
         Args:
             num_records: the task's records.
-            written: int64 [2**plan.bits], bytes the worker wrote to each bucket.
-            record_bytes: the task's framed record bytes.
+            record_bytes: their framed bytes.
+            spilled: what `spill` returned: bytes written to each bucket, int64
+                [2**plan.bits], and record bytes of each bucket in each shard, int64
+                [2**plan.bits, num_shards] (or None).
         """
+        written, cells = spilled
         self.stats.records += num_records
         self.stats.record_bytes += record_bytes
         self.stats.written_bytes += int(written.sum())
         self.stats.worker_written_bytes += int(written.sum())
+        if self._cells is not None:
+            self._cells += cells
 
     def _spill(self, block: Block) -> None:
-        written = spill(self.plan, block.task, block.keys, block.lengths, block.data)
+        written, cells = spill(self.plan, block.task, block.keys, block.lengths, block.data)
         self.stats.written_bytes += int(written.sum())
+        if self._cells is not None:
+            self._cells += cells
 
     def _start_spilling(self) -> None:
         # The estimate counts record bytes; files also hold a key and a length per record.
@@ -177,8 +190,11 @@ class ExternalShuffle:
                        int(self._expected_bytes() or 0) * self._held_bytes // max(held_data, 1))
         # Half the budget per bucket at the estimate: room for an estimate low by 2x.
         bits = _bits_for(expected, self.memory_bytes // 2, _MAX_BITS)
-        self.plan = SpillPlan(self._make_dir(), bits)
+        counted = (1 << bits) * self.num_shards <= _MAX_CELLS
+        self.plan = SpillPlan(self._make_dir(), bits, self.num_shards if counted else 0)
         self.stats.buckets = 1 << bits
+        if counted:
+            self._cells = np.zeros((1 << bits, self.num_shards), np.int64)
 
     def _make_dir(self) -> str:
         path = os.path.join(self.temp_dir or ".", f".bert_tf-shuffle-{uuid.uuid4().hex[:12]}")
@@ -189,9 +205,20 @@ class ExternalShuffle:
                             f"{self.temp_dir or '.'}: {reason(e)} (see --temp_dir)") from None
         return path
 
-    def write_to(self, write: Callable[[int, bytes], None]) -> None:
-        """The final pass: calls `write(shard, bytes)` with every record, each shard in key
-        order (buckets read and sorted by `num_workers` processes)."""
+    def write_to(self, write: Callable[[int, bytes], None],
+                 shard_paths: Optional[Sequence[str]] = None,
+                 count: Callable[[int, int], None] = lambda shard, n: None) -> None:
+        """The final pass: every record to its shard, each shard in key order, the buckets
+        read and sorted by `num_workers` processes.
+
+        Args:
+            write: `write(shard, bytes)` appends to a shard.
+            shard_paths: the shards' files, if local, uncompressed and empty: the workers
+                then write each bucket's pieces into them in place, at offsets from the
+                counts of the first pass, and `write` is not called for spilled records
+                (nothing goes through this process).
+            count: `count(shard, bytes)` for the bytes written in place.
+        """
         if self.plan is None:
             held, self._held, self._held_bytes = self._held, [], 0
             self._emit(*shuffle_buckets.sort_blocks(held, self.num_shards), write)
@@ -200,26 +227,57 @@ class ExternalShuffle:
         units = shuffle_buckets.list_units(directory)
         while True:  # only when the estimate was low: cut the buckets too large to read
             large = [(directory, bits, prefix, writers,
-                      _bits_for(size, self.memory_bytes // 2, _MAX_SPLIT_BITS))
+                      _bits_for(size, self.memory_bytes // 2, _MAX_SPLIT_BITS),
+                      self.num_shards)
                      for (bits, prefix), (writers, size) in units.items()
                      if size > self.memory_bytes and bits <= _LAST_SPLIT_BITS]
+            if self._cells is None:  # not counted: pieces are not written in place either
+                large = [u[:-1] + (0,) for u in large]
             if not large:
                 break
             splits = _map(shuffle_buckets.split_unit, large, self.num_workers)
             with contextlib.closing(splits):
-                for read, written in splits:
+                for (_, bits, prefix, _, extra, _), (read, written, cells) in zip(large, splits):
                     self.stats.read_bytes += read
                     self.stats.written_bytes += written
+                    for sub in range(1 << extra if cells is not None else 0):
+                        self._piece_cells[bits + extra, (prefix << extra) | sub] = cells[sub]
             self.stats.split_buckets += len(large)
             units = shuffle_buckets.list_units(directory)
         order = sorted(units, key=lambda u: shuffle_buckets.unit_start(*u))
-        sorted_units = _map(shuffle_buckets.sort_unit,
-                            ((directory, bits, prefix, units[bits, prefix][0], self.num_shards)
-                             for bits, prefix in order), self.num_workers)
+        in_place = shard_paths is not None and self._cells is not None
+        offsets = np.zeros(self.num_shards, np.int64)
+
+        def calls():
+            for bits, prefix in order:
+                call = (directory, bits, prefix, units[bits, prefix][0], self.num_shards)
+                if in_place:
+                    cells = self._unit_cells(bits, prefix)
+                    yield call + (list(shard_paths), offsets.copy())
+                    offsets[:] += cells
+                else:
+                    yield call
+
+        sorted_units = _map(shuffle_buckets.sort_unit, calls(), self.num_workers)
         with contextlib.closing(sorted_units):
-            for ends, data, read in sorted_units:
+            for (bits, prefix), (ends, data, read) in zip(order, sorted_units):
                 self.stats.read_bytes += read
-                self._emit(ends, data, write)
+                if not in_place:
+                    self._emit(ends, data, write)
+                    continue
+                sizes = np.diff(ends, prepend=0)
+                if not np.array_equal(sizes, self._unit_cells(bits, prefix)):
+                    raise RuntimeError(f"bucket {bits}-{prefix:x}: its shard sizes differ "
+                                       "from the first pass's counts")
+                for shard, n in enumerate(sizes.tolist()):
+                    if n:
+                        count(shard, n)
+
+    def _unit_cells(self, bits: int, prefix: int) -> np.ndarray:
+        """int64 [num_shards]: record bytes of a bucket in each shard."""
+        if bits == self.plan.bits:
+            return self._cells[prefix]
+        return self._piece_cells[bits, prefix]
 
     def _emit(self, ends: np.ndarray, data: bytes, write) -> None:
         lo = 0

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Dict, Iterator, List, Sequence, Tuple
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -40,10 +40,13 @@ class SpillPlan:
     Attributes:
         directory: the job's private temporary directory.
         bits: first-level buckets are the 2**bits ranges of the keys' top bits.
+        num_shards: output files (shard = key % num_shards), to count the record bytes of
+            each bucket in each shard; 0: not counted (too many buckets and shards).
     """
 
     directory: str
     bits: int
+    num_shards: int = 0
 
 
 @dataclasses.dataclass
@@ -125,7 +128,7 @@ def _write(path: str, blocks: Sequence[Block], append: bool) -> None:
 
 
 def spill(plan: SpillPlan, task: int, keys: np.ndarray, lengths: np.ndarray,
-          frames: np.ndarray) -> np.ndarray:
+          frames: np.ndarray) -> Tuple[np.ndarray, Optional[np.ndarray]]:
     """Appends the records of `task` to this process's files of their first-level buckets.
 
     Args:
@@ -136,17 +139,30 @@ def spill(plan: SpillPlan, task: int, keys: np.ndarray, lengths: np.ndarray,
         frames: uint8 [sum(lengths)], the framed records back to back.
 
     Returns:
-        int64 [2**plan.bits]: bytes written to each bucket.
+        (int64 [2**plan.bits]: bytes written to each bucket, int64 [2**plan.bits,
+        plan.num_shards]: record bytes of each bucket in each shard, which place each
+        bucket's piece of a shard in the final pass; None if plan.num_shards is 0).
     """
     block = Block(task, keys, np.asarray(lengths, np.int64), np.asarray(frames, np.uint8))
     num_buckets = 1 << plan.bits
     written = np.zeros(num_buckets, np.int64)
     writer = writer_name(plan.directory, task)
     append = not fileio.is_remote(plan.directory)
-    for b, part in _cut(block, top_bits(keys, 0, plan.bits), num_buckets):
+    bucket_of = top_bits(keys, 0, plan.bits)
+    for b, part in _cut(block, bucket_of, num_buckets):
         _write(unit_file(plan.directory, plan.bits, b, writer), [part], append)
         written[b] = part.file_bytes
-    return written
+    cells = (shard_bytes(bucket_of, keys, block.lengths, num_buckets, plan.num_shards)
+             if plan.num_shards else None)
+    return written, cells
+
+
+def shard_bytes(bucket_of: np.ndarray, keys: np.ndarray, lengths: np.ndarray,
+                num_buckets: int, num_shards: int) -> np.ndarray:
+    """int64 [num_buckets, num_shards]: record bytes of each bucket in each shard."""
+    cell = bucket_of * num_shards + (keys % np.uint64(num_shards)).astype(np.int64)
+    sums = np.bincount(cell, weights=lengths, minlength=num_buckets * num_shards)
+    return sums.astype(np.int64).reshape(num_buckets, num_shards)
 
 
 def _blocks(raw: bytes) -> Iterator[Block]:
@@ -204,18 +220,51 @@ def sort_blocks(blocks: Sequence[Block], num_shards: int) -> Tuple[np.ndarray, b
 
 
 def sort_unit(directory: str, bits: int, prefix: int, writers: Sequence[str],
-              num_shards: int) -> Tuple[np.ndarray, bytes, int]:
+              num_shards: int, shard_paths: Optional[Sequence[str]] = None,
+              offsets: Optional[np.ndarray] = None) -> Tuple[np.ndarray, bytes, int]:
     """Reads, removes and sorts one bucket (a worker task of the final pass).
 
+    Args:
+        directory, bits, prefix, writers: the bucket's files.
+        num_shards: output files.
+        shard_paths: local uncompressed files of the shards, or None. Given, the bucket's
+            piece of shard s is written into shard_paths[s] at offsets[s] (pieces of
+            different buckets do not overlap, so workers write them in parallel) and no
+            data is returned.
+        offsets: int64 [num_shards], with shard_paths.
+
     Returns:
-        (shard ends, data) as `sort_blocks`, and the bytes read.
+        (shard ends, data) as `sort_blocks` (data empty when written here), and the bytes
+        read.
     """
     raws = [_read(unit_file(directory, bits, prefix, w)) for w in writers]
     for w in writers:
         _remove(unit_file(directory, bits, prefix, w))
     blocks = [block for raw in raws for block in _blocks(raw)]
     ends, data = sort_blocks(blocks, num_shards)
-    return ends, data, sum(len(raw) for raw in raws)
+    read = sum(len(raw) for raw in raws)
+    if shard_paths is None:
+        return ends, data, read
+    view = memoryview(data)
+    lo = 0
+    for shard, hi in enumerate(ends.tolist()):
+        if hi > lo:
+            _write_at(shard_paths[shard], view[lo:hi], int(offsets[shard]))
+        lo = hi
+    return ends, b"", read
+
+
+def _write_at(path: str, data: memoryview, offset: int) -> None:
+    try:
+        fd = os.open(path, os.O_WRONLY)
+        try:
+            while data:
+                n = os.pwrite(fd, data, offset)
+                data, offset = data[n:], offset + n
+        finally:
+            os.close(fd)
+    except OSError as e:  # e.g. a full disk
+        raise UserError(f"cannot write {path}: {reason(e)}") from None
 
 
 def _stream_blocks(path: str) -> Iterator[Block]:
@@ -237,14 +286,16 @@ def _stream_blocks(path: str) -> Iterator[Block]:
 
 
 def split_unit(directory: str, bits: int, prefix: int, writers: Sequence[str],
-               extra_bits: int) -> Tuple[int, int]:
+               extra_bits: int, num_shards: int) -> Tuple[int, int, Optional[np.ndarray]]:
     """Cuts a bucket larger than planned into 2**extra_bits by its next key bits (a worker
     task), one block (one task's records) at a time, so memory stays near a task's records.
 
     Returns:
-        (bytes read, bytes written).
+        (bytes read, bytes written, int64 [2**extra_bits, num_shards]: record bytes of each
+        piece in each shard, or None if num_shards is 0).
     """
     read = written = 0
+    sizes = np.zeros((1 << extra_bits, num_shards), np.int64) if num_shards else None
     remote = fileio.is_remote(directory)
     for i, w in enumerate(writers):
         path = unit_file(directory, bits, prefix, w)
@@ -253,13 +304,16 @@ def split_unit(directory: str, bits: int, prefix: int, writers: Sequence[str],
             # Locally every piece of this bucket is appended to one file; gfile cannot
             # append, so remotely each block's pieces get files of their own.
             writer = f"r{i}_{j}" if remote else "r"
-            for sub, part in _cut(block, top_bits(block.keys, bits, extra_bits),
-                                  1 << extra_bits):
+            sub_of = top_bits(block.keys, bits, extra_bits)
+            if sizes is not None:
+                sizes += shard_bytes(sub_of, block.keys, block.lengths, 1 << extra_bits,
+                                     num_shards)
+            for sub, part in _cut(block, sub_of, 1 << extra_bits):
                 _write(unit_file(directory, bits + extra_bits, (prefix << extra_bits) | sub,
                                  writer), [part], append=not remote)
                 written += part.file_bytes
         _remove(path)
-    return read, written
+    return read, written, sizes
 
 
 def list_units(directory: str) -> Dict[Tuple[int, int], Tuple[List[str], int]]:

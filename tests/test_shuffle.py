@@ -23,15 +23,33 @@ def _tasks(num_tasks=6, per_task=300, seed=0):
 
 
 def _run(tasks, num_shards, memory_bytes, temp_dir, expected=lambda: 0, order=None,
-         num_workers=1):
+         num_workers=1, in_place=None):
+    """The shards' bytes, whether it spilled, and the shuffle. With `in_place` (a directory),
+    spilled records are written by the final pass's processes into files there."""
     shards = [[] for _ in range(num_shards)]
+    paths = counted = None
+    if in_place is not None:
+        in_place.mkdir(exist_ok=True)
+        paths = [str(in_place / f"shard-{s}") for s in range(num_shards)]
+        for p in paths:
+            open(p, "wb").close()
+        counted = [0] * num_shards
     sh = shuffle.ExternalShuffle(num_shards, 42, memory_bytes, str(temp_dir), expected,
                                  num_workers)
     with sh:
         for t in (order or range(len(tasks))):
             sh.add(*tasks[t])
-        sh.write_to(lambda s, data: shards[s].append(bytes(data)))
-    return [b"".join(s) for s in shards], sh.stats.buckets > 0, sh
+        sh.write_to(lambda s, data: shards[s].append(bytes(data)), paths,
+                    lambda s, n: counted.__setitem__(s, counted[s] + n))
+    if paths is None:
+        return [b"".join(s) for s in shards], sh.stats.buckets > 0, sh
+    out = []
+    for s, p in enumerate(paths):
+        with open(p, "rb") as f:
+            out.append(b"".join(shards[s]) + f.read())  # one of the two is empty
+        assert counted[s] == len(out[-1]) - sum(len(x) for x in shards[s])
+        os.remove(p)
+    return out, sh.stats.buckets > 0, sh
 
 
 def _records(blob):
@@ -76,17 +94,24 @@ def test_spilled_and_resplit_runs_write_the_same_bytes_and_clean_up(tmp_path):
     assert spilled and bucketed == in_memory
     assert (st.buckets, st.split_buckets, st.record_bytes) == (32, 0, total)
     assert st.read_bytes == st.written_bytes < 1.25 * total
-    # The same with the final pass in two worker processes.
+    # The same with the final pass in two worker processes, which also write the shards
+    # in place.
     parallel_out, _, sh = _run(tasks, 4, total // 8, tmp_path, expected=lambda: total,
                                num_workers=2)
     assert parallel_out == in_memory and sh.stats.read_bytes == st.read_bytes
+    in_place, _, _ = _run(tasks, 4, total // 8, tmp_path / "a", expected=lambda: total,
+                          num_workers=2, in_place=tmp_path / "out")
+    assert in_place == in_memory
     # No estimate at all: the buckets are sized from the first task alone (a sixth of the
     # records), all 16 are too large and are cut again, which costs a second write and read.
-    resplit, spilled, sh2 = _run(tasks, 4, total // 40, tmp_path, expected=lambda: 0,
-                                 num_workers=2)
+    resplit, spilled, sh2 = _run(tasks, 4, total // 40, tmp_path / "a", expected=lambda: 0,
+                                 num_workers=2, in_place=tmp_path / "out")
     st2 = sh2.stats
     assert spilled and resplit == in_memory and st2.buckets == 16 and st2.split_buckets == 16
     assert st2.read_bytes == st2.written_bytes > 1.9 * st.written_bytes
+    assert os.listdir(tmp_path / "a") == [] and os.listdir(tmp_path / "out") == []
+    os.rmdir(tmp_path / "a")
+    os.rmdir(tmp_path / "out")
     assert os.listdir(tmp_path) == []  # every private directory removed
     # Tasks arriving out of order give the same files (keys depend on the task index).
     shuffled, _, _ = _run(tasks, 4, total // 8, tmp_path, order=[3, 1, 0, 5, 2, 4])
@@ -126,8 +151,8 @@ def test_tasks_spilled_by_worker_processes_give_the_same_bytes(tmp_path):
         sh.add(*tasks[0])  # the estimate exceeds the budget: spilling starts at once
         assert sh.plan is not None and sh.plan.bits == 5
         calls = [(sh.plan, t, shuffle.record_keys(42, t, len(n)), n, f) for t, f, n in tasks[1:]]
-        for (_, f, n), written in zip(tasks[1:], parallel.map_ordered(shuffle.spill, calls, 2)):
-            sh.add_spilled(len(n), written, f.nbytes)
+        for (_, f, n), spilled in zip(tasks[1:], parallel.map_ordered(shuffle.spill, calls, 2)):
+            sh.add_spilled(len(n), f.nbytes, spilled)
         writers = {name.split("-", 2)[2] for name in os.listdir(sh.spill_dir)}
         assert f"p{os.getpid()}" in writers and len(writers) >= 2
         sh.write_to(lambda s, data: shards[s].append(bytes(data)))
