@@ -9,8 +9,8 @@ output file is a uniform random sample of all instances, in random order, as the
 shuffles all its instances before writing. Memory is bounded by the shuffle's budget
 and a few tasks in flight, not by the corpus size: once the records outgrow the budget,
 the workers append their tasks' records to their own bucket files and send back only
-counts; in the final pass they read and sort one bucket each while this process appends
-the sorted buckets to the shards.
+counts; in the final pass they read and sort one bucket each and write its pieces into
+the shards' files in place (this process appends them itself for gzip or remote outputs).
 """
 
 from __future__ import annotations

@@ -19,11 +19,14 @@ records held, or the estimate of the job's total (`expected_bytes`: records per 
 so far times the input size), exceed the budget, a `SpillPlan` fixes the buckets: the 2**bits
 ranges of the keys' top bits, with bits chosen so that the estimated total fills each bucket
 to about half the budget. From then on every worker appends the records of its tasks to its
-own bucket files (`shuffle_buckets.spill`), and the parent spills only the few results it
-already holds. The final pass (`write_to`) has the workers read, sort and group by shard one
-bucket each, in parallel; the parent appends their bytes to the shards in key order. Each
-spilled record is therefore written once and read once (about 1.02x its bytes with the
-files' headers), and memory holds at most `memory_bytes` per bucket in flight.
+own bucket files (`shuffle_buckets.spill`), counting each bucket's record bytes per shard,
+and the parent spills only the few results it already holds. In the final pass
+(`write_to`) the workers read, sort and group by shard one bucket each, in parallel, and
+write each bucket's piece of a shard straight into the shard's file at the offset those
+counts give (local uncompressed outputs; for gzip or remote ones the parent appends them in
+key order). Each spilled record is therefore written once and read once (about 1.02x its
+bytes with keys, lengths and headers), and memory holds at most `memory_bytes` per bucket
+in flight.
 
 If the estimate was low by a factor f > 2, buckets exceed the budget; each one then is first
 cut by its next key bits (`split_unit`, in the workers), which costs those records one more
