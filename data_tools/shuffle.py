@@ -59,7 +59,7 @@ __all__ = ["ExternalShuffle", "ShuffleStats", "SpillPlan", "record_keys", "spill
 
 _MAX_BITS = 14  # first-level buckets: files per writer
 _MAX_SPLIT_BITS = 8  # a bucket larger than planned is cut into at most 256
-_MAX_CELLS = 1 << 20  # (bucket, shard) byte counts kept for writing the shards in place
+_MAX_CELLS = 1 << 22  # (bucket, shard) byte counts kept (32 MB) to write shards in place
 _LAST_SPLIT_BITS = shuffle_buckets.KEY_BITS - 2 * _MAX_SPLIT_BITS  # deeper: read as it is
 
 
@@ -162,29 +162,28 @@ class ExternalShuffle:
         self._spill(block)
 
     def add_spilled(self, num_records: int, record_bytes: int,
-                    spilled: Tuple[np.ndarray, Optional[np.ndarray]]) -> None:
+                    spilled: Tuple[np.ndarray, Optional[Tuple[np.ndarray, np.ndarray]]]
+                    ) -> None:
         """Counts the records of a task that a worker spilled itself (`spill` under `plan`).
 
         Args:
             num_records: the task's records.
             record_bytes: their framed bytes.
-            spilled: what `spill` returned: bytes written to each bucket, int64
-                [2**plan.bits], and record bytes of each bucket in each shard, int64
-                [2**plan.bits, num_shards] (or None).
+            spilled: what `spill` returned: bytes written to each bucket, and the record
+                bytes of the (bucket, shard) cells.
         """
-        written, cells = spilled
         self.stats.records += num_records
         self.stats.record_bytes += record_bytes
-        self.stats.written_bytes += int(written.sum())
-        self.stats.worker_written_bytes += int(written.sum())
-        if self._cells is not None:
-            self._cells += cells
+        self.stats.worker_written_bytes += self._count(*spilled)
 
     def _spill(self, block: Block) -> None:
-        written, cells = spill(self.plan, block.task, block.keys, block.lengths, block.data)
+        self._count(*spill(self.plan, block.task, block.keys, block.lengths, block.data))
+
+    def _count(self, written: np.ndarray, cells) -> int:
         self.stats.written_bytes += int(written.sum())
         if self._cells is not None:
-            self._cells += cells
+            np.add.at(self._cells.reshape(-1), cells[0], cells[1])
+        return int(written.sum())
 
     def _start_spilling(self) -> None:
         # The estimate counts record bytes; files also hold a key and a length per record.

@@ -128,7 +128,7 @@ def _write(path: str, blocks: Sequence[Block], append: bool) -> None:
 
 
 def spill(plan: SpillPlan, task: int, keys: np.ndarray, lengths: np.ndarray,
-          frames: np.ndarray) -> Tuple[np.ndarray, Optional[np.ndarray]]:
+          frames: np.ndarray) -> Tuple[np.ndarray, Optional[Tuple[np.ndarray, np.ndarray]]]:
     """Appends the records of `task` to this process's files of their first-level buckets.
 
     Args:
@@ -139,9 +139,10 @@ def spill(plan: SpillPlan, task: int, keys: np.ndarray, lengths: np.ndarray,
         frames: uint8 [sum(lengths)], the framed records back to back.
 
     Returns:
-        (int64 [2**plan.bits]: bytes written to each bucket, int64 [2**plan.bits,
-        plan.num_shards]: record bytes of each bucket in each shard, which place each
-        bucket's piece of a shard in the final pass; None if plan.num_shards is 0).
+        (int64 [2**plan.bits]: bytes written to each bucket, and the record bytes of each
+        (bucket, shard) cell, which place each bucket's piece of a shard in the final pass:
+        (cells int64 [k] = bucket * num_shards + shard, bytes int64 [k]) for the k cells
+        with records, at most one per record; None if plan.num_shards is 0).
     """
     block = Block(task, keys, np.asarray(lengths, np.int64), np.asarray(frames, np.uint8))
     num_buckets = 1 << plan.bits
@@ -152,8 +153,12 @@ def spill(plan: SpillPlan, task: int, keys: np.ndarray, lengths: np.ndarray,
     for b, part in _cut(block, bucket_of, num_buckets):
         _write(unit_file(plan.directory, plan.bits, b, writer), [part], append)
         written[b] = part.file_bytes
-    cells = (shard_bytes(bucket_of, keys, block.lengths, num_buckets, plan.num_shards)
-             if plan.num_shards else None)
+    cells = None
+    if plan.num_shards:  # sparse: a task's records touch few of the cells
+        cell = bucket_of * plan.num_shards + (keys % np.uint64(plan.num_shards)).astype(
+            np.int64)
+        present, which = np.unique(cell, return_inverse=True)
+        cells = (present, np.bincount(which, weights=block.lengths).astype(np.int64))
     return written, cells
 
 
