@@ -197,6 +197,33 @@ def _remove(path: str) -> None:
         pass
 
 
+def _sorted_views(blocks: Sequence[Block], num_shards: int
+                  ) -> Tuple[np.ndarray, np.ndarray, List[memoryview]]:
+    """The records of `blocks` in output order (by shard, then key) as views of the blocks:
+    (records per shard int64 [num_shards], bytes per shard int64 [num_shards], views)."""
+    # In task order, so that a stable sort by key leaves equal keys in task order, then in
+    # record order.
+    blocks = sorted((b for b in blocks if len(b.keys)), key=lambda b: b.task)
+    if not blocks:
+        return np.zeros(num_shards, np.int64), np.zeros(num_shards, np.int64), []
+    keys = np.concatenate([b.keys for b in blocks])
+    lengths = np.concatenate([b.lengths for b in blocks])
+    starts = np.concatenate([_starts(b.lengths) for b in blocks])
+    block_of = np.repeat(np.arange(len(blocks)), [len(b.keys) for b in blocks])
+    order = np.argsort(keys, kind="stable")
+    if num_shards > 1:
+        shard_of = (keys[order] % np.uint64(num_shards)).astype(np.int64)
+        counts = np.bincount(shard_of, minlength=num_shards)
+        sizes = np.bincount(shard_of, weights=lengths[order], minlength=num_shards)
+        order = order[np.argsort(shard_of, kind="stable")]  # by shard, then by key
+    else:
+        counts, sizes = np.array([len(keys)]), np.array([lengths.sum()])
+    data = [memoryview(b.data) for b in blocks]
+    views = [data[b][s:s + n] for b, s, n in zip(
+        block_of[order].tolist(), starts[order].tolist(), lengths[order].tolist())]
+    return counts.astype(np.int64), sizes.astype(np.int64), views
+
+
 def sort_blocks(blocks: Sequence[Block], num_shards: int) -> Tuple[np.ndarray, bytes]:
     """The records of `blocks` grouped by shard (key % num_shards), each shard in key order.
 
@@ -206,22 +233,8 @@ def sort_blocks(blocks: Sequence[Block], num_shards: int) -> Tuple[np.ndarray, b
     Returns:
         (ends int64 [num_shards]: shard s is data[ends[s-1]:ends[s]], data bytes).
     """
-    blocks = [b for b in blocks if len(b.keys)]
-    if not blocks:
-        return np.zeros(num_shards, np.int64), b""
-    keys = np.concatenate([b.keys for b in blocks])
-    lengths = np.concatenate([b.lengths for b in blocks])
-    tasks = np.repeat([b.task for b in blocks], [len(b.keys) for b in blocks])
-    data = np.concatenate([b.data for b in blocks]) if len(blocks) > 1 else blocks[0].data
-    starts = _starts(lengths)
-    order = np.lexsort((tasks, keys))  # stable: record order kept among equal (key, task)
-    shard_of = (keys[order] % np.uint64(num_shards)).astype(np.int64)
-    shard_bytes = np.bincount(shard_of, weights=lengths[order], minlength=num_shards)
-    order = order[np.argsort(shard_of, kind="stable")]  # by shard, then by key
-    view = memoryview(data)
-    out = b"".join([view[s:s + n] for s, n in zip(starts[order].tolist(),
-                                                   lengths[order].tolist())])
-    return np.cumsum(shard_bytes).astype(np.int64), out
+    _, sizes, views = _sorted_views(blocks, num_shards)
+    return np.cumsum(sizes), b"".join(views)
 
 
 def sort_unit(directory: str, bits: int, prefix: int, writers: Sequence[str],
@@ -246,26 +259,39 @@ def sort_unit(directory: str, bits: int, prefix: int, writers: Sequence[str],
     for w in writers:
         _remove(unit_file(directory, bits, prefix, w))
     blocks = [block for raw in raws for block in _blocks(raw)]
-    ends, data = sort_blocks(blocks, num_shards)
     read = sum(len(raw) for raw in raws)
     if shard_paths is None:
+        ends, data = sort_blocks(blocks, num_shards)
         return ends, data, read
-    view = memoryview(data)
+    counts, sizes, views = _sorted_views(blocks, num_shards)
     lo = 0
-    for shard, hi in enumerate(ends.tolist()):
-        if hi > lo:
-            _write_at(shard_paths[shard], view[lo:hi], int(offsets[shard]))
-        lo = hi
-    return ends, b"", read
+    for shard, n in enumerate(counts.tolist()):
+        if n:
+            _write_at(shard_paths[shard], views[lo:lo + n], int(offsets[shard]))
+        lo += n
+    return np.cumsum(sizes), b"", read
 
 
-def _write_at(path: str, data: memoryview, offset: int) -> None:
+_IOV_MAX = 1024  # buffers per pwritev(2) (the POSIX minimum of IOV_MAX)
+
+
+def _write_at(path: str, views: List[memoryview], offset: int) -> None:
+    """Writes `views` back to back into `path` at `offset` (pwritev: no joined copy)."""
     try:
         fd = os.open(path, os.O_WRONLY)
         try:
-            while data:
-                n = os.pwrite(fd, data, offset)
-                data, offset = data[n:], offset + n
+            for lo in range(0, len(views), _IOV_MAX):
+                batch = views[lo:lo + _IOV_MAX]
+                if hasattr(os, "pwritev"):
+                    data, n = None, os.pwritev(fd, batch, offset)
+                else:
+                    data = b"".join(batch)
+                    n = os.pwrite(fd, data, offset)
+                want = sum(len(v) for v in batch)
+                while n < want:  # a short write: the rest, joined
+                    rest = memoryview(data if data is not None else b"".join(batch))[n:]
+                    n += os.pwrite(fd, rest, offset + n)
+                offset += want
         finally:
             os.close(fd)
     except OSError as e:  # e.g. a full disk
