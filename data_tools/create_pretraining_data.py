@@ -70,8 +70,10 @@ flags.DEFINE_float("chunk_mb", 0.5,
                    "Text per parallel task, in MB. Random next sentences are drawn from the "
                    "task's documents. The output depends on it (not on --num_workers).")
 flags.DEFINE_float("shuffle_memory_mb", 16,
-                   "Memory for the global shuffle of all records; beyond it, records are "
-                   "spilled to temporary files (the output does not depend on it).")
+                   "Memory for the global shuffle of all records; beyond it, the workers "
+                   "spill records to temporary files, each written and read once, and read "
+                   "them back in buckets of at most this size, one per worker (the output "
+                   "does not depend on it).")
 flags.DEFINE_string("temp_dir", None,
                     "Directory for the shuffle's temporary files (default: beside local "
                     "outputs; the machine's temporary directory when the outputs are "

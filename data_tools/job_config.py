@@ -31,7 +31,8 @@ class PipelineConfig:
         num_workers: processes (1 runs in this process).
         chunk_bytes: text per task; the output depends on it (not on num_workers).
         shuffle_memory_bytes: records the global shuffle holds in memory; beyond it they
-            are spilled to temporary files (and read back in pieces of about this size).
+            are spilled to temporary files (and read back in buckets of at most this size,
+            one per worker).
         temp_dir: where the shuffle's temporary directory goes ("": beside local outputs, in
             the machine's temporary directory for remote ones).
         log_examples: decoded instances logged at the start.

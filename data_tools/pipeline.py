@@ -7,19 +7,23 @@ consumed in task order, so the output is byte-identical whatever the number of w
 Every record of the run then goes through one global shuffle (`data_tools.shuffle`): each
 output file is a uniform random sample of all instances, in random order, as the original
 shuffles all its instances before writing. Memory is bounded by the shuffle's budget
-(records beyond it are spilled to temporary files) and a few tasks in flight, not by the
-corpus size.
+and a few tasks in flight, not by the corpus size: once the records outgrow the budget,
+the workers append their tasks' records to their own bucket files and send back only
+counts; in the final pass they read and sort one bucket each and write its pieces into
+the shards' files in place (this process appends them itself for gzip or remote outputs).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import sys
 import tempfile
 import time
-from typing import Dict, Iterable, Iterator, List, Tuple
+from typing import Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
+import numpy as np
 from absl import logging
 
 from bert_tf import fileio
@@ -47,6 +51,7 @@ class RunSummary:
     seconds: float
     warnings: List[str]
     stats: InstanceStats
+    shuffle: shuffle.ShuffleStats = dataclasses.field(default_factory=shuffle.ShuffleStats)
 
 
 # ---- worker processes ------------------------------------------------------------------
@@ -60,22 +65,35 @@ def _init_worker(config: PipelineConfig, tokenizer: tokenization.FullTokenizer) 
     _WORKER["tokenizer"] = tokenizer
 
 
-def _worker_task(chunk: corpus.Chunk, num_examples: int) -> TaskResult:
-    return process_chunk(chunk, _WORKER["config"], _WORKER["tokenizer"], num_examples)
+def _worker_task(chunk: corpus.Chunk, num_examples: int, plan: Optional[shuffle.SpillPlan]
+                 ) -> Tuple[TaskResult, Optional[tuple]]:
+    """One chunk; once the shuffle spills, its records go to this worker's bucket files and
+    only their count comes back (the parent never touches them)."""
+    config = _WORKER["config"]
+    result = process_chunk(chunk, config, _WORKER["tokenizer"], num_examples)
+    if plan is None or not len(result.frame_lengths):
+        return result, None
+    keys = shuffle.record_keys(config.random_seed, result.index, len(result.frame_lengths))
+    spilled = shuffle.spill(plan, result.index, keys, result.frame_lengths, result.frames)
+    return dataclasses.replace(result, frames=np.empty(0, np.uint8)), spilled
 
 
 def _map_ordered(chunks: Iterable[corpus.Chunk], config: PipelineConfig,
-                 tokenizer: tokenization.FullTokenizer) -> Iterator[TaskResult]:
-    """Processes chunks in parallel, yielding results in chunk order, few tasks in flight."""
+                 tokenizer: tokenization.FullTokenizer,
+                 plan: Callable[[], Optional[shuffle.SpillPlan]]
+                 ) -> Iterator[Tuple[TaskResult, Optional[tuple]]]:
+    """Processes chunks in parallel, yielding (result, what `shuffle.spill` returned if the
+    worker spilled its records, else None) in chunk order, few tasks in flight. `plan()` is
+    asked as each task is handed out."""
     def examples_for(chunk: corpus.Chunk) -> int:
         return config.log_examples if chunk.index == 0 else 0
 
     if config.num_workers <= 1:
         for chunk in chunks:
-            yield process_chunk(chunk, config, tokenizer, examples_for(chunk))
+            yield process_chunk(chunk, config, tokenizer, examples_for(chunk)), None
         return
     yield from parallel.map_ordered(_worker_task,
-                                    ((chunk, examples_for(chunk)) for chunk in chunks),
+                                    ((chunk, examples_for(chunk), plan()) for chunk in chunks),
                                     config.num_workers, _init_worker, (config, tokenizer))
 
 
@@ -142,39 +160,53 @@ def run(config: PipelineConfig) -> RunSummary:
     corpus_stats = corpus.CorpusStats()
     stats = InstanceStats()
     progress = _Progress(total_bytes, config.progress_seconds)
-    record_bytes = 0
+    record_bytes = text_bytes = 0
 
     def expected_record_bytes() -> int:
-        # Records per input byte so far, times the input: sizes the shuffle's buckets.
-        return int(record_bytes * total_bytes / max(progress.bytes, 1))
+        # Records per input byte so far, times the input: sizes the shuffle's buckets. The
+        # input position runs up to a read block (1 MB) ahead of the chunks, so the text
+        # bytes of the chunks count when smaller (plain text); compressed input is counted
+        # as stored, and its first estimates may be low (the shuffle allows 2x).
+        consumed = min(progress.bytes, text_bytes)
+        return int(record_bytes * total_bytes / consumed) if consumed > 0 else 0
 
     with tfrecord_writer.ShardedWriter(config.output_files, config.output_compression) as w, \
             shuffle.ExternalShuffle(len(config.output_files), config.random_seed,
                                     config.shuffle_memory_bytes,
-                                    shuffle_temp_dir(config),
-                                    expected_record_bytes) as shuffler:
-        for result in _map_ordered(job_chunks(config, corpus_stats), config, tokenizer):
-            for example in result.examples:
-                log_example(example, tokenizer, config.use_v2_feature_names)
-            record_bytes += result.frames.nbytes
-            progress.update(result)
-            shuffler.add(result.index, result.frames, result.frame_lengths)
-            stats.add(result.stats)
+                                    shuffle_temp_dir(config), expected_record_bytes,
+                                    config.num_workers) as shuffler:
+        # closing(): on an error or Ctrl-C the workers are stopped before the shuffle
+        # removes the files they write.
+        with contextlib.closing(_map_ordered(job_chunks(config, corpus_stats), config,
+                                             tokenizer, lambda: shuffler.plan)) as results:
+            for result, spilled in results:
+                for example in result.examples:
+                    log_example(example, tokenizer, config.use_v2_feature_names)
+                task_bytes = int(result.frame_lengths.sum())
+                record_bytes += task_bytes
+                text_bytes += result.num_bytes
+                progress.update(result)
+                if spilled is None:
+                    shuffler.add(result.index, result.frames, result.frame_lengths)
+                else:
+                    shuffler.add_spilled(len(result.frame_lengths), task_bytes, spilled)
+                stats.add(result.stats)
         if shuffler.records == 0:
             raise UserError(
                 f"no text to write: the {len(config.input_files)} input file(s) hold no "
                 "document with a token (empty, blank or unreadable lines only)")
-        if shuffler.spill_dir:
-            logging.info("shuffling: %.1f MB of records spilled to %s", shuffler.spilled_bytes
-                         / 1e6, shuffler.spill_dir)
-        shuffler.write_to(w.write)
+        if shuffler.plan is not None:
+            logging.info("shuffle: final pass over %d bucket(s) under %s, %d worker(s)",
+                         shuffler.stats.buckets, shuffler.spill_dir, config.num_workers)
+        shuffler.write_to(w.write, w.in_place_paths(), w.count)
+        log_shuffle(shuffler)
         bytes_written = sum(w.bytes_written)
     num_records = shuffler.records
     warn_truncation(stats, config, corpus_stats)
     seconds = time.monotonic() - start
     summary = RunSummary(num_records, progress.documents, corpus_stats.lines,
                          len(config.output_files), bytes_written, seconds,
-                         corpus_stats.warnings, stats)
+                         corpus_stats.warnings, stats, shuffler.stats)
     logging.info("wrote %d instances to %d shard(s), %.1f MB of records, in %.1f s (%.0f "
                  "instances/s); "
                  "%d documents, %d lines; %d warning(s)", summary.instances, summary.shards,
@@ -194,6 +226,19 @@ def job_chunks(config: PipelineConfig, corpus_stats: corpus.CorpusStats
     pools = negatives.pools_for_job(config.input_files, config.random_seed, config.chunk_bytes,
                                     config.packing.max_seq_length, config.packing.nsp)
     return corpus.iter_chunks(config.input_files, config.chunk_bytes, corpus_stats, pools)
+
+
+def log_shuffle(shuffler: shuffle.ExternalShuffle) -> None:
+    """One line on what the shuffle did (parsed by benchmarks/bench_shuffle.py)."""
+    st = shuffler.stats
+    if not st.buckets:
+        logging.info("shuffle: %.1f MB of records, all in memory", st.record_bytes / 1e6)
+        return
+    per = max(st.record_bytes, 1)
+    logging.info("shuffle: %.1f MB of records in %d buckets; temporary files: %.1f MB written, "
+                 "%.1f MB read (%.2fx / %.2fx the record bytes); %d bucket(s) split again",
+                 st.record_bytes / 1e6, st.buckets, st.written_bytes / 1e6, st.read_bytes / 1e6,
+                 st.written_bytes / per, st.read_bytes / per, st.split_buckets)
 
 
 def shuffle_temp_dir(config: PipelineConfig) -> str:

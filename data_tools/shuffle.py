@@ -1,4 +1,5 @@
-"""A global shuffle of every record of the job, in bounded memory (a two-pass external shuffle).
+"""A global shuffle of every record of the job, in bounded memory, writing and reading each
+spilled record once, with the disk work in the worker processes.
 
 Each record gets a 64-bit key, a pure function of (random_seed, task index, record index in
 the task): key j of task i is the j-th uint64 of a PCG64 generator seeded with
@@ -7,18 +8,32 @@ the task): key j of task i is the j-th uint64 of a PCG64 generator seeded with
     shard    = key % num_shards       (each record lands in a uniformly random shard)
     position = rank of key in shard   (each shard is in uniformly random order)
 
-So every output file is a uniform random sample of all the instances of the run, in random
-order, and the bytes depend only on the seed and the tasks' records, never on the number of
-workers, on memory or on how the work below is split. A distributed runner (e.g. Apache Beam)
-reproduces the same files by computing the same keys, grouping by shard and sorting by key.
+Equal keys (rare) go in task order, then record order. So every output file is a uniform
+random sample of all the instances of the run, in random order, and the bytes depend only
+on the seed and the tasks' records, never on the number of workers, on memory or on how the
+work below is split. A distributed runner (e.g. Apache Beam) reproduces the same files by
+computing the same keys, grouping by shard and sorting by key.
 
-Pass 1 (`add`) keeps records in memory until they exceed `memory_bytes`; then it spills
-them, and every later record, to temporary bucket files by the key's top bits (bucket b holds
-keys in [b, b + 1) * 2**64 / num_buckets, a power of two). Pass 2 (`write_to`) reads the buckets
-in key order, sorts each one by key and appends its records to their shards; a bucket that
-turns out larger than the budget is split again by its next key bits first. Memory therefore
-stays near `memory_bytes` whatever the corpus size, and a job that fits in memory never
-touches the disk.
+A job whose records fit in `memory_bytes` never touches the disk. Otherwise, as soon as the
+records held, or the estimate of the job's total (`expected_bytes`: records per input byte
+so far times the input size), exceed the budget, a `SpillPlan` fixes the buckets: the 2**bits
+ranges of the keys' top bits, with bits chosen so that the estimated total fills each bucket
+to about half the budget. From then on every worker appends the records of its tasks to its
+own bucket files (`shuffle_buckets.spill`), counting each bucket's record bytes per shard,
+and the parent spills only the few results it already holds. In the final pass
+(`write_to`) the workers read, sort and group by shard one bucket each, in parallel, and
+write each bucket's piece of a shard straight into the shard's file at the offset those
+counts give (local uncompressed outputs; for gzip or remote ones the parent appends them in
+key order). Each spilled record is therefore written once and read once (about 1.02x its
+bytes with keys, lengths and headers), and memory holds at most `memory_bytes` per bucket
+in flight.
+
+If the estimate was low by a factor f > 2, buckets exceed the budget; each one then is first
+cut by its next key bits (`split_unit`, in the workers), which costs those records one more
+write and read: at most 2 writes and 2 reads of each record for f up to 2 * 256, and the
+memory bound holds whatever f. The first level has at most 2**14 buckets (files per writer),
+so the single pass holds for up to 2**13 * `memory_bytes` of records (128 GB at 16 MB);
+beyond that, raise `--shuffle_memory_mb` to keep it.
 
 Temporary files live in one private directory (beside the outputs, or under `--temp_dir`),
 removed by `close()` on success, error, Ctrl-C or a dead worker.
@@ -27,19 +42,25 @@ removed by `close()` on success, error, Ctrl-C or a dead worker.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import shutil
 import uuid
-from typing import IO, List, Optional, Sequence
+from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from bert_tf import fileio
 from bert_tf.errors import UserError, reason
+from data_tools import parallel, shuffle_buckets
+from data_tools.shuffle_buckets import Block, SpillPlan, spill
 
-_MAX_BUCKETS = 256  # open bucket files in pass 1 (kept well under common `ulimit -n`)
-_WRITE_RECORDS = 4096  # records gathered into one write call
-_KEY_BITS = 64
+__all__ = ["ExternalShuffle", "ShuffleStats", "SpillPlan", "record_keys", "spill"]
+
+_MAX_BITS = 14  # first-level buckets: files per writer
+_MAX_SPLIT_BITS = 8  # a bucket larger than planned is cut into at most 256
+_MAX_CELLS = 1 << 22  # (bucket, shard) byte counts kept (32 MB) to write shards in place
+_LAST_SPLIT_BITS = shuffle_buckets.KEY_BITS - 2 * _MAX_SPLIT_BITS  # deeper: read as it is
 
 
 def record_keys(random_seed: int, task_index: int, num_records: int) -> np.ndarray:
@@ -49,162 +70,133 @@ def record_keys(random_seed: int, task_index: int, num_records: int) -> np.ndarr
     return rng.integers(0, 1 << 64, size=num_records, dtype=np.uint64, endpoint=False)
 
 
-def _frame_starts(lengths: np.ndarray) -> np.ndarray:
-    ends = np.cumsum(lengths, dtype=np.int64)
-    return ends - lengths
+def _bits_for(total_bytes: int, target_bytes: int, max_bits: int) -> int:
+    """Key bits that cut `total_bytes` into pieces of at most about `target_bytes`."""
+    pieces = -(-max(total_bytes, 1) // max(target_bytes, 1))
+    return min(max(int(pieces - 1).bit_length(), 1), max_bits)
 
 
-def _top_bits(keys: np.ndarray, shift: int, bits: int) -> np.ndarray:
-    """Bits [shift, shift + bits) from the top of each key, as int64 bucket numbers."""
-    if bits == 0:
-        return np.zeros(len(keys), np.int64)
-    down = np.uint64(_KEY_BITS - shift - bits)
-    return ((keys >> down) & np.uint64((1 << bits) - 1)).astype(np.int64)
+@dataclasses.dataclass
+class ShuffleStats:
+    """What the shuffle did, for the job's log, the benchmarks and the tests."""
+
+    records: int = 0
+    record_bytes: int = 0  # framed records added
+    buckets: int = 0  # first-level buckets (0: everything stayed in memory)
+    written_bytes: int = 0  # to temporary files, headers included
+    worker_written_bytes: int = 0  # of which written by worker processes (`add_spilled`)
+    read_bytes: int = 0  # from temporary files
+    split_buckets: int = 0  # buckets cut again because the estimate was low
 
 
-class _Block:
-    """Records of one bucket in memory: their keys, frame lengths and framed bytes."""
-
-    def __init__(self, keys: np.ndarray, lengths: np.ndarray, data: np.ndarray):
-        self.keys, self.lengths, self.data = keys, lengths, data
-
-    @property
-    def nbytes(self) -> int:
-        return int(self.data.nbytes) + 16 * len(self.keys)
-
-
-def _join(view: memoryview, starts: np.ndarray, lengths: np.ndarray) -> bytes:
-    """The byte ranges [starts[i], starts[i] + lengths[i]) of `view`, back to back."""
-    return b"".join([view[s:s + n] for s, n in zip(starts.tolist(), lengths.tolist())])
-
-
-def _split(block: _Block, bucket_of: np.ndarray, num_buckets: int) -> List[_Block]:
-    """The records of `block` grouped by bucket (stable: task order kept inside a bucket)."""
-    order = np.argsort(bucket_of, kind="stable")
-    counts = np.bincount(bucket_of, minlength=num_buckets)
-    starts = _frame_starts(block.lengths)
-    view = memoryview(block.data)
-    out = []
-    lo = 0
-    for b in range(num_buckets):
-        sel = order[lo:lo + counts[b]]
-        lo += counts[b]
-        lengths = block.lengths[sel]
-        out.append(_Block(block.keys[sel], lengths,
-                          np.frombuffer(_join(view, starts[sel], lengths), np.uint8)))
-    return out
-
-
-class _BucketFile:
-    """A temporary file of blocks: [n, nbytes] int64, keys uint64[n], lengths int64[n], data."""
-
-    def __init__(self, path: str, buffer_bytes: int):
-        self.path = path
-        self.size = 0
-        try:
-            self._f: Optional[IO] = (fileio.open_file(path, "wb") if fileio.is_remote(path)
-                                     else open(path, "wb", buffering=buffer_bytes))
-        except Exception as e:  # OSError locally, tf.errors remotely
-            raise UserError(f"cannot write temporary file {path}: {reason(e)}") from None
-
-    def append(self, block: _Block) -> None:
-        if not len(block.keys):
-            return
-        header = np.array([len(block.keys), block.data.nbytes], np.int64)
-        try:
-            for part in (header, block.keys, block.lengths.astype(np.int64), block.data):
-                self._f.write(part.tobytes())
-        except OSError as e:  # e.g. a full disk
-            raise UserError(f"cannot write temporary file {self.path}: {reason(e)} "
-                            "(--temp_dir chooses where they go)") from None
-        self.size += block.nbytes + 16
-
-    def close(self) -> None:
-        if self._f is not None:
-            self._f.close()
-            self._f = None
-
-    def read(self) -> List[_Block]:
-        """Every block of the file (views of one buffer: the file is read once, not copied)."""
-        self.close()
-        with fileio.open_file(self.path, "rb") as f:
-            raw = f.read()
-        blocks = []
-        pos = 0
-        while pos < len(raw):
-            n, nbytes = (int(v) for v in np.frombuffer(raw, np.int64, 2, pos))
-            pos += 16
-            keys = np.frombuffer(raw, np.uint64, n, pos)
-            lengths = np.frombuffer(raw, np.int64, n, pos + 8 * n)
-            pos += 16 * n
-            blocks.append(_Block(keys, lengths, np.frombuffer(raw, np.uint8, nbytes, pos)))
-            pos += nbytes
-        return blocks
+def _map(fn: Callable, calls: Iterable[Sequence], num_workers: int) -> Iterator:
+    if num_workers <= 1:
+        return (fn(*call) for call in calls)
+    return parallel.map_ordered(fn, calls, num_workers)
 
 
 class ExternalShuffle:
-    """Collects framed records (pass 1), then writes them to the shards in key order (pass 2).
+    """Collects framed records, spilled by this process or by workers, then writes them to
+    the shards in key order.
 
     Args:
         num_shards: output files.
         random_seed: the job's seed (keys are drawn from it).
-        memory_bytes: records held in memory before spilling, and the target size of a
-            bucket read back in pass 2.
+        memory_bytes: records held in memory before spilling, and the most a bucket read
+            back in the final pass should hold.
         temp_dir: directory for the private spill directory (created there when needed).
-        expected_bytes: callable -> estimated total record bytes of the job, asked once when
-            spilling starts, to choose the number of buckets.
+        expected_bytes: callable -> estimated total record bytes of the job, asked while
+            nothing is spilled, to decide when to spill and to size the buckets.
+        num_workers: processes for the final pass (1: this process).
     """
 
     def __init__(self, num_shards: int, random_seed: int, memory_bytes: int, temp_dir: str,
-                 expected_bytes=lambda: 0):
+                 expected_bytes: Callable[[], int] = lambda: 0, num_workers: int = 1):
         if memory_bytes < 1:
             raise ValueError("memory_bytes must be >= 1")
         self.num_shards = num_shards
         self.random_seed = random_seed
         self.memory_bytes = memory_bytes
         self.temp_dir = temp_dir
+        self.num_workers = num_workers
         self._expected_bytes = expected_bytes
-        self._held: List[_Block] = []
+        self._held: List[Block] = []
         self._held_bytes = 0
-        self._dir: Optional[str] = None
-        self._buckets: List[_BucketFile] = []
-        self._bucket_bits = 0
-        self.files_created = 0
-        self.records = 0
-        self.spilled_bytes = 0
+        self.plan: Optional[SpillPlan] = None
+        self.stats = ShuffleStats()
+        # Record bytes of each first-level bucket in each shard (None: too many to keep),
+        # and of the pieces of buckets cut again: where each piece of a shard goes.
+        self._cells: Optional[np.ndarray] = None
+        self._piece_cells: Dict[Tuple[int, int], np.ndarray] = {}
 
     @property
     def spill_dir(self) -> Optional[str]:
         """The private temporary directory, once spilling started."""
-        return self._dir
+        return self.plan.directory if self.plan else None
+
+    @property
+    def records(self) -> int:
+        return self.stats.records
 
     def add(self, task_index: int, frames: np.ndarray, lengths: np.ndarray) -> None:
-        """Adds the framed records of task `task_index` (tasks may come in any order)."""
+        """Adds the framed records of task `task_index` (tasks may come in any order):
+        held in memory, or spilled by this process once spilling started."""
         if not len(lengths):
             return
         keys = record_keys(self.random_seed, task_index, len(lengths))
-        block = _Block(keys, np.asarray(lengths, np.int64), np.asarray(frames, np.uint8))
-        self.records += len(keys)
-        if not self._buckets:
+        block = Block(task_index, keys, np.asarray(lengths, np.int64),
+                      np.asarray(frames, np.uint8))
+        self.stats.records += len(keys)
+        self.stats.record_bytes += int(block.data.nbytes)
+        if self.plan is None:
             self._held.append(block)
-            self._held_bytes += block.nbytes
-            if self._held_bytes <= self.memory_bytes:
+            self._held_bytes += block.file_bytes
+            if (self._held_bytes <= self.memory_bytes
+                    and int(self._expected_bytes() or 0) <= self.memory_bytes):
                 return
             self._start_spilling()
             held, self._held, self._held_bytes = self._held, [], 0
-            for block in held:
-                self._spill(block)
+            for b in held:
+                self._spill(b)
             return
         self._spill(block)
 
+    def add_spilled(self, num_records: int, record_bytes: int,
+                    spilled: Tuple[np.ndarray, Optional[Tuple[np.ndarray, np.ndarray]]]
+                    ) -> None:
+        """Counts the records of a task that a worker spilled itself (`spill` under `plan`).
+
+        Args:
+            num_records: the task's records.
+            record_bytes: their framed bytes.
+            spilled: what `spill` returned: bytes written to each bucket, and the record
+                bytes of the (bucket, shard) cells.
+        """
+        self.stats.records += num_records
+        self.stats.record_bytes += record_bytes
+        self.stats.worker_written_bytes += self._count(*spilled)
+
+    def _spill(self, block: Block) -> None:
+        self._count(*spill(self.plan, block.task, block.keys, block.lengths, block.data))
+
+    def _count(self, written: np.ndarray, cells) -> int:
+        self.stats.written_bytes += int(written.sum())
+        if self._cells is not None:
+            np.add.at(self._cells.reshape(-1), cells[0], cells[1])
+        return int(written.sum())
+
     def _start_spilling(self) -> None:
-        expected = max(self._held_bytes, int(self._expected_bytes() or 0))
-        buckets = 2 * -(-expected // self.memory_bytes)  # room for the estimate's error
-        self._bucket_bits = min(max(int(buckets - 1).bit_length(), 1),
-                                _MAX_BUCKETS.bit_length() - 1)
-        self._dir = self._make_dir()
-        self._buckets = [self._new_file(1 << self._bucket_bits)
-                         for _ in range(1 << self._bucket_bits)]
+        # The estimate counts record bytes; files also hold a key and a length per record.
+        held_data = sum(int(b.data.nbytes) for b in self._held)
+        expected = max(self._held_bytes,
+                       int(self._expected_bytes() or 0) * self._held_bytes // max(held_data, 1))
+        # Half the budget per bucket at the estimate: room for an estimate low by 2x.
+        bits = _bits_for(expected, self.memory_bytes // 2, _MAX_BITS)
+        counted = (1 << bits) * self.num_shards <= _MAX_CELLS
+        self.plan = SpillPlan(self._make_dir(), bits, self.num_shards if counted else 0)
+        self.stats.buckets = 1 << bits
+        if counted:
+            self._cells = np.zeros((1 << bits, self.num_shards), np.int64)
 
     def _make_dir(self) -> str:
         path = os.path.join(self.temp_dir or ".", f".bert_tf-shuffle-{uuid.uuid4().hex[:12]}")
@@ -215,106 +207,102 @@ class ExternalShuffle:
                             f"{self.temp_dir or '.'}: {reason(e)} (see --temp_dir)") from None
         return path
 
-    def _new_file(self, open_files: int) -> _BucketFile:
-        # The write buffers of all open bucket files together stay within a quarter of the
-        # budget (8 KB to 256 KB each).
-        buffer_bytes = min(max(self.memory_bytes // (4 * open_files), 1 << 13), 1 << 18)
-        self.files_created += 1
-        return _BucketFile(os.path.join(self._dir, f"bucket-{self.files_created:06d}"),
-                           buffer_bytes)
+    def write_to(self, write: Callable[[int, bytes], None],
+                 shard_paths: Optional[Sequence[str]] = None,
+                 count: Callable[[int, int], None] = lambda shard, n: None) -> None:
+        """The final pass: every record to its shard, each shard in key order, the buckets
+        read and sorted by `num_workers` processes.
 
-    def _spill(self, block: _Block) -> None:
-        parts = _split(block, _top_bits(block.keys, 0, self._bucket_bits), len(self._buckets))
-        for bucket, part in zip(self._buckets, parts):
-            bucket.append(part)
-        self.spilled_bytes += block.nbytes
-
-    def write_to(self, write) -> None:
-        """Pass 2: calls `write(shard, bytes)` with every record, each shard in key order."""
-        if not self._buckets:
+        Args:
+            write: `write(shard, bytes)` appends to a shard.
+            shard_paths: the shards' files, if local, uncompressed and empty: the workers
+                then write each bucket's pieces into them in place, at offsets from the
+                counts of the first pass, and `write` is not called for spilled records
+                (nothing goes through this process).
+            count: `count(shard, bytes)` for the bytes written in place.
+        """
+        if self.plan is None:
             held, self._held, self._held_bytes = self._held, [], 0
-            self._write_blocks(held, write)
+            self._emit(*shuffle_buckets.sort_blocks(held, self.num_shards), write)
             return
-        for bucket in self._buckets:
-            self._drain(bucket, self._bucket_bits, write)
-        self._buckets = []
+        directory = self.plan.directory
+        units = shuffle_buckets.list_units(directory)
+        while True:  # only when the estimate was low: cut the buckets too large to read
+            large = [(directory, bits, prefix, writers,
+                      _bits_for(size, self.memory_bytes // 2, _MAX_SPLIT_BITS),
+                      self.num_shards)
+                     for (bits, prefix), (writers, size) in units.items()
+                     if size > self.memory_bytes and bits <= _LAST_SPLIT_BITS]
+            if self._cells is None:  # not counted: pieces are not written in place either
+                large = [u[:-1] + (0,) for u in large]
+            if not large:
+                break
+            splits = _map(shuffle_buckets.split_unit, large, self.num_workers)
+            with contextlib.closing(splits):
+                for (_, bits, prefix, _, extra, _), (read, written, cells) in zip(large, splits):
+                    self.stats.read_bytes += read
+                    self.stats.written_bytes += written
+                    for sub in range(1 << extra if cells is not None else 0):
+                        self._piece_cells[bits + extra, (prefix << extra) | sub] = cells[sub]
+            self.stats.split_buckets += len(large)
+            units = shuffle_buckets.list_units(directory)
+        order = sorted(units, key=lambda u: shuffle_buckets.unit_start(*u))
+        in_place = shard_paths is not None and self._cells is not None
+        offsets = np.zeros(self.num_shards, np.int64)
 
-    def _drain(self, bucket: _BucketFile, shift: int, write) -> None:
-        bucket.close()
-        if bucket.size > 2 * self.memory_bytes and shift < _KEY_BITS - 8:
-            # Larger than planned (the estimate was low): split it by the next key bits into
-            # sub-buckets read one at a time, so no read exceeds about the budget.
-            bits = min(max(int(-(-bucket.size // self.memory_bytes) - 1).bit_length(), 1), 8)
-            subs = [self._new_file(1 << bits) for _ in range(1 << bits)]
-            for part_block in self._read_in_parts(bucket):
-                parts = _split(part_block, _top_bits(part_block.keys, shift, bits), len(subs))
-                for sub, part in zip(subs, parts):
-                    sub.append(part)
-            self._remove(bucket)
-            for sub in subs:
-                self._drain(sub, shift + bits, write)
-            return
-        blocks = bucket.read()
-        self._remove(bucket)
-        self._write_blocks(blocks, write)
+        def calls():
+            for bits, prefix in order:
+                call = (directory, bits, prefix, units[bits, prefix][0], self.num_shards)
+                if in_place:
+                    cells = self._unit_cells(bits, prefix)
+                    yield call + (list(shard_paths), offsets.copy())
+                    offsets[:] += cells
+                else:
+                    yield call
 
-    def _read_in_parts(self, bucket: _BucketFile):
-        """The blocks of a bucket file, one at a time (pass 1 wrote one block per task)."""
-        with fileio.open_file(bucket.path, "rb") as f:
-            while True:
-                head = f.read(16)
-                if len(head) < 16:
-                    return
-                n, nbytes = (int(v) for v in np.frombuffer(head, np.int64))
-                keys = np.frombuffer(f.read(8 * n), np.uint64)
-                lengths = np.frombuffer(f.read(8 * n), np.int64)
-                data = np.frombuffer(f.read(nbytes), np.uint8)
-                yield _Block(keys, lengths, data)
+        sorted_units = _map(shuffle_buckets.sort_unit, calls(), self.num_workers)
+        with contextlib.closing(sorted_units):
+            for (bits, prefix), (ends, data, read) in zip(order, sorted_units):
+                self.stats.read_bytes += read
+                if not in_place:
+                    self._emit(ends, data, write)
+                    continue
+                sizes = np.diff(ends, prepend=0)
+                if not np.array_equal(sizes, self._unit_cells(bits, prefix)):
+                    raise RuntimeError(f"bucket {bits}-{prefix:x}: its shard sizes differ "
+                                       "from the first pass's counts")
+                for shard, n in enumerate(sizes.tolist()):
+                    if n:
+                        count(shard, n)
 
-    def _write_blocks(self, blocks: Sequence[_Block], write) -> None:
-        """Sorts the records of `blocks` by key and writes each to its shard."""
-        blocks = [b for b in blocks if len(b.keys)]
-        if not blocks:
-            return
-        keys = np.concatenate([b.keys for b in blocks])
-        lengths = np.concatenate([b.lengths for b in blocks])
-        starts = np.concatenate([_frame_starts(b.lengths) for b in blocks])
-        block_of = np.repeat(np.arange(len(blocks)), [len(b.keys) for b in blocks])
-        views = [memoryview(b.data) for b in blocks]
-        order = np.argsort(keys, kind="stable")
-        shard_of = (keys[order] % np.uint64(self.num_shards)).astype(np.int64)
-        order = order[np.argsort(shard_of, kind="stable")]  # by shard, then by key
-        ends = np.cumsum(np.bincount(shard_of, minlength=self.num_shards))
-        for shard in range(self.num_shards):
-            mine = order[(ends[shard - 1] if shard else 0):ends[shard]]
-            for lo in range(0, len(mine), _WRITE_RECORDS):
-                sel = mine[lo:lo + _WRITE_RECORDS]
-                write(shard, b"".join([views[b][s:s + n] for b, s, n in zip(
-                    block_of[sel].tolist(), starts[sel].tolist(), lengths[sel].tolist())]))
+    def _unit_cells(self, bits: int, prefix: int) -> np.ndarray:
+        """int64 [num_shards]: record bytes of a bucket in each shard."""
+        if bits == self.plan.bits:
+            return self._cells[prefix]
+        return self._piece_cells[bits, prefix]
 
-    def _remove(self, bucket: _BucketFile) -> None:
-        with contextlib.suppress(Exception):
-            fileio.remove(bucket.path)
+    def _emit(self, ends: np.ndarray, data: bytes, write) -> None:
+        lo = 0
+        for shard, hi in enumerate(ends.tolist()):
+            if hi > lo:  # bytes, not a view: tf.io.gfile writes only bytes
+                write(shard, data if hi - lo == len(data) else data[lo:hi])
+            lo = hi
 
     def close(self) -> None:
         """Removes every temporary file (safe to call more than once)."""
-        for bucket in self._buckets:
+        self._held = []
+        if self.plan is not None:
             with contextlib.suppress(Exception):
-                bucket.close()
-        self._buckets, self._held = [], []
-        if self._dir is not None:
-            with contextlib.suppress(Exception):
-                if fileio.is_remote(self._dir):
+                if fileio.is_remote(self.plan.directory):
                     import tensorflow as tf  # remote paths have TensorFlow loaded already
 
-                    tf.io.gfile.rmtree(self._dir)
+                    tf.io.gfile.rmtree(self.plan.directory)
                 else:
-                    shutil.rmtree(self._dir, ignore_errors=True)
-            self._dir = None
+                    shutil.rmtree(self.plan.directory, ignore_errors=True)
+            self.plan = None
 
     def __enter__(self) -> "ExternalShuffle":
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
-

@@ -152,6 +152,18 @@ class ShardedWriter:
             except OSError as e:  # e.g. a full disk: one line for the user, temps removed
                 raise UserError(f"cannot write {self.paths[shard]}: {reason(e)}") from None
 
+    def in_place_paths(self) -> Optional[List[str]]:
+        """The temporary files, if other processes may write into them in place (local,
+        uncompressed, nothing written yet); else None."""
+        if (self.compression or any(self.bytes_written)
+                or any(fileio.is_remote(t) for t in self._temps)):
+            return None
+        return list(self._temps)
+
+    def count(self, shard: int, num_bytes: int) -> None:
+        """Counts bytes another process wrote into a shard's file (`in_place_paths`)."""
+        self.bytes_written[shard] += num_bytes
+
     def __exit__(self, exc_type, exc, tb) -> None:
         if exc_type is not None:
             self._abort()

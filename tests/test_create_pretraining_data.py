@@ -303,14 +303,16 @@ def _session_processes(sid):
     return found
 
 
-def _start_long_run(tmp_path, corpus_path, google_vocab_path, repo_root, ignore_sigint=False):
+def _start_long_run(tmp_path, corpus_path, google_vocab_path, repo_root, ignore_sigint=False,
+                    final_pass=False):
     big = tmp_path / "big.txt"
     big.write_bytes(corpus_path.read_bytes().rstrip(b"\n") * 1 + b"\n\n")
-    big.write_bytes(big.read_bytes() * 8)
+    big.write_bytes(big.read_bytes() * (1 if final_pass else 8))
     out_dir = tmp_path / "out"
     out_dir.mkdir()
     args = _base(big, out_dir / "t-{shard}.tfrecord", google_vocab_path, "--dupe_factor=10",
-                 "--num_output_shards=2", "--num_workers=2", "--shuffle_memory_mb=1")
+                 "--num_output_shards=2", "--num_workers=2",
+                 "--shuffle_memory_mb=1")
     env = dict(os.environ, PYTHONPATH=str(repo_root), TF_CPP_MIN_LOG_LEVEL="2")
     # As a shell without job control starts `job &`: SIGINT ignored, inherited by the job.
     # Otherwise SIGINT's usual disposition, whatever this test process inherited.
@@ -324,8 +326,19 @@ def _start_long_run(tmp_path, corpus_path, google_vocab_path, repo_root, ignore_
     while not any(n.startswith(".bert_tf-shuffle-") for n in os.listdir(out_dir)):
         assert proc.poll() is None and time.monotonic() < deadline, "run ended too early"
         time.sleep(0.05)
-    time.sleep(1.0)  # workers are busy now
-    return proc, out_dir
+    if not final_pass:
+        time.sleep(1.0)  # workers are busy now
+        return proc, out_dir
+    # The final pass removes each bucket's files once read: wait for their number to fall.
+    spill = next(out_dir / n for n in os.listdir(out_dir) if n.startswith(".bert_tf-shuffle-"))
+    most = 0
+    while True:
+        assert proc.poll() is None and time.monotonic() < deadline, "run ended too early"
+        count = len(os.listdir(spill))
+        if count < most:
+            return proc, out_dir
+        most = max(most, count)
+        time.sleep(0.01)
 
 
 def _children(pid):
@@ -336,11 +349,13 @@ def _children(pid):
         return []
 
 
-@pytest.mark.parametrize("how", ["sigint", "sigint_started_ignored", "sigterm", "kill_worker"])
+@pytest.mark.parametrize("how", ["sigint", "sigint_started_ignored", "sigterm", "kill_worker",
+                                 "sigint_in_final_pass"])
 def test_interrupt_or_crash_leaves_nothing(how, tmp_path, corpus_path, google_vocab_path,
                                            repo_root):
     proc, out_dir = _start_long_run(tmp_path, corpus_path, google_vocab_path, repo_root,
-                                    ignore_sigint=how == "sigint_started_ignored")
+                                    ignore_sigint=how == "sigint_started_ignored",
+                                    final_pass=how == "sigint_in_final_pass")
     try:
         if how != "kill_worker":
             os.kill(proc.pid, signal.SIGTERM if how == "sigterm" else signal.SIGINT)

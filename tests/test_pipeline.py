@@ -30,15 +30,30 @@ def _small_corpus(tmp_path, corpus_lines, n_lines=2500):
 def test_run_is_identical_for_any_worker_count_and_memory_budget(
         tmp_path, corpus_lines, google_vocab_path):
     small = _small_corpus(tmp_path, corpus_lines)
-    outs = {}
-    for workers, memory in ((1, 256 << 20), (2, 256 << 20), (2, 100_000)):
+    outs, summaries = {}, {}
+
+    def run(workers, memory):
         files = tuple(str(tmp_path / f"w{workers}-{memory}-{s}.tfrecord") for s in range(3))
         config = _config(google_vocab_path, input_files=(str(small),), output_files=files,
                          num_workers=workers, chunk_bytes=60_000, dupe_factor=2,
                          shuffle_memory_bytes=memory, temp_dir=str(tmp_path / "spill"))
-        summary = pipeline.run(config)
+        summaries[workers, memory] = pipeline.run(config)
         outs[workers, memory] = [open(f, "rb").read() for f in files]
-    assert outs[1, 256 << 20] == outs[2, 256 << 20] == outs[2, 100_000]
+
+    for workers, memory in ((1, 256 << 20), (2, 256 << 20), (2, 100_000)):
+        run(workers, memory)
+    summary = summaries[1, 256 << 20]
+    assert summary.shuffle.buckets == 0 and summary.shuffle.written_bytes == 0  # in memory
+    # A budget of a twelfth of the records: 32 buckets of at most half the budget, written
+    # once and read once, by the workers when there are workers.
+    run(1, 100_000)
+    for workers in (1, 2):
+        st = summaries[workers, 100_000].shuffle
+        assert (st.buckets, st.split_buckets, st.records) == (32, 0, summary.instances)
+        assert st.read_bytes == st.written_bytes < 1.05 * st.record_bytes
+        assert (st.worker_written_bytes > 0) == (workers == 2)
+    first = outs[1, 256 << 20]
+    assert all(out == first for out in outs.values())
     assert list((tmp_path / "spill").iterdir()) == []  # the spilled buckets are gone
     counts = [sum(1 for _ in tf.data.TFRecordDataset(
                   str(tmp_path / f"w1-{256 << 20}-{s}.tfrecord")))
@@ -47,8 +62,7 @@ def test_run_is_identical_for_any_worker_count_and_memory_budget(
     assert sum(counts) == summary.instances
     sd = (summary.instances * 2 / 9) ** 0.5
     assert all(abs(c - summary.instances / 3) < 4 * sd for c in counts)
-    assert summary.documents > 10 and summary.bytes_written == sum(
-        len(b) for b in outs[1, 256 << 20])
+    assert summary.documents > 10 and summary.bytes_written == sum(len(b) for b in first)
 
 
 def test_gzip_output_reads_back(tmp_path, corpus_lines, google_vocab_path):

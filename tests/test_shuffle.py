@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from bert_tf.errors import UserError
-from data_tools import shuffle
+from data_tools import parallel, shuffle
 
 
 def _tasks(num_tasks=6, per_task=300, seed=0):
@@ -22,15 +22,34 @@ def _tasks(num_tasks=6, per_task=300, seed=0):
     return out
 
 
-def _run(tasks, num_shards, memory_bytes, temp_dir, expected=lambda: 0, order=None):
+def _run(tasks, num_shards, memory_bytes, temp_dir, expected=lambda: 0, order=None,
+         num_workers=1, in_place=None):
+    """The shards' bytes, whether it spilled, and the shuffle. With `in_place` (a directory),
+    spilled records are written by the final pass's processes into files there."""
     shards = [[] for _ in range(num_shards)]
-    sh = shuffle.ExternalShuffle(num_shards, 42, memory_bytes, str(temp_dir), expected)
+    paths = counted = None
+    if in_place is not None:
+        in_place.mkdir(exist_ok=True)
+        paths = [str(in_place / f"shard-{s}") for s in range(num_shards)]
+        for p in paths:
+            open(p, "wb").close()
+        counted = [0] * num_shards
+    sh = shuffle.ExternalShuffle(num_shards, 42, memory_bytes, str(temp_dir), expected,
+                                 num_workers)
     with sh:
         for t in (order or range(len(tasks))):
             sh.add(*tasks[t])
-        sh.write_to(lambda s, data: shards[s].append(bytes(data)))
-        spilled = sh.spill_dir is not None
-    return [b"".join(s) for s in shards], spilled, sh
+        sh.write_to(lambda s, data: shards[s].append(bytes(data)), paths,
+                    lambda s, n: counted.__setitem__(s, counted[s] + n))
+    if paths is None:
+        return [b"".join(s) for s in shards], sh.stats.buckets > 0, sh
+    out = []
+    for s, p in enumerate(paths):
+        with open(p, "rb") as f:
+            out.append(b"".join(shards[s]) + f.read())  # one of the two is empty
+        assert counted[s] == len(out[-1]) - sum(len(x) for x in shards[s])
+        os.remove(p)
+    return out, sh.stats.buckets > 0, sh
 
 
 def _records(blob):
@@ -67,16 +86,79 @@ def test_spilled_and_resplit_runs_write_the_same_bytes_and_clean_up(tmp_path):
     total = sum(int(f.nbytes) for _, f, _ in tasks)
     in_memory, spilled, _ = _run(tasks, 4, 1 << 30, tmp_path / "a")
     assert not spilled
-    # A good estimate: spilled to buckets of about the budget.
+    # A good estimate: buckets of at most half the budget, each record written once and read
+    # once. With 16 bytes of key and length per record of about 100 bytes, and block headers,
+    # the files hold 1.16x the records: 2 * 8 * 1.16 -> 32 buckets.
     bucketed, spilled, sh = _run(tasks, 4, total // 8, tmp_path, expected=lambda: total)
-    assert spilled and bucketed == in_memory and sh.files_created >= 8
-    # No estimate at all: the few first-level buckets are too large and split again.
-    resplit, spilled, sh2 = _run(tasks, 4, total // 40, tmp_path, expected=lambda: 0)
-    assert spilled and resplit == in_memory and sh2.files_created > 4
+    st = sh.stats
+    assert spilled and bucketed == in_memory
+    assert (st.buckets, st.split_buckets, st.record_bytes) == (32, 0, total)
+    assert st.read_bytes == st.written_bytes < 1.25 * total
+    # The same with the final pass in two worker processes, which also write the shards
+    # in place.
+    parallel_out, _, sh = _run(tasks, 4, total // 8, tmp_path, expected=lambda: total,
+                               num_workers=2)
+    assert parallel_out == in_memory and sh.stats.read_bytes == st.read_bytes
+    in_place, _, _ = _run(tasks, 4, total // 8, tmp_path / "a", expected=lambda: total,
+                          num_workers=2, in_place=tmp_path / "out")
+    assert in_place == in_memory
+    # No estimate at all: the buckets are sized from the first task alone (a sixth of the
+    # records), all 16 are too large and are cut again, which costs a second write and read.
+    resplit, spilled, sh2 = _run(tasks, 4, total // 40, tmp_path / "a", expected=lambda: 0,
+                                 num_workers=2, in_place=tmp_path / "out")
+    st2 = sh2.stats
+    assert spilled and resplit == in_memory and st2.buckets == 16 and st2.split_buckets == 16
+    assert st2.read_bytes == st2.written_bytes > 1.9 * st.written_bytes
+    assert os.listdir(tmp_path / "a") == [] and os.listdir(tmp_path / "out") == []
+    os.rmdir(tmp_path / "a")
+    os.rmdir(tmp_path / "out")
     assert os.listdir(tmp_path) == []  # every private directory removed
     # Tasks arriving out of order give the same files (keys depend on the task index).
     shuffled, _, _ = _run(tasks, 4, total // 8, tmp_path, order=[3, 1, 0, 5, 2, 4])
     assert shuffled == in_memory
+
+
+def test_records_the_old_256_buckets_split_again_are_written_and_read_once(tmp_path):
+    """A thousand budgets of small records: the shuffle before this one had at most 256
+    buckets and cut again every one larger than twice the budget, so every record was
+    written and read twice; the buckets are now sized from the estimate."""
+    rng = np.random.default_rng(1)
+    tasks = []
+    for t in range(4):
+        lengths = rng.integers(16, 48, 40_000)
+        tasks.append((t, rng.integers(0, 256, int(lengths.sum()), dtype=np.uint8), lengths))
+    total = sum(int(f.nbytes) for _, f, _ in tasks)
+    memory = total // 600  # ~270 records
+    assert total / 256 > 2 * memory  # the old trigger
+    expect, _, _ = _run(tasks, 2, 1 << 30, tmp_path / "a")
+    out, spilled, sh = _run(tasks, 2, memory, tmp_path, expected=lambda: total)
+    st = sh.stats
+    assert out == expect and (st.buckets, st.split_buckets) == (2048, 0)
+    # Once each: the records, their keys and lengths (16 bytes for a record of 32 bytes on
+    # average), and a 24-byte header per block of about 20 records.
+    assert st.read_bytes == st.written_bytes < 1.6 * total
+    assert os.listdir(tmp_path) == []
+
+
+def test_tasks_spilled_by_worker_processes_give_the_same_bytes(tmp_path):
+    """The parent spills its first result; worker processes spill the others to their own
+    files (as the job's workers do) and report only counts."""
+    tasks = _tasks()
+    total = sum(int(f.nbytes) for _, f, _ in tasks)
+    expect, _, _ = _run(tasks, 3, 1 << 30, tmp_path / "a")
+    shards = [[] for _ in range(3)]
+    with shuffle.ExternalShuffle(3, 42, total // 8, str(tmp_path), lambda: total, 2) as sh:
+        sh.add(*tasks[0])  # the estimate exceeds the budget: spilling starts at once
+        assert sh.plan is not None and sh.plan.bits == 5
+        calls = [(sh.plan, t, shuffle.record_keys(42, t, len(n)), n, f) for t, f, n in tasks[1:]]
+        for (_, f, n), spilled in zip(tasks[1:], parallel.map_ordered(shuffle.spill, calls, 2)):
+            sh.add_spilled(len(n), f.nbytes, spilled)
+        writers = {name.split("-", 2)[2] for name in os.listdir(sh.spill_dir)}
+        assert f"p{os.getpid()}" in writers and len(writers) >= 2
+        sh.write_to(lambda s, data: shards[s].append(bytes(data)))
+        assert sh.stats.records == sum(len(n) for _, _, n in tasks)
+        assert sh.stats.read_bytes == sh.stats.written_bytes and sh.stats.split_buckets == 0
+    assert [b"".join(s) for s in shards] == expect and os.listdir(tmp_path) == []
 
 
 def test_every_shard_is_a_uniform_sample_in_random_order(tmp_path):
@@ -113,3 +195,25 @@ def test_unwritable_temp_dir_is_a_user_error(tmp_path):
         for t in _tasks():
             sh.add(*t)
     sh.close()
+
+
+def test_a_remote_temp_dir_gets_one_file_per_task_and_bucket():
+    """tf.io.gfile cannot append: remotely each task writes its own bucket files once (ram://
+    is a TensorFlow filesystem, as gs:// is), and buckets cut again keep one file per block."""
+    import tensorflow as tf
+
+    tasks = _tasks()
+    total = sum(int(f.nbytes) for _, f, _ in tasks)
+    expect, _, _ = _run(tasks, 3, 1 << 30, "unused")
+    root = "ram://shuffle_test/tmp"
+    tf.io.gfile.makedirs(root)
+    for expected, memory, split in ((lambda: total, total // 8, 0), (lambda: 0, total // 16, 8)):
+        shards = [[] for _ in range(3)]
+        with shuffle.ExternalShuffle(3, 42, memory, root, expected) as sh:
+            for t in tasks:
+                sh.add(*t)
+            writers = {name.split("-", 2)[2] for name in tf.io.gfile.listdir(sh.spill_dir)}
+            assert writers == {f"t{t}" for t in range(len(tasks))}
+            sh.write_to(lambda s, data, shards=shards: shards[s].append(bytes(data)))
+        assert [b"".join(s) for s in shards] == expect
+        assert sh.stats.split_buckets == split and tf.io.gfile.listdir(root) == []
