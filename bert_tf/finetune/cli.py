@@ -54,7 +54,8 @@ def define_common_flags(max_seq_length: int = 128, learning_rate: float = 5e-5,
     flags.DEFINE_integer("save_checkpoints_steps", 1000, "Checkpoint every N steps and at "
                          "the end.")
     flags.DEFINE_integer("keep_checkpoint_max", 1, "Recent checkpoints to keep.")
-    flags.DEFINE_integer("steps_per_loop", 1, "Train steps per tf.function call.")
+    flags.DEFINE_integer("steps_per_loop", 1, "Train steps between progress and checkpoint "
+                         "checks (run in calls of about 2 s).")
     flags.DEFINE_integer("log_every_n_steps", 100, "Progress line every N steps (and 30 s).")
     flags.DEFINE_integer("max_steps_per_run", 0, "Stop after N steps with a checkpoint.")
     flags.DEFINE_string("export_dir", None, "Also write a serving SavedModel (raw text in) "

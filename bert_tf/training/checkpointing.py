@@ -160,6 +160,7 @@ class CheckpointSaver:
         remove_stale_temporaries(self.directory)
         self._checkpoint = checkpoint
         self._step = step
+        self._restored: Optional[str] = None
         self._manager = tf.train.CheckpointManager(
             checkpoint,
             self.directory,
@@ -172,7 +173,9 @@ class CheckpointSaver:
     def latest(self) -> Optional[str]:
         """The latest checkpoint saved or restored, as the chief wrote it (in output_dir)."""
         latest = self._manager.latest_checkpoint
-        if latest and self.worker_index != 0:
+        if latest is None:
+            return self._restored  # (a non-chief worker's own directory is empty)
+        if self.worker_index != 0:
             # A non-chief worker's own copy is deleted at once (see `save`).
             return os.path.join(self.output_dir, os.path.basename(latest))
         return latest
@@ -241,6 +244,7 @@ class CheckpointSaver:
                 self._checkpoint.restore(path).assert_consumed()
         except (AssertionError, ValueError, tf.errors.OpError) as e:
             raise fail(errors.reason(e)) from None
+        self._restored = path
         return int(self._step.numpy())
 
 
