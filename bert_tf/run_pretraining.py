@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import sys
 from typing import TYPE_CHECKING, Optional
 
 from absl import flags, logging
@@ -340,8 +339,7 @@ def main(argv) -> None:
         # Preempted (SIGTERM): a checkpoint was saved. Exit 128 + SIGTERM, the conventional
         # status of a process ended by SIGTERM, so that schedulers see "not finished" and
         # restart it; the rerun continues on the same trajectory.
-        print(e, file=sys.stderr, flush=True)
-        sys.exit(EXIT_TERMINATED)
+        errors.exit_at_once(str(e), EXIT_TERMINATED)
 
 
 def console_main() -> None:

@@ -7,11 +7,11 @@ this module: it defines absl flags, which are parsed there and turned at once in
 
 from __future__ import annotations
 
-import sys
 from typing import Callable
 
 from absl import flags, logging
 
+from bert_tf import errors
 from bert_tf.errors import UserError
 
 FLAGS = flags.FLAGS
@@ -107,8 +107,7 @@ def run_main(argv, make_task: Callable[[], object],
     try:
         outcome = runner.run(config, task)
     except Terminated as e:
-        print(e, file=sys.stderr, flush=True)
-        sys.exit(EXIT_TERMINATED)
+        errors.exit_at_once(str(e), EXIT_TERMINATED)  # the checkpoint is written and closed
     if config.export_dir and outcome.is_chief:
         # bert_tf.finetune may not import bert_tf.export (data flows one way): the entry
         # point, which may import both, passes the exporter in.
