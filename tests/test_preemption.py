@@ -245,6 +245,7 @@ def resume_and_reference(data, out, reference_out, stopped, tf_configs_pair, log
     return texts
 
 
+@pytest.mark.slow  # three runs, two of them side by side
 def test_sigterm_during_a_1000_step_loop_saves_within_seconds_and_resumes(data, tmp_path):
     out = tmp_path / "run"
     logs = [tmp_path / "run.log"]
@@ -266,11 +267,11 @@ def test_sigterm_during_a_1000_step_loop_saves_within_seconds_and_resumes(data, 
                                rtol=2e-6)
 
 
-@pytest.mark.slow  # three 2-worker runs (~2 min on 2 cores)
+@pytest.mark.slow  # three 2-worker runs, two of them side by side
 def test_sigterm_to_one_of_two_workers_stops_both_at_the_same_step(data, tmp_path):
     out = tmp_path / "run"
     logs = [tmp_path / "worker0.log", tmp_path / "worker1.log"]
-    run = dict(train_batch_size=256, distribution_strategy="multi_worker_mirrored")
+    run = dict(train_batch_size=512, distribution_strategy="multi_worker_mirrored")
     texts, procs, exits, per_step = preempt(data, out, logs, 1, cluster_configs(2), **run)
     # Only worker 1 got the signal; both stop at the step it stopped at, with one checkpoint.
     steps = [check_stopped(text, proc, out, last_line=False) for text, proc in zip(texts, procs)]
