@@ -12,6 +12,10 @@ With --workers=2 it runs MultiWorkerMirroredStrategy on loopback, signals worker
 also prints each worker's stop step and the measured cost of the per-call stop agreement.
 
     python benchmarks/bench_preemption.py [--batch_size=1024] [--workers=1] [--wait=6]
+    python benchmarks/bench_preemption.py --workers=2 --batch_size=512   # README figures
+
+The records and the tiny BERT config come from tests/_pretraining_helpers.py (the tests'
+synthetic data).
 """
 
 from __future__ import annotations
