@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import sys
 from typing import TYPE_CHECKING, Optional
 
 from absl import flags, logging
@@ -64,7 +63,9 @@ flags.DEFINE_enum("dtype_policy", "float32", ["float32", "mixed_bfloat16", "mixe
                   "Keras precision policy; mixed_float16 adds dynamic loss scaling.")
 flags.DEFINE_bool("use_xla", None, "XLA-compile the train step (default: on; see distribution.py).")
 flags.DEFINE_alias("enable_xla", "use_xla")
-flags.DEFINE_integer("steps_per_loop", 1, "Train steps per tf.function call (use ~1000 on TPU).")
+flags.DEFINE_integer("steps_per_loop", 1,
+                     "Train steps between progress and checkpoint checks (use ~1000 on TPU); "
+                     "run in calls of about 2 s, so that SIGTERM is answered within seconds.")
 flags.DEFINE_integer("gradient_accumulation_steps", 1,
                      "Micro-batches summed per optimizer step (train_batch_size is their total).")
 flags.DEFINE_enum("optimizer", "adamw", ["adamw", "lamb"], "Optimizer.")
@@ -338,8 +339,7 @@ def main(argv) -> None:
         # Preempted (SIGTERM): a checkpoint was saved. Exit 128 + SIGTERM, the conventional
         # status of a process ended by SIGTERM, so that schedulers see "not finished" and
         # restart it; the rerun continues on the same trajectory.
-        print(e, file=sys.stderr, flush=True)
-        sys.exit(EXIT_TERMINATED)
+        errors.exit_at_once(str(e), EXIT_TERMINATED)
 
 
 def console_main() -> None:

@@ -70,6 +70,23 @@ def test_save_and_restore_the_training_state(tmp_path):
         np.testing.assert_array_equal(a.numpy(), b)
 
 
+def test_a_non_chief_worker_names_the_chiefs_checkpoint(tmp_path):
+    # Worker 1 only takes part in saves (its copy is deleted at once): its `latest`, which the
+    # trainer prints when it resumes or stops, is the chief's checkpoint in output_dir.
+    _, _, step, checkpoint = make_state()
+    step.assign(5)
+    chief = checkpointing.CheckpointSaver(os.fspath(tmp_path), checkpoint, step)
+    worker = checkpointing.CheckpointSaver(os.fspath(tmp_path), checkpoint, step, worker_index=1)
+    assert worker.latest is None
+    assert chief.save() == worker.save() == worker.latest == os.path.join(tmp_path, "ckpt-5")
+    assert not list(tmp_path.glob("tmp_worker_checkpoints/worker-1/ckpt-*"))
+    _, _, step2, checkpoint2 = make_state()
+    resumed = checkpointing.CheckpointSaver(os.fspath(tmp_path), checkpoint2, step2,
+                                            worker_index=1)
+    assert resumed.restore_latest() == 5
+    assert resumed.latest == os.path.join(tmp_path, "ckpt-5")
+
+
 def test_resume_into_another_model_is_a_user_error(tmp_path):
     _, _, step, checkpoint = make_state()
     step.assign(4)

@@ -72,3 +72,18 @@ def test_reason_is_one_short_line():
     assert reason(ValueError("first\nsecond")) == "first"
     assert reason(ValueError("  ")) == "ValueError"
     assert len(reason(RuntimeError("x" * 1000))) == 300
+
+
+def test_exit_at_once_does_not_wait_for_the_teardown(repo_root):
+    # A thread that never ends stands for TensorFlow's slow teardown (sys.exit would wait for
+    # it forever): the message is printed and the process ends with the code.
+    code = ("import threading\n"
+            "from bert_tf import errors\n"
+            "threading.Thread(target=threading.Event().wait).start()\n"
+            "print('written', flush=True)\n"
+            "errors.exit_at_once('stopped by SIGTERM at step 3', 143)\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=repo_root, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 143
+    assert proc.stdout == "written\n"
+    assert proc.stderr == "stopped by SIGTERM at step 3\n"

@@ -116,7 +116,8 @@ def test_gradient_accumulation_equals_one_big_batch(tmp_path, examples, baseline
 
 
 def test_steps_per_loop_follows_the_same_trajectory(tmp_path, examples, baseline):
-    # 3 steps per call: calls of 2 (to the checkpoint at step 2), then 2 (end).
+    # 3 steps per loop: loops of 2 (to the checkpoint at step 2), then 2 (end), each in host
+    # calls sized by preemption.HostLoop.
     t = make_trainer(tmp_path, steps_per_loop=3)
     result = t.train(blocks_dataset_fn(examples))
     np.testing.assert_allclose(result.losses, baseline["result"].losses, rtol=1e-6)

@@ -7,11 +7,11 @@ this module: it defines absl flags, which are parsed there and turned at once in
 
 from __future__ import annotations
 
-import sys
 from typing import Callable
 
 from absl import flags, logging
 
+from bert_tf import errors
 from bert_tf.errors import UserError
 
 FLAGS = flags.FLAGS
@@ -54,7 +54,8 @@ def define_common_flags(max_seq_length: int = 128, learning_rate: float = 5e-5,
     flags.DEFINE_integer("save_checkpoints_steps", 1000, "Checkpoint every N steps and at "
                          "the end.")
     flags.DEFINE_integer("keep_checkpoint_max", 1, "Recent checkpoints to keep.")
-    flags.DEFINE_integer("steps_per_loop", 1, "Train steps per tf.function call.")
+    flags.DEFINE_integer("steps_per_loop", 1, "Train steps between progress and checkpoint "
+                         "checks (run in calls of about 2 s).")
     flags.DEFINE_integer("log_every_n_steps", 100, "Progress line every N steps (and 30 s).")
     flags.DEFINE_integer("max_steps_per_run", 0, "Stop after N steps with a checkpoint.")
     flags.DEFINE_string("export_dir", None, "Also write a serving SavedModel (raw text in) "
@@ -106,8 +107,7 @@ def run_main(argv, make_task: Callable[[], object],
     try:
         outcome = runner.run(config, task)
     except Terminated as e:
-        print(e, file=sys.stderr, flush=True)
-        sys.exit(EXIT_TERMINATED)
+        errors.exit_at_once(str(e), EXIT_TERMINATED)  # the checkpoint is written and closed
     if config.export_dir and outcome.is_chief:
         # bert_tf.finetune may not import bert_tf.export (data flows one way): the entry
         # point, which may import both, passes the exporter in.

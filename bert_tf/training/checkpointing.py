@@ -15,7 +15,8 @@ checkpoint must hold nothing else (`compare_with_checkpoint`), else a one-line U
 `<prefix>_temp/` and renames, and updates the `checkpoint` index file atomically).
 `deferred_interrupts` keeps Ctrl-C from landing in the middle of a save, so a run never
 leaves a half-written checkpoint behind; `sigterm_requests` turns SIGTERM (a preemption
-notice) into a request the trainer honours at its next loop boundary: save, then stop.
+notice) into a request the trainer honours after its current host call, a few seconds at
+most, on every worker (`bert_tf.training.preemption`): save, then stop.
 
 Under MultiWorkerMirroredStrategy every worker takes part in a save; the chief writes to
 output_dir and the others to a scratch directory they delete at once. All workers restore
@@ -81,8 +82,9 @@ def sigterm_requests() -> Iterator[List[int]]:
     """Records SIGTERM (preemption notice) instead of dying, while the block runs.
 
     Yields:
-        A list that gets the signal number when SIGTERM arrives; the caller checks it at its
-        step boundaries, saves and stops. Outside the main thread nothing is installed.
+        A list that gets the signal number when SIGTERM arrives; the caller checks it between
+        its calls of the train step, saves and stops. Outside the main thread nothing is
+        installed.
     """
     received: List[int] = []
     if threading.current_thread() is not threading.main_thread():
@@ -158,6 +160,7 @@ class CheckpointSaver:
         remove_stale_temporaries(self.directory)
         self._checkpoint = checkpoint
         self._step = step
+        self._restored: Optional[str] = None
         self._manager = tf.train.CheckpointManager(
             checkpoint,
             self.directory,
@@ -168,7 +171,14 @@ class CheckpointSaver:
 
     @property
     def latest(self) -> Optional[str]:
-        return self._manager.latest_checkpoint
+        """The latest checkpoint saved or restored, as the chief wrote it (in output_dir)."""
+        latest = self._manager.latest_checkpoint
+        if latest is None:
+            return self._restored  # (a non-chief worker's own directory is empty)
+        if self.worker_index != 0:
+            # A non-chief worker's own copy is deleted at once (see `save`).
+            return os.path.join(self.output_dir, os.path.basename(latest))
+        return latest
 
     def save(self) -> str:
         """Saves at the current step; Ctrl-C during the write is handled after it completes.
@@ -234,6 +244,7 @@ class CheckpointSaver:
                 self._checkpoint.restore(path).assert_consumed()
         except (AssertionError, ValueError, tf.errors.OpError) as e:
             raise fail(errors.reason(e)) from None
+        self._restored = path
         return int(self._step.numpy())
 
 

@@ -213,7 +213,7 @@ class StepFunctions:
         }
 
     def _train_loop(self, iterator, num_steps: tf.Tensor) -> Tuple[tf.Tensor, Dict[str, tf.Tensor]]:
-        """Runs up to `num_steps` train steps in one call (steps_per_loop).
+        """Runs up to `num_steps` train steps in one call (sized by `preemption.HostLoop`).
 
         Stops early after a step whose loss is not finite (its update has been applied; the
         caller must not save that state).

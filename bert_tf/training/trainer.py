@@ -5,16 +5,17 @@
     trainer.evaluate(pretraining_dataset_fn(eval_input_config))
 
 A custom loop rather than `keras.Model.fit`: it reduces the losses over the global batch
-exactly (`bert_tf.training.train_loop`), accumulates gradients, runs `steps_per_loop` steps per
-tf.function call, and resumes a killed run on the same trajectory: the checkpoint restores
-model, optimizer, step and dropout RNG (`bert_tf.training.checkpointing`) and the input
-position (the tf.data iterator, `bert_tf.training.resume`; where it cannot be saved, the
-deterministic input skips the batches already consumed).
+exactly (`bert_tf.training.train_loop`), accumulates gradients, runs `steps_per_loop` steps
+between logging and saves (in calls of ~2 s, `bert_tf.training.preemption`), and resumes a
+killed run on the same trajectory: the checkpoint restores model, optimizer, step and
+dropout RNG (`bert_tf.training.checkpointing`) and the input position (the tf.data iterator,
+`bert_tf.training.resume`; where it cannot be saved, the deterministic input skips the
+batches already consumed).
 
 Failure handling: bad input found inside the graph becomes a one-line `UserError`; a
 non-finite loss stops the run with a `UserError` naming the step, without saving that state;
-Ctrl-C stops at once and leaves only complete checkpoints; SIGTERM (a preempted VM) saves a
-checkpoint at the end of the current loop and stops (`checkpointing.Terminated`).
+Ctrl-C stops at once and leaves only complete checkpoints; SIGTERM (a preempted VM; to any
+worker) saves the step reached after the current call, on every worker, and stops.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from bert_tf.training import (
     checkpointing,
     distribution,
     objectives,
+    preemption,
     resume,
     train_loop,
 )
@@ -50,7 +52,6 @@ from bert_tf.training.results import (  # noqa: F401 (part of this module's API)
 DatasetFn = Callable[[tf.distribute.InputContext, int], tf.data.Dataset]
 
 
-
 @dataclasses.dataclass(frozen=True)
 class TrainerConfig:
     """Settings of a pre-training run (the original run_pretraining.py flags where it had them).
@@ -62,7 +63,7 @@ class TrainerConfig:
         num_train_steps: total optimizer steps of the run.
         save_checkpoints_steps: save every this many steps (and at the end).
         keep_checkpoint_max: number of recent checkpoints kept.
-        steps_per_loop: train steps per tf.function call (host round trips are costly on TPU).
+        steps_per_loop: train steps between host-side logging and checkpoint checks.
         gradient_accumulation_steps: k micro-batches summed per optimizer step.
         log_every_n_steps: progress report interval; there is also a report after the first
             loop and every 30 s (all at loop boundaries, see bert_tf.training.progress).
@@ -189,7 +190,7 @@ class Trainer:
             config.train_batch_size, self.num_replicas, config.gradient_accumulation_steps)
         self.eval_batch_per_replica = per_replica_batch_size(
             config.eval_batch_size, self.num_replicas, what="eval_batch_size")
-        self.worker_index, _ = distribution.worker_info(strategy)
+        self.worker_index, self.num_workers = distribution.worker_info(strategy)
         self.is_chief = self.worker_index == 0
         distribution.set_dtype_policy(config.dtype_policy)
         with strategy.scope():
@@ -289,8 +290,8 @@ class Trainer:
         Raises:
             UserError: bad input, a checkpoint that does not fit, or a non-finite loss.
             KeyboardInterrupt: on Ctrl-C (only complete checkpoints remain).
-            checkpointing.Terminated: on SIGTERM (e.g. a preempted VM), after the current loop
-                and a checkpoint of the step reached.
+            checkpointing.Terminated: on SIGTERM to any worker (a preempted VM), after the
+                current call (seconds) and a checkpoint of the step reached.
         """
         cfg = self.config
         saver, iterator, start = self._restore_training_state(dataset_fn)
@@ -307,15 +308,14 @@ class Trainer:
             logging.info("already trained to step %d (num_train_steps=%d)", start, stop)
         train_start = time.monotonic()
         with checkpointing.sigterm_requests() as sigterm:
+            host_loop = preemption.HostLoop(self.strategy, self.num_workers, lambda: bool(sigterm))
             try:
                 while step < stop:
                     to_save = cfg.save_checkpoints_steps - step % cfg.save_checkpoints_steps
                     n = min(cfg.steps_per_loop, stop - step, to_save)
-                    began = time.perf_counter()
-                    step_losses, sums = self._call(self.steps.train_loop, iterator, tf.constant(n))
-                    step_losses = step_losses.numpy()
-                    progress.add(step_losses, train_loop.to_numpy(sums),
-                                 time.perf_counter() - began)
+                    step_losses, sums, seconds = host_loop.run(
+                        lambda k: self._call(self.steps.train_loop, iterator, tf.constant(k)), n)
+                    progress.add(step_losses, sums, seconds)
                     all_losses.append(step_losses)
                     bad = np.flatnonzero(~np.isfinite(step_losses))
                     if bad.size:
@@ -330,16 +330,17 @@ class Trainer:
                                      "checkpoint and stopping training", cfg.max_train_minutes,
                                      step)
                         stop = step
-                    if sigterm:
-                        stop = step  # Preemption notice: save now and stop.
+                    if host_loop.stopped:
+                        stop = step  # Preemption notice (to any worker): save now and stop.
                     if progress.due(step) or step == stop:
                         last_report = progress.report(step, self.learning_rate())
                     if step % cfg.save_checkpoints_steps == 0 or step == stop:
                         path = saver.save()
                         logging.info("saved checkpoint %s", path)
             finally:
+                host_loop.log_summary()
                 progress.close()
-        if sigterm:
+        if host_loop.stopped:
             raise checkpointing.Terminated(
                 f"stopped by SIGTERM at step {step} with checkpoint {saver.latest}; rerun with "
                 "the same output_dir to continue")
@@ -399,7 +400,6 @@ class Trainer:
         if self.is_chief:
             write_eval_results(os.path.join(self.config.output_dir, EVAL_RESULTS_FILE), results)
         return results
-
 
     def predict(self, dataset_fn: DatasetFn, num_batches: int) -> Dict[str, np.ndarray]:
         """Per-example predictions (`Objective.predictions`) of `num_batches` global batches.

@@ -1,0 +1,295 @@
+"""Tests of bert_tf.training.preemption: SIGTERM is answered within seconds of a 1000-step loop.
+
+- the size of the host calls aims at 2 s and at most doubles (hand-computed values);
+- `HostLoop` with a fake clock: the calls it makes, a stop between calls, a non-finite loss;
+- end to end, `python -m bert_tf.run_pretraining --steps_per_loop=1000` with a batch that makes
+  one such loop take minutes: SIGTERM -> exit 143 with one line within 30 s, a checkpoint
+  below step 1000, and the rerun follows the uninterrupted run's losses;
+- the same under MultiWorkerMirroredStrategy with 2 workers on loopback, the signal sent to
+  ONE worker: both save the same step and exit 143, and both resume from it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from _pretraining_helpers import (
+    REPO_ROOT,
+    error_lines,
+    progress_losses,
+    progress_steps,
+    subprocess_env,
+    synthetic_examples,
+    write_bert_config,
+    write_tfrecords,
+)
+
+from bert_tf.training import preemption
+
+MODULE = "bert_tf.run_pretraining"
+NOTICE_SECONDS = 30  # what a spot VM or preemptible TPU gets between SIGTERM and the end
+STOPPED = re.compile(r"^stopped by SIGTERM at step (\d+) with checkpoint (\S+); rerun", re.M)
+
+
+def test_next_call_steps_aims_at_the_target_and_at_most_doubles():
+    assert preemption.next_call_steps(1, 15.0, 1) == 1  # the first call traced: stay at 1
+    assert preemption.next_call_steps(1, 0.01, 1) == 2  # 200 would fit; doubling only
+    assert preemption.next_call_steps(64, 1.28, 64) == 100  # 2 s / 20 ms
+    assert preemption.next_call_steps(100, 4.0, 100) == 50  # slower steps: smaller calls
+    assert preemption.next_call_steps(3, 0.003, 1000) == 2000  # a loop's short tail call
+    assert preemption.next_call_steps(1000, 1e-9, 1 << 30) == 1 << 20  # float32-exact cap
+    assert preemption.next_call_steps(10, 2.0, 10, target_seconds=0.5) == 2
+
+
+class FakeTraining:
+    """A train call that takes `seconds_per_step` on a fake clock (the first call traces)."""
+
+    def __init__(self, seconds_per_step=0.5, trace_seconds=10.0, bad_step=None):
+        self.now, self.sizes, self.step, self.calls = 0.0, [], 0, 0
+        self.seconds_per_step, self.trace_seconds, self.bad_step = (
+            seconds_per_step, trace_seconds, bad_step)
+
+    def __call__(self, steps):
+        self.now += (self.trace_seconds if not self.calls else 0.0) + steps * self.seconds_per_step
+        self.sizes.append(steps)
+        self.calls += 1
+        losses = []
+        for _ in range(steps):
+            self.step += 1
+            losses.append(np.nan if self.step == self.bad_step else float(self.step))
+            if self.step == self.bad_step:
+                break  # as train_loop does after a non-finite loss
+        return tf.constant(losses, tf.float32), {"n": tf.constant(float(len(losses)))}
+
+
+def test_host_loop_splits_a_loop_into_calls_of_the_target_time_and_stops_between_them():
+    fake = FakeTraining()
+    requests = []
+    loop = preemption.HostLoop(tf.distribute.get_strategy(), 1, lambda: bool(requests),
+                               clock=lambda: fake.now)
+    losses, sums, seconds = loop.run(fake, 20)
+    # Trace + 1 step, then 1 step (0.5 s: 4 would fit in 2 s, doubling allows 2), 2, 4 (2 s).
+    assert fake.sizes == [1, 1, 2, 4, 4, 4, 4]
+    np.testing.assert_array_equal(losses, np.arange(1, 21))
+    assert sums == {"n": 20.0} and seconds == pytest.approx(10.0 + 20 * 0.5)
+    assert not loop.stopped
+    # The next loop goes on with calls of 4; a request during a call stops after it.
+    fake.sizes.clear()
+    original = fake.__call__
+
+    def requested_during_second_call(steps):
+        if len(fake.sizes) == 1:
+            requests.append(signal.SIGTERM)
+        return original(steps)
+
+    losses, _, _ = loop.run(requested_during_second_call, 1000)
+    assert fake.sizes == [4, 4] and loop.stopped
+    np.testing.assert_array_equal(losses, np.arange(21, 29))
+    assert loop.run(fake, 1000)[0].size == 0  # stopped: no further call
+
+
+def test_host_loop_returns_at_a_non_finite_loss():
+    fake = FakeTraining(bad_step=6)
+    loop = preemption.HostLoop(tf.distribute.get_strategy(), 1, lambda: False,
+                               clock=lambda: fake.now)
+    losses, sums, _ = loop.run(fake, 100)
+    assert fake.sizes == [1, 1, 2, 4]  # the last call ran 2 of its 4 steps
+    assert losses.size == 6 and np.isnan(losses[-1]) and sums == {"n": 6.0}
+    assert not loop.stopped
+
+
+# ----------------------------------------------------------------------- end to end
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("data")
+    examples = synthetic_examples(96, seed=11, uneven_weights=False)
+    write_tfrecords(root / "train-0.tfrecord", {k: v[:48] for k, v in examples.items()})
+    write_tfrecords(root / "train-1.tfrecord", {k: v[48:] for k, v in examples.items()})
+    write_bert_config(root / "bert_config.json", hidden_dropout_prob=0.1,
+                      attention_probs_dropout_prob=0.1)  # the dropout RNG must resume too
+    return root
+
+
+def flags(data, output_dir, **overrides):
+    values = {
+        "bert_config_file": data / "bert_config.json", "input_file": data / "train-*.tfrecord",
+        "output_dir": output_dir, "max_seq_length": 16, "max_predictions_per_seq": 4,
+        "learning_rate": 1e-3, "num_warmup_steps": 2, "num_train_steps": 100000,
+        "steps_per_loop": 1000, "save_checkpoints_steps": 1000, "log_every_n_steps": 1,
+        "do_train": "true", "do_eval": "false",
+    }
+    values.update(overrides)
+    return [f"--{k}={v}" for k, v in values.items()]
+
+
+def start(args, log_path, tf_config=None):
+    extra = {"TF_CONFIG": json.dumps(tf_config)} if tf_config else None
+    with open(log_path, "w") as log:
+        return subprocess.Popen([sys.executable, "-m", MODULE, *args], cwd=REPO_ROOT,
+                                env=subprocess_env(extra), stdout=subprocess.DEVNULL,
+                                stderr=log, text=True)
+
+
+def wait_for_line(log_path, pattern, procs, timeout=300):
+    """Polls the log until `pattern` appears; returns the time it was seen."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if re.search(pattern, log_path.read_text(), re.M):
+            return time.monotonic()
+        dead = [p for p in procs if p.poll() is not None]
+        assert not dead, f"exited {dead[0].returncode}:\n{log_path.read_text()[-3000:]}"
+        time.sleep(0.1)
+    raise AssertionError(f"{pattern!r} not seen in time:\n{log_path.read_text()[-3000:]}")
+
+
+def finish(procs, timeout):
+    """Waits for every process (killing them all after `timeout`); returns their exit times."""
+    ends, deadline = [None] * len(procs), time.monotonic() + timeout
+    try:
+        while None in ends:
+            assert time.monotonic() < deadline, "a process did not exit in time"
+            for i, proc in enumerate(procs):
+                if ends[i] is None and proc.poll() is not None:
+                    ends[i] = time.monotonic()
+            time.sleep(0.05)
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    return ends
+
+
+def free_ports(n):
+    sockets = [socket.socket() for _ in range(n)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+def cluster_configs(n):
+    cluster = {"worker": [f"127.0.0.1:{p}" for p in free_ports(n)]}
+    return [{"cluster": cluster, "task": {"type": "worker", "index": i}} for i in range(n)]
+
+
+def preempt(data, out, logs, signalled, tf_configs, **overrides):
+    """Starts the run(s), SIGTERMs process `signalled` a few seconds into training.
+
+    Returns:
+        (the logs' text, the processes, the seconds from the signal to each exit, a lower
+        bound on the seconds per step).
+    """
+    procs = [start(flags(data, out, **overrides), log, cfg) for log, cfg in zip(logs, tf_configs)]
+    try:
+        first = wait_for_line(logs[signalled], r"first train call", procs)
+        time.sleep(4)  # the calls have grown to ~2 s
+        sent = time.monotonic()
+        procs[signalled].send_signal(signal.SIGTERM)
+        ends = finish(procs, timeout=120)
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    texts = [log.read_text() for log in logs]
+    match = STOPPED.search(texts[signalled])
+    assert match, texts[signalled][-3000:]
+    # Training ran from the first call's end until at least the signal, and those steps are
+    # among the steps reached (minus the first): a lower bound on one step's time.
+    per_step = (sent - first) / max(int(match.group(1)) - 1, 1)
+    return texts, procs, [end - sent for end in ends], per_step
+
+
+def check_stopped(text, proc, out):
+    """The run exited 143 with one line, its last, naming the step and the chief's checkpoint."""
+    assert proc.returncode == 143, text[-3000:]
+    assert "Traceback" not in text and not error_lines(text), text[-3000:]
+    assert text.rstrip().splitlines()[-1].startswith("stopped by SIGTERM"), text[-3000:]
+    match = STOPPED.search(text)
+    stopped = int(match.group(1))
+    assert match.group(2) == os.path.join(os.fspath(out), f"ckpt-{stopped}")
+    return stopped
+
+
+def resume_and_reference(data, out, reference_out, stopped, tf_configs_pair, logs,
+                         **overrides):
+    """Reruns from the checkpoint for 2 steps, beside an uninterrupted run to stopped + 2.
+
+    Both log every step (steps_per_loop=1), so their losses can be compared one by one.
+    """
+    per_step = dict(overrides, steps_per_loop=1)
+    procs = [start(flags(data, out, max_steps_per_run=2, **per_step), log, cfg)
+             for log, cfg in zip(logs[0], tf_configs_pair[0])]
+    procs += [start(flags(data, reference_out, max_steps_per_run=stopped + 2, **per_step), log,
+                    cfg) for log, cfg in zip(logs[1], tf_configs_pair[1])]
+    finish(procs, timeout=400)
+    texts = [log.read_text() for log in logs[0] + logs[1]]
+    for proc, text in zip(procs, texts):
+        assert proc.returncode == 0, text[-3000:]
+    return texts
+
+
+@pytest.mark.slow  # three runs, two of them side by side
+def test_sigterm_during_a_1000_step_loop_saves_within_seconds_and_resumes(data, tmp_path):
+    out = tmp_path / "run"
+    logs = [tmp_path / "run.log"]
+    # Batch 1024 of the tiny BERT: ~0.15 s per step on 2 cores, a 1000-step loop in minutes.
+    run = dict(train_batch_size=1024)
+    texts, procs, exits, per_step = preempt(data, out, logs, 0, [None], **run)
+    stopped = check_stopped(texts[0], procs[0], out)
+    assert 1000 * per_step > NOTICE_SECONDS, per_step  # one call of the loop would be too long
+    assert exits[0] < NOTICE_SECONDS, exits
+    assert 1 < stopped < 1000
+    assert tf.train.latest_checkpoint(os.fspath(out)) == os.path.join(out, f"ckpt-{stopped}")
+    rerun, reference = resume_and_reference(
+        data, out, tmp_path / "reference", stopped, ([None], [None]),
+        ([tmp_path / "rerun.log"], [tmp_path / "reference.log"]), **run)
+    assert re.search(rf"resuming from .*ckpt-{stopped} at step {stopped}", rerun)
+    assert progress_steps(rerun) == [stopped + 1, stopped + 2]
+    assert progress_steps(reference) == list(range(1, stopped + 3))
+    np.testing.assert_allclose(progress_losses(rerun), progress_losses(reference)[stopped:],
+                               rtol=2e-6)
+
+
+@pytest.mark.slow  # three 2-worker runs, two of them side by side
+def test_sigterm_to_one_of_two_workers_stops_both_at_the_same_step(data, tmp_path):
+    out = tmp_path / "run"
+    logs = [tmp_path / "worker0.log", tmp_path / "worker1.log"]
+    run = dict(train_batch_size=512, distribution_strategy="multi_worker_mirrored")
+    texts, procs, exits, per_step = preempt(data, out, logs, 1, cluster_configs(2), **run)
+    # Only worker 1 got the signal; both stop at the step it stopped at, with one checkpoint.
+    steps = [check_stopped(text, proc, out) for text, proc in zip(texts, procs)]
+    assert steps[0] == steps[1], steps
+    stopped = steps[0]
+    assert 1000 * per_step > NOTICE_SECONDS, per_step
+    assert max(exits) < NOTICE_SECONDS, exits
+    assert 1 < stopped < 1000
+    assert tf.train.latest_checkpoint(os.fspath(out)) == os.path.join(out, f"ckpt-{stopped}")
+    assert not list((out / "tmp_worker_checkpoints").glob("worker-1/ckpt-*"))
+    for text in texts:
+        assert re.search(r"train calls; cross-worker stop agreement [\d.]+ ms per call", text)
+    worker_logs = [[tmp_path / f"rerun{i}.log" for i in range(2)],
+                   [tmp_path / f"reference{i}.log" for i in range(2)]]
+    rerun0, rerun1, reference0, _ = resume_and_reference(
+        data, out, tmp_path / "reference", stopped, (cluster_configs(2), cluster_configs(2)),
+        worker_logs, **run)
+    for text in (rerun0, rerun1):
+        assert re.search(rf"resuming from .*ckpt-{stopped} at step {stopped}", text)
+        assert progress_steps(text) == [stopped + 1, stopped + 2]
+    np.testing.assert_allclose(progress_losses(rerun0), progress_losses(reference0)[stopped:],
+                               rtol=2e-6)
