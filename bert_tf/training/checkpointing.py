@@ -35,7 +35,7 @@ import re
 import shutil
 import signal
 import threading
-from typing import Iterator, List, Optional, Sequence
+from typing import Callable, Iterator, List, Optional, Sequence
 
 import tensorflow as tf
 from absl import logging
@@ -141,6 +141,7 @@ class CheckpointSaver:
         step: the global step variable (int64 scalar), used to number checkpoints.
         max_to_keep: how many recent checkpoints to keep.
         worker_index: this worker's index (0 = chief).
+        also_save: called with the step after each save (e.g. a worker's own input position).
     """
 
     def __init__(
@@ -150,6 +151,7 @@ class CheckpointSaver:
         step: tf.Variable,
         max_to_keep: int = 5,
         worker_index: int = 0,
+        also_save: Optional[Callable[[int], None]] = None,
     ):
         self.output_dir = output_dir
         self.worker_index = worker_index
@@ -158,6 +160,7 @@ class CheckpointSaver:
         remove_stale_temporaries(self.directory)
         self._checkpoint = checkpoint
         self._step = step
+        self._also_save = also_save
         self._manager = tf.train.CheckpointManager(
             checkpoint,
             self.directory,
@@ -185,6 +188,8 @@ class CheckpointSaver:
                 # Non-chief workers only take part in the save; the chief's copy is the one.
                 tf.io.gfile.rmtree(self.directory)
                 path = os.path.join(self.output_dir, os.path.basename(path))
+            if self._also_save is not None:
+                self._also_save(step)
         return path
 
     def restore_latest(self, without: Sequence[str] = ()) -> Optional[int]:

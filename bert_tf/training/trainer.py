@@ -50,7 +50,6 @@ from bert_tf.training.results import (  # noqa: F401 (part of this module's API)
 DatasetFn = Callable[[tf.distribute.InputContext, int], tf.data.Dataset]
 
 
-
 @dataclasses.dataclass(frozen=True)
 class TrainerConfig:
     """Settings of a pre-training run (the original run_pretraining.py flags where it had them).
@@ -250,18 +249,19 @@ class Trainer:
         per_replica_batch = self.micro_batch_size * cfg.gradient_accumulation_steps
         unsupported = resume.unsupported_reason(self.strategy)
         train_input = None if unsupported else resume.TrainInput(
-            self.strategy, dataset_fn, per_replica_batch)
+            self.strategy, dataset_fn, per_replica_batch, cfg.output_dir, cfg.keep_checkpoint_max)
         checkpoint = tf.train.Checkpoint(
             model=self.model, optimizer=self.optimizer, step=self.step,
             rng=checkpointing.seed_state_variables(self.model),
             **(train_input.checkpoint_objects() if train_input else {}))
         saver = checkpointing.CheckpointSaver(
-            cfg.output_dir, checkpoint, self.step, cfg.keep_checkpoint_max, self.worker_index)
+            cfg.output_dir, checkpoint, self.step, cfg.keep_checkpoint_max, self.worker_index,
+            also_save=train_input.save_own if train_input else None)
         latest = tf.train.latest_checkpoint(cfg.output_dir)
         problem = unsupported
         if latest and train_input:
             problem = train_input.saved_state_problem(latest)
-        restored = saver.restore_latest(without=(resume.INPUT_ROOT,) if problem else ())
+        restored = saver.restore_latest(without=resume.left_out(train_input, problem))
         if restored is None:
             if self.warm_start_fn is not None:
                 self.warm_start_fn(self.model)
@@ -276,8 +276,8 @@ class Trainer:
         if train_input is None:
             # The input position is a function of the step (see distribute_dataset).
             return saver, iter(self.distribute_dataset(dataset_fn, per_replica_batch, start)), start
-        if start and problem:
-            train_input.skip_to(start)
+        if start:
+            train_input.resume_at(start, latest, problem)
         return saver, train_input, start
 
     def train(self, dataset_fn: DatasetFn) -> TrainResult:
@@ -399,7 +399,6 @@ class Trainer:
         if self.is_chief:
             write_eval_results(os.path.join(self.config.output_dir, EVAL_RESULTS_FILE), results)
         return results
-
 
     def predict(self, dataset_fn: DatasetFn, num_batches: int) -> Dict[str, np.ndarray]:
         """Per-example predictions (`Objective.predictions`) of `num_batches` global batches.
