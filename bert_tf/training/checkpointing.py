@@ -6,7 +6,8 @@ A training checkpoint holds everything a run needs to continue exactly where it 
     optimizer  its slots (Adam moments, ...), iteration counter and loss scale
     step       the global step (int64)
     rng        Keras seed-generator states (dropout); Keras does not track them itself
-    input      the tf.data iterator's position, where possible (`bert_tf.training.resume`)
+    input      the tf.data iterator's position, where possible (`bert_tf.training.resume`;
+               with several workers each worker saves its own beside the checkpoint)
 
 Restoring is strict: every variable must be in the checkpoint with its shape, and the
 checkpoint must hold nothing else (`compare_with_checkpoint`), else a one-line UserError.
