@@ -89,6 +89,12 @@ def _saved_layout(path: str) -> Optional[str]:
     return saved.decode("utf-8") if isinstance(saved, bytes) else str(saved)
 
 
+@tf.function
+def _advance(iterator, num_elements: tf.Tensor) -> None:
+    """Reads and drops `num_elements` elements of `iterator`."""
+    for _ in tf.range(num_elements):
+        next(iterator)
+
 
 def left_out(train_input: Optional["TrainInput"], problem: Optional[str]) -> tuple:
     """The roots of the training checkpoint not to restore: ("input",) unless it holds this
@@ -96,6 +102,7 @@ def left_out(train_input: Optional["TrainInput"], problem: Optional[str]) -> tup
     if train_input is not None and train_input.checkpoint_objects() and not problem:
         return ()
     return (INPUT_ROOT,)
+
 
 class TrainInput:
     """The training batches of one process, with a position that can be checkpointed.
@@ -125,7 +132,7 @@ class TrainInput:
         self._per_replica_batch = per_replica_batch
         # Saved as the checkpoint's "input": the iterator and what its batches look like.
         self.state = tf.Module(name="train_input")
-        self.state.iterator = self._make_iterator(0)
+        self.state.iterator = self._make_iterator()
         self.state.layout = tf.Variable(self._layout(), trainable=False, name="input_layout")
         self._own = None
         if self.num_workers > 1:
@@ -136,15 +143,12 @@ class TrainInput:
             self._own = tf.train.CheckpointManager(
                 self._own_checkpoint, directory, max_to_keep=max_to_keep, checkpoint_name="ckpt")
 
-    def _make_iterator(self, skip_steps: int):
+    def _make_iterator(self):
         context = tf.distribute.InputContext(
             num_input_pipelines=self.num_workers, input_pipeline_id=self.worker_index,
             num_replicas_in_sync=self.num_replicas)
         with tf.device("/cpu:0"):
-            dataset = self._dataset_fn(context, self._per_replica_batch)
-            if skip_steps:
-                dataset = dataset.skip(skip_steps * self.local_replicas)
-            return iter(dataset)
+            return iter(self._dataset_fn(context, self._per_replica_batch))
 
     def _layout(self) -> str:
         spec = self.state.iterator.element_spec
@@ -184,7 +188,10 @@ class TrainInput:
         saved position when `problem` is None (with one worker the training checkpoint has
         restored it already), else by reading and dropping the batches before it."""
         if problem:
-            self.state.iterator = self._make_iterator(step)
+            # Not `dataset.skip`: the iterator saved later must be one of the same dataset as
+            # a fresh run's, or the next resume could not restore it.
+            with tf.device("/cpu:0"):
+                _advance(self.state.iterator, tf.constant(step * self.local_replicas, tf.int64))
         elif self._own is not None:
             self._own_checkpoint.restore(self._own_path(checkpoint_path)).assert_consumed()
 
