@@ -139,6 +139,37 @@ def run_module(module: str, args: Sequence[str], timeout: float = 300,
         capture_output=True, text=True, timeout=timeout)
 
 
+def run_on_loopback(commands: Sequence[Sequence[str]], timeout: float = 300
+                    ) -> List[subprocess.CompletedProcess]:
+    """Runs one process per command as the workers of a cluster on 127.0.0.1 (TF_CONFIG:
+    worker i runs commands[i]), from the repository root; returns them finished."""
+    import socket
+
+    ports = []
+    for _ in commands:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            ports.append(s.getsockname()[1])
+    cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
+    procs = []
+    for index, command in enumerate(commands):
+        tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
+        procs.append(subprocess.Popen(
+            list(command), cwd=REPO_ROOT, env=subprocess_env({"TF_CONFIG": tf_config}),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    finished = []
+    try:
+        for proc in procs:
+            out, err = proc.communicate(timeout=timeout)
+            finished.append(subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    return finished
+
+
 def progress_losses(log: str) -> List[float]:
     """The per-report losses of the trainer's progress lines ("step 3/8 | loss 5.123456 | ...")."""
     import re

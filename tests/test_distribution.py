@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 
@@ -25,7 +24,13 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from _pretraining_helpers import REPO_ROOT, subprocess_env, synthetic_examples, tiny_bert_config
+from _pretraining_helpers import (
+    REPO_ROOT,
+    run_on_loopback,
+    subprocess_env,
+    synthetic_examples,
+    tiny_bert_config,
+)
 
 from bert_tf.errors import UserError
 from bert_tf.modeling.pretraining_model import BertPretrainingModel
@@ -145,34 +150,13 @@ def test_replicas_draw_different_dropout_masks(tmp_path):
     assert data["0.3/0/mlm_weighted_ce"][0] != data["0.0/0/mlm_weighted_ce"][0]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.slow
 def test_multi_worker_mirrored_on_loopback_agrees_with_one_device(tmp_path, mirrored_and_single):
-    ports = [free_port(), free_port()]
-    cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
-    procs = []
-    for index in range(2):
-        tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
-        procs.append(subprocess.Popen(
-            worker_command(tmp_path / f"worker{index}.npz", tmp_path, "multi_worker_mirrored"),
-            cwd=REPO_ROOT, env=subprocess_env({"TF_CONFIG": tf_config}),
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-    outputs = []
-    try:
-        for proc in procs:
-            outputs.append(proc.communicate(timeout=300))
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-    for proc, (_, err) in zip(procs, outputs):
-        assert proc.returncode == 0, err[-3000:]
+    procs = run_on_loopback([
+        worker_command(tmp_path / f"worker{index}.npz", tmp_path, "multi_worker_mirrored")
+        for index in range(2)])
+    for proc in procs:
+        assert proc.returncode == 0, proc.stderr[-3000:]
     losses_1, weights_1, _ = load(mirrored_and_single, "one_device")
     for index in range(2):
         losses, weights, replicas = load(tmp_path / f"worker{index}.npz", "multi_worker_mirrored")

@@ -199,14 +199,18 @@ def test_a_checkpoint_without_input_position_resumes_by_skipping(tmp_path, examp
         os.fspath(tmp_path / "split" / "ckpt-2")).has_tensor(resume._LAYOUT_KEY)
     monkeypatch.undo()
     caplog.set_level("INFO", logger="absl")  # whatever an earlier test left
-    part2 = make_trainer(tmp_path / "split").train(blocks_dataset_fn(examples))
+    part2 = make_trainer(tmp_path / "split", max_steps_per_run=1).train(
+        blocks_dataset_fn(examples))
     assert ("input position not restored (the checkpoint has no input position): skipping "
             "the 2 steps' batches already consumed") in caplog.text
-    np.testing.assert_allclose(np.concatenate([part1.losses, part2.losses]), full.losses,
-                               rtol=1e-6)
-    # The new checkpoints hold the input position again.
+    # The new checkpoints hold the input position again, and the next resume restores it.
     assert tf.train.load_checkpoint(
-        os.fspath(tmp_path / "split" / f"ckpt-{STEPS}")).has_tensor(resume._LAYOUT_KEY)
+        os.fspath(tmp_path / "split" / "ckpt-3")).has_tensor(resume._LAYOUT_KEY)
+    caplog.clear()
+    part3 = make_trainer(tmp_path / "split").train(blocks_dataset_fn(examples))
+    assert "input position not restored" not in caplog.text
+    np.testing.assert_allclose(np.concatenate([part1.losses, part2.losses, part3.losses]),
+                               full.losses, rtol=1e-6)
 
 
 def test_non_finite_loss_stops_naming_the_step_without_saving(tmp_path, examples):

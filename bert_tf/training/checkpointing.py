@@ -6,7 +6,8 @@ A training checkpoint holds everything a run needs to continue exactly where it 
     optimizer  its slots (Adam moments, ...), iteration counter and loss scale
     step       the global step (int64)
     rng        Keras seed-generator states (dropout); Keras does not track them itself
-    input      the tf.data iterator's position, where possible (`bert_tf.training.resume`)
+    input      the tf.data iterator's position, where possible (`bert_tf.training.resume`;
+               with several workers each worker saves its own beside the checkpoint)
 
 Restoring is strict: every variable must be in the checkpoint with its shape, and the
 checkpoint must hold nothing else (`compare_with_checkpoint`), else a one-line UserError.
@@ -36,7 +37,7 @@ import re
 import shutil
 import signal
 import threading
-from typing import Iterator, List, Optional, Sequence
+from typing import Callable, Iterator, List, Optional, Sequence
 
 import tensorflow as tf
 from absl import logging
@@ -143,6 +144,7 @@ class CheckpointSaver:
         step: the global step variable (int64 scalar), used to number checkpoints.
         max_to_keep: how many recent checkpoints to keep.
         worker_index: this worker's index (0 = chief).
+        also_save: called with the step after each save (e.g. a worker's own input position).
     """
 
     def __init__(
@@ -152,6 +154,7 @@ class CheckpointSaver:
         step: tf.Variable,
         max_to_keep: int = 5,
         worker_index: int = 0,
+        also_save: Optional[Callable[[int], None]] = None,
     ):
         self.output_dir = output_dir
         self.worker_index = worker_index
@@ -161,6 +164,7 @@ class CheckpointSaver:
         self._checkpoint = checkpoint
         self._step = step
         self._restored: Optional[str] = None
+        self._also_save = also_save
         self._manager = tf.train.CheckpointManager(
             checkpoint,
             self.directory,
@@ -195,6 +199,8 @@ class CheckpointSaver:
                 # Non-chief workers only take part in the save; the chief's copy is the one.
                 tf.io.gfile.rmtree(self.directory)
                 path = os.path.join(self.output_dir, os.path.basename(path))
+            if self._also_save is not None:
+                self._also_save(step)
         return path
 
     def restore_latest(self, without: Sequence[str] = ()) -> Optional[int]:

@@ -7,10 +7,8 @@
 A custom loop rather than `keras.Model.fit`: it reduces the losses over the global batch
 exactly (`bert_tf.training.train_loop`), accumulates gradients, runs `steps_per_loop` steps
 between logging and saves (in calls of ~2 s, `bert_tf.training.preemption`), and resumes a
-killed run on the same trajectory: the checkpoint restores model, optimizer, step and
-dropout RNG (`bert_tf.training.checkpointing`) and the input position (the tf.data iterator,
-`bert_tf.training.resume`; where it cannot be saved, the deterministic input skips the
-batches already consumed).
+killed run on the same trajectory: model, optimizer, step, dropout RNG and each worker's
+input position (`checkpointing`, `resume`; where none was saved, the input skips the batches).
 
 Failure handling: bad input found inside the graph becomes a one-line `UserError`; a
 non-finite loss stops the run with a `UserError` naming the step, without saving that state;
@@ -251,18 +249,19 @@ class Trainer:
         per_replica_batch = self.micro_batch_size * cfg.gradient_accumulation_steps
         unsupported = resume.unsupported_reason(self.strategy)
         train_input = None if unsupported else resume.TrainInput(
-            self.strategy, dataset_fn, per_replica_batch)
+            self.strategy, dataset_fn, per_replica_batch, cfg.output_dir, cfg.keep_checkpoint_max)
         checkpoint = tf.train.Checkpoint(
             model=self.model, optimizer=self.optimizer, step=self.step,
             rng=checkpointing.seed_state_variables(self.model),
             **(train_input.checkpoint_objects() if train_input else {}))
         saver = checkpointing.CheckpointSaver(
-            cfg.output_dir, checkpoint, self.step, cfg.keep_checkpoint_max, self.worker_index)
+            cfg.output_dir, checkpoint, self.step, cfg.keep_checkpoint_max, self.worker_index,
+            also_save=train_input.save_own if train_input else None)
         latest = tf.train.latest_checkpoint(cfg.output_dir)
         problem = unsupported
         if latest and train_input:
             problem = train_input.saved_state_problem(latest)
-        restored = saver.restore_latest(without=(resume.INPUT_ROOT,) if problem else ())
+        restored = saver.restore_latest(without=resume.left_out(train_input, problem))
         if restored is None:
             if self.warm_start_fn is not None:
                 self.warm_start_fn(self.model)
@@ -277,8 +276,8 @@ class Trainer:
         if train_input is None:
             # The input position is a function of the step (see distribute_dataset).
             return saver, iter(self.distribute_dataset(dataset_fn, per_replica_batch, start)), start
-        if start and problem:
-            train_input.skip_to(start)
+        if start:
+            train_input.resume_at(start, latest, problem)
         return saver, train_input, start
 
     def train(self, dataset_fn: DatasetFn) -> TrainResult:

@@ -1,0 +1,81 @@
+"""Tests of bert_tf.training.resume under MultiWorkerMirroredStrategy: two workers on
+loopback, each reading its own TFRecord file through the real input pipeline.
+
+A run stopped at step 2 and resumed in new processes follows the uninterrupted run's
+losses, although the records of steps 1-2 are made unreadable before the resume: each
+worker restores its own saved iterator instead of re-reading them (a skip would fail). The
+single-worker case is in test_trainer.py. TPUStrategy has no CPU-testable form here
+(TensorFlow's TPUStrategy needs a TPU system to initialise), and it still resumes by
+skipping (see the resume module's docstring).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from _pretraining_helpers import run_on_loopback, synthetic_examples, write_tfrecords
+
+from bert_tf.training import resume
+
+WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_resume_worker.py")
+# As in _resume_worker.py.
+SPLIT, PER_REPLICA_BATCH = 2, 4
+
+
+def run_workers(phase, data, output_dir, tmp_path):
+    procs = run_on_loopback([
+        [sys.executable, WORKER, f"--phase={phase}", f"--data={data}",
+         f"--output_dir={output_dir}", f"--out={tmp_path / f'{phase}-{index}.npz'}"]
+        for index in range(2)])
+    for proc in procs:
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    return [np.load(tmp_path / f"{phase}-{index}.npz") for index in range(2)]
+
+
+def corrupt_records(path, count):
+    """Flips the first data byte of each of the first `count` records of a TFRecord file,
+    in place: reading any of them fails its CRC check."""
+    data = bytearray(open(path, "rb").read())
+    offset = 0
+    for _ in range(count):
+        length = int.from_bytes(data[offset:offset + 8], "little")
+        data[offset + 12] ^= 0xFF
+        offset += 8 + 4 + length + 4
+    open(path, "wb").write(bytes(data))
+
+
+@pytest.mark.slow
+def test_two_workers_resume_from_their_own_positions_on_the_same_trajectory(tmp_path):
+    examples = synthetic_examples(64, seed=1)
+    files = [write_tfrecords(tmp_path / f"part-{i}.tfrecord",
+                             {k: v[32 * i:32 * (i + 1)] for k, v in examples.items()})
+             for i in range(2)]
+    data = os.fspath(tmp_path / "part-*.tfrecord")
+    output_dir = tmp_path / "out"
+    first = run_workers("first", data, output_dir, tmp_path)
+    for worker in range(2):
+        assert first[worker]["part1_steps"].tolist() == [0, SPLIT]
+        position = output_dir / "split" / resume.POSITIONS_DIR / f"worker-{worker}-of-2"
+        layout = tf.train.load_checkpoint(os.fspath(position / f"ckpt-{SPLIT}")).get_tensor(
+            resume._LAYOUT_KEY).decode()
+        assert layout.startswith(f"worker {worker} of 2, 2 replica(s)"), layout
+    # The chief's training checkpoint holds no input position: each worker has its own.
+    assert not tf.train.load_checkpoint(
+        os.fspath(output_dir / "split" / f"ckpt-{SPLIT}")).has_tensor(resume._LAYOUT_KEY)
+
+    # Worker i reads part-i (file sharding); steps 1-2 took its first 2 x 4 records.
+    for path in files:
+        corrupt_records(path, SPLIT * PER_REPLICA_BATCH)
+        with pytest.raises(tf.errors.DataLossError):  # a skip would fail here
+            next(iter(tf.data.TFRecordDataset(path)))
+    second = run_workers("second", data, output_dir, tmp_path)
+    for worker in range(2):
+        assert second[worker]["part2_steps"].tolist() == [SPLIT, 4]
+        np.testing.assert_allclose(
+            np.concatenate([first[worker]["part1"], second[worker]["part2"]]),
+            first[worker]["straight"], rtol=1e-6)
+    np.testing.assert_array_equal(first[0]["straight"], first[1]["straight"])
