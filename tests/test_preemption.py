@@ -108,6 +108,38 @@ def test_host_loop_returns_at_a_non_finite_loss():
     assert not loop.stopped
 
 
+_AGREEMENT_SCRIPT = """
+import json
+import tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+from bert_tf.training import preemption
+loop = preemption.HostLoop(tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]), 2,
+                           lambda: True, lambda: True)
+print(json.dumps(loop._agree(tf.constant([1.0, 7.0, 1.0])).numpy().tolist()))
+"""
+
+
+def test_the_agreement_sums_stop_requests_and_takes_the_chiefs_size_and_time_limit():
+    # Two replicas, each contributing (stop 1, size 7, time up 1): stop requests add up (any
+    # worker stops all); the size and the time limit are replica 0's (the chief's) only, so
+    # workers whose clocks differ still end their loops at the same step.
+    proc = subprocess.run([sys.executable, "-c", _AGREEMENT_SCRIPT], cwd=REPO_ROOT,
+                          env=subprocess_env({}), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == [2.0, 7.0, 1.0]
+
+
+def test_host_loop_reports_the_time_limit_after_each_call():
+    fake = FakeTraining()
+    loop = preemption.HostLoop(tf.distribute.get_strategy(), 1, lambda: False,
+                               lambda: fake.now >= 12.0, clock=lambda: fake.now)
+    loop.run(fake, 2)  # trace (10 s) + 1 step, then 1 step: 11 s
+    assert not loop.time_up
+    loop.run(fake, 2)  # 12 s and more: the limit is seen, and the loop still runs its steps
+    assert loop.time_up and not loop.stopped and fake.step == 4
+
+
 # ----------------------------------------------------------------------- end to end
 
 

@@ -307,7 +307,9 @@ class Trainer:
             logging.info("already trained to step %d (num_train_steps=%d)", start, stop)
         train_start = time.monotonic()
         with checkpointing.sigterm_requests() as sigterm:
-            host_loop = preemption.HostLoop(self.strategy, self.num_workers, lambda: bool(sigterm))
+            limit = 60 * cfg.max_train_minutes
+            host_loop = preemption.HostLoop(self.strategy, self.num_workers, lambda: bool(
+                sigterm), lambda: bool(limit and time.monotonic() - train_start >= limit))
             try:
                 while step < stop:
                     to_save = cfg.save_checkpoints_steps - step % cfg.save_checkpoints_steps
@@ -323,8 +325,7 @@ class Trainer:
                             f"{step + bad[0] + 1}; stopped without saving it "
                             f"(last checkpoint: {saver.latest or 'none'})")
                     step = int(self.step.numpy())
-                    if (cfg.max_train_minutes and step < stop
-                            and time.monotonic() - train_start >= 60 * cfg.max_train_minutes):
+                    if host_loop.time_up and step < stop:  # the chief's clock, agreed
                         logging.info("--max_train_minutes=%g reached at step %d: saving a "
                                      "checkpoint and stopping training", cfg.max_train_minutes,
                                      step)
