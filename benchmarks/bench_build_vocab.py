@@ -30,7 +30,6 @@ import argparse
 import os
 import pathlib
 import re
-import subprocess
 import sys
 import tempfile
 from typing import Dict, List
@@ -38,19 +37,10 @@ from typing import Dict, List
 REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
 import machine  # noqa: E402
+import measure  # noqa: E402
 
 CORPUS = REPO / "data" / "corpus" / "wikitext2.bert.txt"
 
-_WRAPPER = (
-    "import resource, subprocess, sys, time\n"
-    "t = time.monotonic()\n"
-    "p = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
-    "dt = time.monotonic() - t\n"
-    "r = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
-    "sys.stderr.write(p.stderr)\n"
-    "sys.stderr.write('\\nSTDOUT ' + p.stdout)\n"
-    "print(dt, r.ru_maxrss, r.ru_utime + r.ru_stime, p.returncode)\n"
-)
 
 _REFERENCE = (
     "import sys\n"
@@ -91,14 +81,9 @@ def varied(scale: int, tmp: pathlib.Path) -> pathlib.Path:
 
 def run(cmd: List[str]) -> Dict[str, object]:
     """One job in a fresh process (wrapped, so RUSAGE_CHILDREN covers that job only)."""
-    p = subprocess.run([sys.executable, "-c", _WRAPPER] + cmd, capture_output=True, text=True,
-                       cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)))
-    wall, maxrss_kb, cpu, rc = p.stdout.split()
-    if int(rc) != 0:
-        sys.exit(f"job failed ({' '.join(cmd[:4])} ...):\n{p.stderr[-3000:]}")
-    summary = p.stderr.rsplit("\nSTDOUT ", 1)[-1]
-    counting = re.search(r"\(counting ([\d.]+) s\)", summary)
-    return {"wall": float(wall), "cpu": float(cpu), "rss_mb": int(maxrss_kb) * 1024 / 1e6,
+    m = measure.run_job(cmd, str(REPO), dict(os.environ, PYTHONPATH=str(REPO)))
+    counting = re.search(r"\(counting ([\d.]+) s\)", m.stdout)
+    return {"wall": m.wall, "cpu": m.cpu, "rss_mb": m.peak_mb,
             "counting": float(counting.group(1)) if counting else None}
 
 

@@ -24,7 +24,6 @@ import pathlib
 import re
 import resource
 import shutil
-import subprocess
 import sys
 import tempfile
 from typing import Dict, List, Optional
@@ -33,6 +32,7 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # bert_tf, when the package is not installed
 sys.path.insert(0, str(REPO / "benchmarks"))
 import machine  # noqa: E402
+import measure  # noqa: E402
 
 SHARED = REPO.parent / "shared" / "data"
 DEFAULT_CORPUS = SHARED / "wikitext2" / "wiki.valid+test.bert.txt"
@@ -53,23 +53,8 @@ def scaled_corpus(src: pathlib.Path, scale: int, tmp: pathlib.Path) -> pathlib.P
 
 def _run(cmd: List[str], env: Optional[Dict[str, str]] = None) -> Dict[str, object]:
     """Runs one job in a fresh process; returns wall time, output and child peak RSS."""
-    # A tiny wrapper process runs the job so that RUSAGE_CHILDREN covers this job only.
-    wrapper = (
-        "import resource, subprocess, sys, time\n"
-        "t = time.monotonic()\n"
-        "p = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
-        "dt = time.monotonic() - t\n"
-        "r = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
-        "sys.stderr.write(p.stderr)\n"
-        "print(dt, r.ru_maxrss, r.ru_utime + r.ru_stime, p.returncode)\n"
-    )
-    p = subprocess.run([sys.executable, "-c", wrapper] + cmd, capture_output=True, text=True,
-                       cwd=REPO, env=env)
-    wall, maxrss_kb, cpu, rc = p.stdout.split()
-    if int(rc) != 0:
-        sys.exit(f"job failed ({' '.join(cmd[:4])} ...):\n{p.stderr[-3000:]}")
-    return {"wall": float(wall), "child_peak_mb": int(maxrss_kb) * 1024 / 1e6,
-            "cpu": float(cpu), "log": p.stderr}
+    m = measure.run_job(cmd, str(REPO), env)
+    return {"wall": m.wall, "child_peak_mb": m.peak_mb, "cpu": m.cpu, "log": m.stderr}
 
 
 def run_ours(corpus: pathlib.Path, vocab: pathlib.Path, out: pathlib.Path, args,

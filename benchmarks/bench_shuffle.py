@@ -32,17 +32,8 @@ from typing import Dict, List
 REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
 import machine  # noqa: E402
+import measure  # noqa: E402
 from bench_create_pretraining_data import scaled_corpus  # noqa: E402
-
-_WRAPPER = (
-    "import resource, subprocess, sys, time\n"
-    "t = time.monotonic()\n"
-    "p = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
-    "dt = time.monotonic() - t\n"
-    "r = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
-    "sys.stderr.write(p.stderr)\n"
-    "print(dt, r.ru_utime + r.ru_stime, p.returncode)\n"
-)
 
 
 def run_job(tree: pathlib.Path, corpus: pathlib.Path, vocab: pathlib.Path,
@@ -54,13 +45,9 @@ def run_job(tree: pathlib.Path, corpus: pathlib.Path, vocab: pathlib.Path,
            f"--dupe_factor={dupe_factor}", f"--num_workers={workers}", "--log_examples=0",
            "--progress_seconds=0", f"--shuffle_memory_mb={memory_mb:g}"]
     env = dict(os.environ, PYTHONPATH=str(tree))
-    p = subprocess.run([sys.executable, "-c", _WRAPPER] + cmd, capture_output=True,
-                       text=True, cwd=tree, env=env)
-    wall, cpu, rc = p.stdout.split()
-    if int(rc) != 0:
-        sys.exit(f"job failed in {tree}:\n{p.stderr[-3000:]}")
-    log = p.stderr
-    res: Dict[str, object] = {"wall": float(wall), "cpu": float(cpu),
+    m = measure.run_job(cmd, str(tree), env)
+    log = m.stderr
+    res: Dict[str, object] = {"wall": m.wall, "cpu": m.cpu,
                               "in_mb": corpus.stat().st_size / 1e6,
                               "out_mb": out.stat().st_size / 1e6}
     m = re.search(r"peak RSS: main process (\d+) MB, largest worker (\d+) MB", log)

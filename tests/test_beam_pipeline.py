@@ -13,6 +13,8 @@ import pytest
 
 beam = pytest.importorskip("apache_beam")
 
+from _records import count_frames  # noqa: E402
+
 from data_tools import (  # noqa: E402
     beam_io,
     beam_pipeline,
@@ -69,21 +71,11 @@ def test_create_pretraining_data_on_direct_runner_writes_the_local_bytes(
     assert names == ["train-00000-of-00002.tfrecord", "train-00001-of-00002.tfrecord"]
     assert out["beam"] == out["local"] and all(len(b) > 500_000 for b in local)
     # The counters came back from the workers: the instances of every shard.
-    frames = sum(tfrecord_writer_frames(b) for b in local)
+    frames = sum(count_frames(b) for b in local)
     assert f"Beam: wrote {frames} instances to 2 shard(s)" in proc.stderr
     assert "in 2 group(s) per shard" in proc.stderr  # parts were concatenated
     # --progress_seconds was given: the Beam run says it ignores it.
     assert "--progress_seconds is ignored with --beam_pipeline_options" in proc.stderr
-
-
-def tfrecord_writer_frames(data: bytes) -> int:
-    """Number of TFRecord frames in `data` (length-prefixed, 16 bytes of framing each)."""
-    n, at = 0, 0
-    while at < len(data):
-        at += 16 + int.from_bytes(data[at:at + 8], "little")
-        n += 1
-    assert at == len(data)
-    return n
 
 
 def test_prepare_corpus_on_direct_runner_writes_the_local_bytes(

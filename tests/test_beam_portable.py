@@ -26,6 +26,7 @@ import pytest
 beam = pytest.importorskip("apache_beam")
 
 import grpc  # noqa: E402  (a dependency of Beam)
+from _records import count_frames  # noqa: E402
 from apache_beam.options.pipeline_options import PipelineOptions  # noqa: E402
 from apache_beam.portability.api import beam_job_api_pb2, beam_job_api_pb2_grpc  # noqa: E402
 
@@ -149,14 +150,6 @@ def _corpus(tmp_path, corpus_lines, num_lines):
     return path
 
 
-def _frames(data: bytes) -> int:
-    n, at = 0, 0
-    while at < len(data):
-        at += 16 + int.from_bytes(data[at:at + 8], "little")
-        n += 1
-    return n
-
-
 def test_portable_runner_with_a_worker_pool_writes_the_local_bytes(
         services, tmp_path, corpus_lines, google_vocab_path):
     _corpus(tmp_path, corpus_lines, 3000)
@@ -182,7 +175,7 @@ def test_portable_runner_with_a_worker_pool_writes_the_local_bytes(
     assert all(len(b) > 500_000 for b in out["local"].values())
     assert "in 2 group(s) per shard" in proc.stderr
     # The counters came back from the job service: the instances of both shards.
-    frames = sum(_frames(b) for b in out["local"].values())
+    frames = sum(count_frames(b) for b in out["local"].values())
     assert f"Beam: wrote {frames} instances to 2 shard(s)" in proc.stderr
     # The pool started this job's SDK worker as a process of its own. (The Python job
     # service runs every job on one SDK worker: its FnApiRunner takes --direct_num_workers

@@ -24,6 +24,7 @@ import sys
 import unicodedata
 
 import pytest
+from _records import count_frames
 
 # The versions the digests below were made with (printed beside today's on a failure).
 MADE_WITH = "numpy 2.4.6, tokenizers 0.23.3, unicodedata 14.0.0 (Python 3.11)"
@@ -78,16 +79,6 @@ def _run(module, args, repo_root):
     return proc
 
 
-def _frames(data: bytes) -> int:
-    """Number of TFRecord frames in `data` (length-prefixed, 16 bytes of framing each)."""
-    n, at = 0, 0
-    while at < len(data):
-        at += 16 + int.from_bytes(data[at:at + 8], "little")
-        n += 1
-    assert at == len(data)
-    return n
-
-
 @pytest.fixture(scope="module")
 def small_text(tmp_path_factory, corpus_lines):
     path = tmp_path_factory.mktemp("golden") / "small.txt"
@@ -107,7 +98,7 @@ def test_create_pretraining_data_writes_the_golden_bytes(flags, small_text, tmp_
     got = {}
     for name in sorted(os.listdir(out)):
         data = (out / name).read_bytes()
-        got[name] = (_frames(data), len(data), hashlib.sha256(data).hexdigest())
+        got[name] = (count_frames(data), len(data), hashlib.sha256(data).hexdigest())
     assert got == CREATE_GOLDEN[flags], _meaning(f"create_pretraining_data {' '.join(flags)}")
 
 

@@ -1,0 +1,47 @@
+"""One job in a fresh process, with its wall time, CPU time and peak RSS.
+
+A tiny wrapper process runs the job, so that `RUSAGE_CHILDREN` covers that job only (its
+workers included: ru_maxrss is the largest of them, not their sum).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+from typing import Dict, List, Optional
+
+_WRAPPER = (
+    "import json, resource, subprocess, sys, time\n"
+    "t = time.monotonic()\n"
+    "p = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
+    "dt = time.monotonic() - t\n"
+    "r = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+    "sys.stderr.write(p.stderr)\n"
+    "print(json.dumps({'wall': dt, 'maxrss_kb': r.ru_maxrss, 'rc': p.returncode,\n"
+    "                  'cpu': r.ru_utime + r.ru_stime, 'stdout': p.stdout}))\n"
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Measured:
+    """wall and cpu in seconds; peak_mb: the largest process's peak RSS (MB)."""
+    wall: float
+    cpu: float
+    peak_mb: float
+    stdout: str
+    stderr: str
+
+
+def run_job(cmd: List[str], cwd: str, env: Optional[Dict[str, str]] = None) -> Measured:
+    """Runs `cmd`; exits the benchmark with the job's last stderr when it fails."""
+    p = subprocess.run([sys.executable, "-c", _WRAPPER] + cmd, capture_output=True, text=True,
+                       cwd=cwd, env=env)
+    try:
+        r = json.loads(p.stdout.strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        sys.exit(f"job wrapper failed ({' '.join(cmd[:4])} ...):\n{p.stderr[-3000:]}")
+    if r["rc"] != 0:
+        sys.exit(f"job failed ({' '.join(cmd[:4])} ...) in {cwd}:\n{p.stderr[-3000:]}")
+    return Measured(r["wall"], r["cpu"], r["maxrss_kb"] * 1024 / 1e6, r["stdout"], p.stderr)
