@@ -24,7 +24,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -34,6 +33,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 
+import loopback  # noqa: E402
 from absl import app, flags  # noqa: E402
 from machine import describe  # noqa: E402
 
@@ -79,12 +79,7 @@ def main(argv) -> None:
             "--do_train=true", "--do_eval=false"]
     configs = [None]
     if FLAGS.workers > 1:
-        ports = []
-        for _ in range(FLAGS.workers):
-            with socket.socket() as s:
-                s.bind(("127.0.0.1", 0))
-                ports.append(s.getsockname()[1])
-        cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
+        cluster = loopback.cluster(FLAGS.workers)
         configs = [{"cluster": cluster, "task": {"type": "worker", "index": i}}
                    for i in range(FLAGS.workers)]
         args.append("--distribution_strategy=multi_worker_mirrored")

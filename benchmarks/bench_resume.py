@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -34,6 +33,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
+import loopback  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from absl import app, flags, logging  # noqa: E402
@@ -194,12 +194,7 @@ def measure(strategy, work: str, pattern: str) -> dict:
 
 def run_workers(work: str) -> list:
     """Runs this script as FLAGS.num_workers workers on loopback; their figures."""
-    ports = []
-    for _ in range(FLAGS.num_workers):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            ports.append(s.getsockname()[1])
-    cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
+    cluster = loopback.cluster(FLAGS.num_workers)
     procs = []
     for index in range(FLAGS.num_workers):
         env = dict(os.environ, TF_CONFIG=json.dumps(
