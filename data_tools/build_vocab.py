@@ -30,7 +30,7 @@ from absl import flags
 
 from bert_tf import errors, fileio
 from bert_tf.errors import UserError, cli_main
-from data_tools import vocab_learner, word_counts
+from data_tools import job_entry, vocab_learner, word_counts
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("input_file", None, "Input text: file, glob, or comma-separated list.")
@@ -106,6 +106,8 @@ def run(input_file: str, vocab_file: str, config: vocab_learner.VocabConfig,
 def main(argv: List[str]) -> None:
     if len(argv) > 1:
         raise UserError(f"unexpected arguments: {' '.join(argv[1:])}")
+    # A scheduler's SIGTERM cleans up like Ctrl-C: spilled counts and the temporary vocab.
+    job_entry.stop_on_sigterm()
     for name in ("input_file", "vocab_file", "vocab_size"):
         if FLAGS[name].value in (None, ""):
             raise UserError(f"--{name} is required")

@@ -26,6 +26,11 @@ def _raise_interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
+def stop_on_sigterm() -> None:
+    """SIGTERM raises KeyboardInterrupt, so the job's cleanup runs as on Ctrl-C."""
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+
+
 def job_files(input_file: str, output_file: str, num_output_shards: int
               ) -> Tuple[Tuple[str, ...], Tuple[str, ...]]:
     """(input files matched by the comma-separated patterns, output shard paths).
@@ -63,7 +68,7 @@ def run_job(argv: Sequence[str], make_config: Callable[[], Any],
     """
     if len(argv) > 1:
         raise UserError(f"unexpected arguments: {' '.join(argv[1:])}")
-    signal.signal(signal.SIGTERM, _raise_interrupt)
+    stop_on_sigterm()
     logging.set_verbosity(logging.INFO)
     config = make_config()
     if beam_pipeline_options is not None:

@@ -270,3 +270,37 @@ def test_beam_is_imported_only_with_the_flag_and_said_when_missing(tmp_path, rep
         "error: --beam_pipeline_options needs Apache Beam: pip install 'bert_tf[beam]' (or "
         "'apache-beam>=2.77')"]
     assert sorted(os.listdir(tmp_path)) == ["in.txt"]
+
+
+def test_sigterm_while_counts_are_spilled_leaves_nothing(tmp_path, corpus_path):
+    # A scheduler stops the job while sorted runs of counts are on disk: the job must answer
+    # like Ctrl-C (exit 130, one line) and remove its runs and temporary vocabulary.
+    import signal
+    import time
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_bytes(corpus_path.read_bytes() * 8)
+    out, spill = tmp_path / "out", tmp_path / "spill"
+    out.mkdir()
+    spill.mkdir()
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "data_tools.build_vocab", f"--input_file={corpus}",
+         f"--vocab_file={out}/vocab.txt", "--vocab_size=2000", "--max_words=300",
+         "--num_workers=1", "--split_mb=0.05", f"--temp_dir={spill}"],
+        cwd=root, env=dict(os.environ, PYTHONPATH=root), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not any(files for _, _, files in os.walk(spill)):  # a first run is written
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130 and "error: interrupted" in stderr, stderr[-2000:]
+    assert "Traceback" not in stderr
+    assert os.listdir(out) == [] and os.listdir(spill) == []
