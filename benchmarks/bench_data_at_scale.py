@@ -45,6 +45,7 @@ import time
 from types import SimpleNamespace
 from typing import Dict, List, Optional
 
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # the negatives' tracing loads TensorFlow
 REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
@@ -140,9 +141,9 @@ def launcher_cpu(stage: str, src: pathlib.Path, tmp: pathlib.Path,
              "build_vocab": [f"--vocab_file={out}", f"--vocab_size={VOCAB_SIZE}"],
              "create_pretraining_data": [f"--output_file={out}", f"--vocab_file={vocab}"]}
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), str(REPO / "benchmarks")]))
+    # Temporary files go beside the output, in `tmp`.
     res = run_timed([sys.executable, "-m", f"data_tools.{stage}", f"--input_file={src}",
-                     f"--temp_dir={tmp}", f"--beam_pipeline_options={RUNNER}"]
-                    + flags[stage], env)
+                     f"--beam_pipeline_options={RUNNER}"] + flags[stage], env)
     if "submit_only_runner: pipeline" not in str(res["log"]):
         sys.exit(f"{stage}: the launcher ended before submitting its pipeline:\n"
                  f"{str(res['log'])[-2000:]}")
