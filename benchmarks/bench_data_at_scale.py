@@ -39,6 +39,7 @@ import argparse
 import hashlib
 import os
 import pathlib
+import re
 import shutil
 import sys
 import tempfile
@@ -104,8 +105,6 @@ def sha256(path: pathlib.Path) -> str:
 
 def peak_rss(log: str) -> Dict[str, float]:
     """The main process' and largest worker's peak RSS (MB) from a job's last such line."""
-    import re
-
     found = re.findall(r"peak RSS: main process (\d+) MB, largest worker (\d+) MB", log)
     return ({"main_peak_mb": float(found[-1][0]), "worker_peak_mb": float(found[-1][1])}
             if found else {})
@@ -198,9 +197,11 @@ def summary(stages: List[Dict[str, object]], launch: Dict[str, object],
         one = next(s for s in stages if s["stage"] == r["stage"] and s["workers"] == 1)
         speedup = f"{r['mb_s'] / one['mb_s']:.2f}x" if r["workers"] == 2 else ""
         same = "yes" if r["sha"] == one["sha"] else "NO"
+        # One worker runs in the main process: it has no worker process.
+        worker = f"{r.get('worker_peak_mb', 0):.0f}" if r["workers"] > 1 else "-"
         print(f"| {r['stage']} | {r['workers']} | {r['in_mb']:.0f} | {r['wall']:.1f} | "
               f"{r['mb_s']:.2f} | {speedup} | {r['cpu']:.1f} | "
-              f"{r.get('main_peak_mb', 0):.0f} / {r.get('worker_peak_mb', 0):.0f} | "
+              f"{r.get('main_peak_mb', 0):.0f} / {worker} | "
               f"{same if r['workers'] == 2 else ''} |")
     lo, hi = LAUNCHER_SCALES
     print(f"\n| Beam launcher (CPU s) | x{lo} ({launch[f'mb{lo}']:.1f} MB) | x{hi} "
@@ -270,7 +271,11 @@ def main() -> None:
             out.unlink()  # records take ~4x the text per dupe: keep one run's at a time
         prepared.unlink()
         launch = measure_launchers(tmp, vocab, args.launcher_repeats)
-        negatives = measure_negatives(args, DEFAULT_VOCAB if DEFAULT_VOCAB.is_file() else vocab)
+        # Google's uncased vocabulary, as bench_corpus_order uses (a worktree may not have
+        # the shared copy; the repository bundles one).
+        bundled = REPO / "data" / "vocab" / "bert-base-uncased-vocab.txt"
+        negatives = measure_negatives(args, next(
+            (v for v in (DEFAULT_VOCAB, bundled) if v.is_file()), vocab))
         summary(stages, launch, negatives, args)
         print(f"\nwhole run: {time.monotonic() - start:.0f} s")
     finally:
