@@ -25,9 +25,10 @@ from __future__ import annotations
 import argparse
 import collections
 import pathlib
+import shutil
 import sys
 import tempfile
-from typing import Dict, List, Tuple
+from typing import Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 
@@ -144,6 +145,52 @@ def order_figures(records: List[Tuple[int, int, int]]) -> Tuple[float, float]:
     return abs(rho), float(np.mean(docs[1:] == docs[:-1])) / expected
 
 
+def measure(vocab: pathlib.Path, corpus: pathlib.Path, args,
+            reference_script: Optional[pathlib.Path] = None) -> Iterator[Dict[str, object]]:
+    """Runs ours (and the original, when given) on `corpus` as articles, sorted by topic and
+    as 4 books; yields one row of figures per job and corpus form, as each is measured.
+
+    Args:
+        vocab: WordPiece vocabulary.
+        corpus: one sentence per line, a blank line between documents.
+        args: has `dupe_factor` and `num_workers` (passed to the jobs).
+        reference_script: the original create_pretraining_data.py, or None.
+    """
+    from bert_tf.text import tokenization
+
+    tokenizer = tokenization.FullTokenizer(str(vocab), True)
+    tmp = pathlib.Path(tempfile.mkdtemp(prefix="bench_order_"))
+    try:
+        docs = read_documents(corpus)
+        forms = (("articles", docs), ("topics", by_topic(docs)), ("books", as_books(docs, 4)))
+        jobs = [("ours", None)]
+        if reference_script:
+            jobs.append(("original", prepare_reference(reference_script.resolve(), tmp)))
+        for name, corpus_docs in forms:
+            write_corpus(corpus_docs, tmp / f"{name}.txt")
+            index = ngram_index(corpus_docs, tokenizer)
+            for job, script in jobs:
+                out = tmp / f"{job}-{name}.tfrecord"
+                if script is None:
+                    res = run_ours(tmp / f"{name}.txt", vocab, out, args)
+                else:
+                    res = run_reference(script, tmp / f"{name}.txt", vocab, out, args)
+                records = trace(out, index)
+                out.unlink()
+                rho, adjacency = order_figures(records)
+                rnd = [(a, b) for a, b, r in records if r == 1 and a >= 0 and b >= 0]
+                distance, n_rnd = negative_distance(records, len(corpus_docs))
+                yield {"job": job, "corpus": name, "documents": len(corpus_docs),
+                       "ngrams": len(index), "records": len(records), "wall": res["wall"],
+                       "traced": sum(a >= 0 for a, _, _ in records) / len(records),
+                       "rho": rho, "adjacency": adjacency,
+                       "same_document": sum(a == b for a, b in rnd) / max(len(rnd), 1),
+                       "random_traced": len(rnd), "distance": distance,
+                       "distance_traced": n_rnd}
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpus", type=pathlib.Path, default=DEFAULT_CORPUS)
@@ -156,40 +203,17 @@ def main() -> None:
         args.corpus = REPO / "data" / "corpus" / "wikitext2.bert.txt"
     if not args.vocab.is_file():
         args.vocab = REPO / "data" / "vocab" / "bert-base-uncased-vocab.txt"
-    from bert_tf.text import tokenization
-
-    tokenizer = tokenization.FullTokenizer(str(args.vocab), True)
     print(machine.describe())
-    tmp = pathlib.Path(tempfile.mkdtemp(prefix="bench_order_"))
-    docs = read_documents(args.corpus)
-    books = as_books(docs, 4)
-    topics = by_topic(docs)
-    write_corpus(docs, tmp / "articles.txt")
-    write_corpus(topics, tmp / "topics.txt")
-    write_corpus(books, tmp / "books.txt")
-    jobs = [("ours", None)]
-    if args.reference_script:
-        jobs.append(("original", prepare_reference(args.reference_script.resolve(), tmp)))
-    for name, corpus_docs in (("articles", docs), ("topics", topics), ("books", books)):
-        index = ngram_index(corpus_docs, tokenizer)
-        print(f"== {name}: {len(corpus_docs)} documents, {len(index)} unique 6-grams")
-        for job, script in jobs:
-            out = tmp / f"{job}-{name}.tfrecord"
-            if script is None:
-                res = run_ours(tmp / f"{name}.txt", args.vocab, out, args)
-            else:
-                res = run_reference(script, tmp / f"{name}.txt", args.vocab, out, args)
-            records = trace(out, index)
-            rho, adjacency = order_figures(records)
-            rnd = [(a, b) for a, b, r in records if r == 1 and a >= 0 and b >= 0]
-            same = sum(a == b for a, b in rnd) / max(len(rnd), 1)
-            traced = sum(a >= 0 for a, _, _ in records) / len(records)
-            distance, n_rnd = negative_distance(records, len(corpus_docs))
-            print(f"{job:<9} {len(records)} records ({100 * traced:.1f}% traced), "
-                  f"{res['wall']:.1f} s: |Spearman rho| {rho:.3f}, same document as the "
-                  f"previous record {adjacency:.2f}x random, IsRandom from A's document "
-                  f"{100 * same:.1f}% ({len(rnd)} traced), negatives' mean distance "
-                  f"|i - j| / N {distance:.3f} ({n_rnd} traced)")
+    for row in measure(args.vocab, args.corpus, args, args.reference_script):
+        if row["job"] == "ours":
+            print(f"== {row['corpus']}: {row['documents']} documents, {row['ngrams']} unique "
+                  "6-grams")
+        print(f"{row['job']:<9} {row['records']} records ({100 * row['traced']:.1f}% traced), "
+              f"{row['wall']:.1f} s: |Spearman rho| {row['rho']:.3f}, same document as the "
+              f"previous record {row['adjacency']:.2f}x random, IsRandom from A's document "
+              f"{100 * row['same_document']:.1f}% ({row['random_traced']} traced), negatives' "
+              f"mean distance |i - j| / N {row['distance']:.3f} ({row['distance_traced']} "
+              "traced)", flush=True)
 
 
 if __name__ == "__main__":

@@ -51,7 +51,7 @@ def scaled_corpus(src: pathlib.Path, scale: int, tmp: pathlib.Path) -> pathlib.P
     return out
 
 
-def _run(cmd: List[str], env: Optional[Dict[str, str]] = None) -> Dict[str, object]:
+def run_timed(cmd: List[str], env: Optional[Dict[str, str]] = None) -> Dict[str, object]:
     """Runs one job in a fresh process; returns wall time, output and child peak RSS."""
     m = measure.run_job(cmd, str(REPO), env)
     return {"wall": m.wall, "child_peak_mb": m.peak_mb, "cpu": m.cpu, "log": m.stderr}
@@ -63,7 +63,7 @@ def run_ours(corpus: pathlib.Path, vocab: pathlib.Path, out: pathlib.Path, args,
            f"--input_file={corpus}", f"--output_file={out}", f"--vocab_file={vocab}",
            f"--dupe_factor={args.dupe_factor}", f"--num_workers={args.num_workers}",
            "--log_examples=0", "--progress_seconds=0"] + (extra or [])
-    res = _run(cmd)
+    res = run_timed(cmd)
     log = str(res["log"])
     m = re.search(r"wrote (\d+) instances", log)
     res["instances"] = int(m.group(1)) if m else 0
@@ -96,7 +96,7 @@ def run_reference(script: pathlib.Path, corpus: pathlib.Path, vocab: pathlib.Pat
     cmd = [sys.executable, str(script), f"--input_file={corpus}", f"--output_file={out}",
            f"--vocab_file={vocab}", f"--dupe_factor={args.dupe_factor}"]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    res = _run(cmd, env)
+    res = run_timed(cmd, env)
     m = re.search(r"Wrote (\d+) total instances", str(res["log"]))
     res["instances"] = int(m.group(1)) if m else 0
     res["bytes"] = out.stat().st_size

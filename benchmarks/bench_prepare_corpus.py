@@ -23,6 +23,7 @@ import resource
 import sys
 import tempfile
 import time
+from typing import Iterator, List
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -34,18 +35,28 @@ from machine import describe  # noqa: E402
 from data_tools import prepare_job, sentences  # noqa: E402
 
 
-def _articles(path: str, per_paragraph: int):
-    articles, article = [], []
+def articles(path: str, per_paragraph: int) -> List[str]:
+    """The corpus' articles as raw documents: sentences joined into paragraphs of
+    `per_paragraph` sentences, one paragraph per line."""
+    found, article = [], []
     with open(path, encoding="utf-8") as f:
         for line in list(f) + [""]:
             line = line.strip()
             if line:
                 article.append(line)
             elif article:
-                articles.append("\n".join(" ".join(article[i:i + per_paragraph])
-                                          for i in range(0, len(article), per_paragraph)))
+                found.append("\n".join(" ".join(article[i:i + per_paragraph])
+                                       for i in range(0, len(article), per_paragraph)))
                 article = []
-    return articles
+    return found
+
+
+def shuffled_documents(docs: List[str], repeat: int) -> Iterator[str]:
+    """`docs` `repeat` times, each copy in its own seeded order (copy r: seed r)."""
+    for r in range(repeat):
+        order = list(range(len(docs)))
+        random.Random(r).shuffle(order)
+        yield from (docs[i] for i in order)
 
 
 def _cpu_seconds() -> float:
@@ -65,15 +76,11 @@ def main() -> None:
     args = parser.parse_args()
     logging.set_verbosity(logging.WARNING)
     print(describe())
-    articles = _articles(args.corpus, args.paragraph)
-    docs = []
-    for r in range(args.repeat):
-        order = list(range(len(articles)))
-        random.Random(r).shuffle(order)
-        docs += [articles[i] for i in order]
+    originals = articles(args.corpus, args.paragraph)
+    docs = list(shuffled_documents(originals, args.repeat))
     mb = sum(len(d.encode("utf-8")) + 2 for d in docs) / 1e6
     start = time.perf_counter()
-    for doc in docs[:len(articles)]:
+    for doc in docs[:len(originals)]:
         sentences.split_document(doc)
     split_s = time.perf_counter() - start
     print(f"{len(docs)} documents, {mb:.1f} MB of text; sentencex alone, one process: "
