@@ -15,7 +15,7 @@ import bz2
 import gzip
 import io
 import zlib
-from typing import IO, Callable, Tuple
+from typing import IO, Callable, Optional, Tuple
 
 from bert_tf import fileio
 from bert_tf.errors import UserError, reason
@@ -49,6 +49,15 @@ class _CountingReader(io.RawIOBase):
         super().close()
 
 
+def compression(path: str, head: bytes) -> Optional[str]:
+    """"gzip" or "bzip2" by the name's suffix or the first 4 bytes `head`; None for plain."""
+    if path.endswith(".gz") or head[:2] == _GZIP_MAGIC:
+        return "gzip"
+    if path.endswith(".bz2") or (head[:3] == b"BZh" and head[3:4].isdigit()):
+        return "bzip2"
+    return None
+
+
 def open_input(path: str, on_stored_bytes: Callable[[int], None]) -> io.BufferedReader:
     """The file's decompressed bytes; `on_stored_bytes(n)` is called as stored bytes are read
     (compressed ones for a compressed file: what progress against file sizes needs).
@@ -66,9 +75,10 @@ def open_input(path: str, on_stored_bytes: Callable[[int], None]) -> io.Buffered
     except Exception as e:
         stored.close()
         raise UserError(f"cannot read input file {path}: {reason(e)}") from None
-    if path.endswith(".gz") or head[:2] == _GZIP_MAGIC:
+    kind = compression(path, head)
+    if kind == "gzip":
         return io.BufferedReader(gzip.GzipFile(fileobj=stored, mode="rb"), BLOCK)
-    if path.endswith(".bz2") or (head[:3] == b"BZh" and head[3:4].isdigit()):
+    if kind == "bzip2":
         return io.BufferedReader(bz2.BZ2File(stored, mode="rb"), BLOCK)
     return stored
 

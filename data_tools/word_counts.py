@@ -133,12 +133,11 @@ class TaskCounts:
 
 
 def is_compressed(path: str) -> bool:
-    """True for a gzip or bzip2 file (by suffix or magic bytes, as `text_files`)."""
-    if path.endswith((".gz", ".bz2")):
+    """True for a gzip or bzip2 file (`text_files.compression`)."""
+    if text_files.compression(path, b""):
         return True
     with fileio.open_file(path, "rb") as f:
-        head = f.read(4)
-    return head[:2] == b"\x1f\x8b" or (head[:3] == b"BZh" and head[3:4].isdigit())
+        return text_files.compression(path, f.read(4)) is not None
 
 
 def plan_tasks(files: Sequence[str], config: CountConfig) -> List[Task]:
