@@ -16,14 +16,13 @@ The same --random_seed, inputs and outputs give byte-identical files for any --n
 
 from __future__ import annotations
 
-import os
 from typing import Sequence
 
 from absl import flags
 
 from bert_tf import errors
 from bert_tf.errors import UserError, cli_main
-from data_tools import instances, job_entry, masking, pipeline
+from data_tools import instances, job_entry, masking, parallel, pipeline
 from data_tools.job_config import PipelineConfig
 
 FLAGS = flags.FLAGS
@@ -93,8 +92,7 @@ def config_from_flags() -> PipelineConfig:
             raise UserError(f"--{name} is required")
     num_workers = FLAGS.num_workers
     if num_workers is None:
-        num_workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
-            else (os.cpu_count() or 1)
+        num_workers = parallel.default_num_workers()
     compression = FLAGS.output_compression.strip().lower()
     compression = "" if compression == "none" else compression
     if not FLAGS.chunk_mb > 0:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import multiprocessing
 import multiprocessing.connection
+import os
 import signal
 import sys
 import traceback
@@ -82,6 +83,13 @@ def _worker_main(conn, inherited, initializer, initargs) -> None:
             what = "result" if reply[0] else f"exception {type(reply[1]).__name__}"
             conn.send((False, RuntimeError(f"a worker's {what} could not be sent: {e}"),
                        reply[2] or traceback.format_exc()))
+
+
+def default_num_workers() -> int:
+    """The data jobs' default --num_workers: the cores this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def start_method() -> str:

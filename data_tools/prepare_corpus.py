@@ -15,14 +15,13 @@ the same for any --num_workers.
 
 from __future__ import annotations
 
-import os
 from typing import Sequence
 
 from absl import flags
 
 from bert_tf import errors
 from bert_tf.errors import UserError, cli_main
-from data_tools import job_entry, prepare_job, raw_corpus, sentences
+from data_tools import job_entry, parallel, prepare_job, raw_corpus, sentences
 
 FLAGS = flags.FLAGS
 
@@ -67,8 +66,7 @@ def config_from_flags() -> prepare_job.PrepareConfig:
             raise UserError(f"--{name} is required")
     num_workers = FLAGS.num_workers
     if num_workers is None:
-        num_workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
-            else (os.cpu_count() or 1)
+        num_workers = parallel.default_num_workers()
     if not FLAGS.chunk_mb > 0:
         raise UserError(f"--chunk_mb={FLAGS.chunk_mb}: must be > 0")
     settings = dict(
