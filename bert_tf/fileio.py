@@ -137,9 +137,7 @@ def expand_patterns(patterns: str, what: str = "input_file") -> List[str]:
             try:
                 matches = sorted(_gfile().glob(pattern))
             except Exception as e:  # tf.errors.*: no network, no such bucket, no access
-                raise UserError(f"--{what}: cannot list {pattern!r}: "
-                                f"{str(e).splitlines()[0] if str(e) else type(e).__name__}"
-                                ) from None
+                raise UserError(f"--{what}: cannot list {pattern!r}: {reason(e)}") from None
         else:
             matches = sorted(m for m in _glob.glob(_local(pattern)) if os.path.isfile(m))
         if not matches:
