@@ -8,8 +8,13 @@ runs the same job as `data_tools.pipeline` and writes the same bytes:
    in files under the temporary directory (`beam_io.stage_chunks`). This pass is sequential: it
    reads the corpus once, at about 45 MB/s here, against about 0.8 MB/s per worker for the
    tasks themselves (dupe_factor 10).
-2. Workers run `tasks.process_chunk` on each chunk and give each record the global
-   shuffle's key (`shuffle.record_keys`); shard = key % num_shards.
+2. NSP jobs: workers tokenize each chunk into the token store under the temporary
+   directory (`tasks.store_chunk`), and one worker builds the store's index from their
+   reports (a side input of the next step). Workers then pack each stored chunk
+   (`tasks.process_stored`), reading random next segments from the whole store as the local
+   runner does (a store under gs:// is first copied to each worker's disk). MLM-only jobs
+   run `tasks.process_chunk` on each chunk at once. Each record gets the global shuffle's
+   key (`shuffle.record_keys`); shard = key % num_shards.
 3. Records are grouped by (shard, bucket), the bucket being the key's top bits, with enough
    buckets that a group holds about --shuffle_memory_mb of records (the total estimated
    from the first chunk, which the launcher also runs, so a job that fails on real text
@@ -36,10 +41,10 @@ from absl import logging
 from bert_tf import fileio
 from bert_tf.errors import UserError
 from bert_tf.text import tokenization
-from data_tools import beam_io, corpus, pipeline, shuffle
+from data_tools import beam_io, corpus, pipeline, shuffle, token_store
 from data_tools.beam_io import NAMESPACE, beam
 from data_tools.job_config import PipelineConfig
-from data_tools.tasks import InstanceStats, process_chunk
+from data_tools.tasks import InstanceStats, process_chunk, process_stored, store_chunk
 
 _MAX_BUCKET_BITS = 24
 
@@ -49,9 +54,35 @@ _STATS_FIELDS = ("instances", "tokens", "maskable_tokens", "short", "predictions
                  "random_next", "text_tokens", "long_lines", "lost_tokens")
 
 
+class _Store(beam.DoFn):
+    """chunk ref -> `StoredTask` (with its report): the chunk tokenized into the store."""
+
+    def __init__(self, config: PipelineConfig, directory: str):
+        self.config = config
+        self.directory = directory
+
+    def setup(self) -> None:
+        self.tokenizer = load_tokenizer(self.config)
+
+    def process(self, ref):
+        yield store_chunk(beam_io.load_chunk(ref), self.tokenizer, self.directory)
+
+
+def _build_index(reports, directory: str) -> token_store.StoreIndex:
+    """Every chunk's report -> the store's index (its documents' table written beside)."""
+    builder = token_store.IndexBuilder(directory)
+    try:
+        for info in sorted(reports, key=lambda info: info.index):
+            builder.add(info)
+        return builder.finish()
+    finally:
+        builder.close()
+
+
 class _Tasks(beam.DoFn):
-    """chunk ref -> ((shard, bucket), (task, keys uint64 bytes, frame lengths int64 bytes,
-    frames)), the bucket being the keys' top `bits` bits."""
+    """chunk ref (or `StoredTask`, with the store's index as side input) -> ((shard, bucket),
+    (task, keys uint64 bytes, frame lengths int64 bytes, frames)), the bucket being the
+    keys' top `bits` bits."""
 
     def __init__(self, config: PipelineConfig, bits: int):
         self.config = config
@@ -59,15 +90,22 @@ class _Tasks(beam.DoFn):
 
     def setup(self) -> None:
         self.tokenizer = load_tokenizer(self.config)
+        self.reader = None
         self.counters = {name: beam.metrics.Metrics.counter(NAMESPACE, name) for name in
                          _STATS_FIELDS + ("documents", "tasks", "record_bytes",
                                           "mask", "keep", "random")}
 
-    def process(self, ref):
+    def process(self, task, store=None):
         config = self.config
-        chunk = beam_io.load_chunk(ref)
-        result = process_chunk(chunk, config, self.tokenizer,
-                               config.log_examples if chunk.index == 0 else 0)
+        if store is not None:
+            if self.reader is None or self.reader.index.directory != store.directory:
+                self.reader = token_store.Reader(store)
+            examples = config.log_examples if task.index == 0 else 0
+            result = process_stored(task, config, self.tokenizer, self.reader, examples)
+        else:
+            chunk = beam_io.load_chunk(task)
+            result = process_chunk(chunk, config, self.tokenizer,
+                                   config.log_examples if chunk.index == 0 else 0)
         for example in result.examples:
             pipeline.log_example(example, self.tokenizer, config.use_v2_feature_names)
         stats = result.stats
@@ -171,7 +209,7 @@ def run(config: PipelineConfig, options: str) -> pipeline.RunSummary:
     try:
         staging = beam_io.staging_dir(config.temp_dir, outputs[0])
         corpus_stats = corpus.CorpusStats()
-        chunks = pipeline.job_chunks(config, corpus_stats)
+        chunks = corpus.iter_chunks(config.input_files, config.chunk_bytes, corpus_stats)
         ratio = [0.0]  # record bytes per text byte, from the first chunk
         staged = beam_io.stage_chunks(_first_run_here(chunks, config, ratio), staging)
         if not staged:
@@ -183,8 +221,21 @@ def run(config: PipelineConfig, options: str) -> pipeline.RunSummary:
                      len(staged), time.monotonic() - start, ratio[0] * total_bytes / 1e6,
                      1 << bits)
         p = beam.Pipeline(options=opts)
-        parts = (beam_io.read_chunks(p, staged)
-                 | "Tasks" >> beam.ParDo(_Tasks(config, bits))
+        refs = beam_io.read_chunks(p, staged)
+        if config.packing.nsp:
+            store = f"{staging}/tokens"
+            fileio.makedirs(store)
+            stored = refs | "Tokenize" >> beam.ParDo(_Store(config, store))
+            index = (stored | "Reports" >> beam.Map(lambda t: (0, t.info))
+                     | "AllReports" >> beam.GroupByKey()
+                     | "Index" >> beam.MapTuple(lambda _, reports: _build_index(reports, store)))
+            records = (stored | "Tasks" >> beam.Map(dataclasses.replace, info=None)
+                       | "SpreadTasks" >> beam.Reshuffle()
+                       | "Pack" >> beam.ParDo(_Tasks(config, bits),
+                                              beam.pvalue.AsSingleton(index)))
+        else:
+            records = refs | "Tasks" >> beam.ParDo(_Tasks(config, bits))
+        parts = (records
                  | "GroupBuckets" >> beam.GroupByKey()
                  | "SortGroups" >> beam.Map(_sort_group, staging))
         beam_io.finish_shards(p, parts, temps, config.output_compression)

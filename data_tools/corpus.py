@@ -15,15 +15,12 @@ which is what makes the output independent of --num_workers. A document longer t
 `chunk_bytes` is cut at a line boundary so that one chunk, and so each worker's memory,
 stays bounded; its pieces keep the document's id (`Chunk.doc_ids`), so a random next
 sentence is never drawn from another piece of the same document.
-
-Each chunk may carry a pool of text from elsewhere in the corpus (`Chunk.pool`), given by the
-caller: the random next segments of its NSP instances (`data_tools.negatives`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Iterator, List, Optional, Sequence, Tuple
+from typing import Iterator, List, Optional, Sequence, Tuple
 
 from absl import logging
 
@@ -40,9 +37,6 @@ class Chunk:
         num_bytes: UTF-8 bytes of text in the chunk, newlines included (its size).
         doc_ids: the corpus-wide id of each document; the pieces of a document cut because
             it was longer than a chunk share one id.
-        pool: text from elsewhere in the corpus to draw random next segments from (each
-            begins at a random sentence of its document); never used as segment A.
-        pool_ids: the id of each pool document.
         input_bytes: bytes of the input files read (as stored: compressed ones for a
             compressed file) when the chunk was complete, for progress against file sizes.
     """
@@ -51,8 +45,6 @@ class Chunk:
     documents: List[List[str]]
     num_bytes: int
     doc_ids: List[int] = dataclasses.field(default_factory=list)
-    pool: List[List[str]] = dataclasses.field(default_factory=list)
-    pool_ids: List[int] = dataclasses.field(default_factory=list)
     input_bytes: int = 0
 
 
@@ -187,7 +179,6 @@ def iter_documents(
 
 def iter_chunks(
     paths: Sequence[str], chunk_bytes: int, stats: Optional[CorpusStats] = None,
-    pool_for: Optional[Callable[[int], Tuple[List[List[str]], List[int]]]] = None,
 ) -> Iterator[Chunk]:
     """Groups the documents of `paths` into chunks of at least `chunk_bytes` of text.
 
@@ -195,8 +186,6 @@ def iter_chunks(
         paths: input files, read in order.
         chunk_bytes: minimum text size of a chunk (the last one may be smaller).
         stats: counters and warnings (a fresh one if None).
-        pool_for: chunk index -> (pool documents, their ids), e.g.
-            `data_tools.negatives.NegativeSample.for_chunk`; None: no pools.
 
     Yields:
         Chunks with consecutive indices from 0.
@@ -204,11 +193,6 @@ def iter_chunks(
     if chunk_bytes <= 0:
         raise ValueError("chunk_bytes must be > 0")
     stats = stats if stats is not None else CorpusStats()
-
-    def finish(chunk: Chunk) -> Chunk:
-        if pool_for is not None:
-            chunk.pool, chunk.pool_ids = pool_for(chunk.index)
-        return chunk
 
     index = 0
     held: Optional[Chunk] = None  # the last full chunk, kept back to absorb a small tail
@@ -221,7 +205,7 @@ def iter_chunks(
         size += sum(utf8_len(line) + 1 for line in doc) + 1
         if size >= chunk_bytes:
             if held is not None:
-                yield finish(held)
+                yield held
             held = Chunk(index=index, documents=docs, num_bytes=size, doc_ids=ids,
                          input_bytes=stats.bytes_read)
             index += 1
@@ -233,10 +217,10 @@ def iter_chunks(
         held.input_bytes = stats.bytes_read
         docs = []
     if held is not None:
-        yield finish(held)
+        yield held
     if docs:
-        yield finish(Chunk(index=index, documents=docs, num_bytes=size, doc_ids=ids,
-                           input_bytes=stats.bytes_read))
+        yield Chunk(index=index, documents=docs, num_bytes=size, doc_ids=ids,
+                    input_bytes=stats.bytes_read)
 
 
 def utf8_len(text: str) -> int:

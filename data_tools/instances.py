@@ -10,13 +10,12 @@ one vectorised gather.
 
 NSP packing follows the original `create_instances_from_document` step by step (target
 length per document, chunk accumulation, random split point `a_end`, random next with "put
-back", `truncate_seq_pair`). The random next segment is drawn from the chunk's pool: a draw
-from a corpus-wide uniform sample of documents, each segment beginning at a uniformly drawn
-sentence (`data_tools.negatives`), so B's document is uniform over the whole corpus as in the
-original. B never shares A's document id (pieces of a long document share one): after the
-original's 10 tries, one of the other documents is drawn directly. Without a pool (or with
-only A's document in it), B comes from the chunk's documents; only a corpus of a single
-document takes B from A's own document, as the original does.
+back", `truncate_seq_pair`). The random next segment comes from the whole corpus, as in the
+original, through a `RandomNext` source (`data_tools.negatives`: a uniformly drawn document,
+a uniformly drawn start sentence, never A's own document); its tokens are appended after the
+buffer's. Without one, B comes from the buffer's other documents, which is the original
+exactly when the buffer holds the whole corpus; only a buffer of a single document takes B
+from A's own document, as the original does.
 Truncation removes from the longer segment (ties: `B`), front or back with probability 1/2 per
 token, exactly as the original; since which segment loses each token does not depend on the
 coin flips, only the counts are computed, and the number of front removals is one binomial
@@ -27,7 +26,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-from typing import List, Optional, Sequence, Tuple
+from typing import List, Optional, Protocol, Sequence, Tuple
 
 import numpy as np
 
@@ -90,8 +89,6 @@ class DocumentBuffer:
         sent_end: end offset (exclusive) of each sentence.
         doc_sents: (first, last + 1) sentence indices of each document.
         doc_ids: the corpus-wide document id of each document.
-        num_main: documents [0, num_main) are packed into instances; the rest (the chunk's
-            pool) only supply random next segments.
     """
 
     ids: np.ndarray
@@ -99,26 +96,20 @@ class DocumentBuffer:
     sent_end: List[int]
     doc_sents: List[Tuple[int, int]]
     doc_ids: List[int] = dataclasses.field(default_factory=list)
-    num_main: int = -1
 
     def __post_init__(self):
         if not self.doc_ids:
             self.doc_ids = list(range(len(self.doc_sents)))
-        if self.num_main < 0:
-            self.num_main = len(self.doc_sents)
 
     @classmethod
     def from_documents(cls, documents: Sequence[Sequence[Sequence[int]]], sep_id: int,
-                       doc_ids: Optional[Sequence[int]] = None,
-                       pool: Sequence[Sequence[Sequence[int]]] = (),
-                       pool_ids: Sequence[int] = ()) -> "DocumentBuffer":
+                       doc_ids: Optional[Sequence[int]] = None) -> "DocumentBuffer":
         """Builds the buffer; empty sentences and documents without tokens are dropped.
 
         Args:
             documents: documents -> sentences -> token ids.
             sep_id: the [SEP] id written after each document.
             doc_ids: the id of each document (default: all distinct).
-            pool, pool_ids: other documents that only supply random next segments.
         """
         doc_ids = list(range(len(documents))) if doc_ids is None else list(doc_ids)
         flat: List[int] = []
@@ -126,9 +117,7 @@ class DocumentBuffer:
         sent_end: List[int] = []
         doc_sents: List[Tuple[int, int]] = []
         kept_ids: List[int] = []
-        num_main = 0
-        for k, (doc, doc_id) in enumerate(zip(list(documents) + list(pool),
-                                              doc_ids + list(pool_ids))):
+        for doc, doc_id in zip(documents, doc_ids):
             first = len(sent_start)
             for sent in doc:
                 if len(sent):
@@ -138,23 +127,26 @@ class DocumentBuffer:
             if len(sent_start) > first:
                 doc_sents.append((first, len(sent_start)))
                 kept_ids.append(doc_id)
-                num_main += k < len(documents)
                 flat.append(sep_id)
         return cls(np.asarray(flat, dtype=np.int32), sent_start, sent_end, doc_sents,
-                   kept_ids, num_main)
+                   kept_ids)
 
     @property
     def num_documents(self) -> int:
-        """Documents packed into instances (the pool not included)."""
-        return self.num_main
+        """Documents packed into instances."""
+        return len(self.doc_sents)
 
-    def other_documents(self, doc: int, pool: bool = False) -> List[int]:
-        """Documents with another id than `doc`'s: in the chunk (else in the pool), or in
-        the pool only."""
+    def other_documents(self, doc: int) -> List[int]:
+        """Documents with another id than `doc`'s."""
         mine = self.doc_ids[doc]
-        main = [] if pool else [r for r in range(self.num_main) if self.doc_ids[r] != mine]
-        return main or [r for r in range(self.num_main, len(self.doc_sents))
-                        if self.doc_ids[r] != mine]
+        return [r for r in range(len(self.doc_sents)) if self.doc_ids[r] != mine]
+
+
+class RandomNextSource(Protocol):
+    """Where random next segments come from (`data_tools.negatives.RandomNext`)."""
+
+    def draw(self, uniform_int, doc: int, target: int) -> Tuple[int, int]:
+        """(start, end) of a segment for A from buffer document `doc`, `target` tokens."""
 
 
 @dataclasses.dataclass
@@ -187,8 +179,17 @@ class Spans:
                    np.asarray(b_end, dtype=np.int64) - b0, np.asarray(is_random, dtype=np.int64))
 
 
-def nsp_spans(buf: DocumentBuffer, config: PackingConfig, stream: RandomStream) -> Spans:
+def nsp_spans(buf: DocumentBuffer, config: PackingConfig, stream: RandomStream,
+              random_next: Optional[RandomNextSource] = None) -> Spans:
     """One pass of the original NSP packing over every document of the buffer (one dupe).
+
+    Args:
+        buf: the task's documents.
+        config: the packing.
+        stream: the task's random stream.
+        random_next: where random next segments come from (the whole corpus; spans of B
+            then point past `buf.ids`, into the source's `ids()`); None: the buffer's
+            other documents.
 
     Returns:
         Untruncated spans (see `truncate`).
@@ -197,31 +198,28 @@ def nsp_spans(buf: DocumentBuffer, config: PackingConfig, stream: RandomStream) 
     doc_ids = buf.doc_ids
     max_num_tokens = config.max_num_tokens
     short_seq_prob = config.short_seq_prob
-    last_doc = buf.num_main - 1
-    pool_lo, pool_hi = buf.num_main, len(docs) - 1  # the pool's documents, if any
+    last_doc = len(docs) - 1
     uniform, randint = stream.uniform, stream.randint
-    # (pool only, document id) -> documents of other ids (when 10 tries are not enough)
-    others: dict = {}
+    others: dict = {}  # document id -> documents of other ids (when 10 tries are not enough)
 
-    def other_document(d: int, lo: int, hi: int, pool: bool) -> Tuple[int, bool]:
-        """(a document in [lo, hi] whose id is not d's, True): the original's 10 tries, then a
-        direct draw among the others; (the last try, False) when there is no other."""
+    def other_document(d: int) -> int:
+        """A buffer document whose id is not d's: the original's 10 tries, then a direct
+        draw among the others; d itself when there is no other."""
         for _ in range(10):
-            r = randint(lo, hi)
+            r = randint(0, last_doc)
             if doc_ids[r] != doc_ids[d]:
-                return r, True
-        key = (pool, doc_ids[d])
-        if key not in others:
-            others[key] = buf.other_documents(d, pool=pool)
-        choices = others[key]
-        return (choices[randint(0, len(choices) - 1)], True) if choices else (r, False)
+                return r
+        if doc_ids[d] not in others:
+            others[doc_ids[d]] = buf.other_documents(d)
+        choices = others[doc_ids[d]]
+        return choices[randint(0, len(choices) - 1)] if choices else r
 
     a0s: List[int] = []
     a1s: List[int] = []
     b0s: List[int] = []
     b1s: List[int] = []
     rnd: List[int] = []
-    for d in range(buf.num_main):
+    for d in range(len(docs)):
         lo, hi = docs[d]
         target = max_num_tokens
         if uniform() < short_seq_prob:
@@ -236,21 +234,14 @@ def nsp_spans(buf: DocumentBuffer, config: PackingConfig, stream: RandomStream) 
             a0, a1 = starts[i], ends[i + a_end - 1]
             if n == 1 or uniform() < 0.5:
                 target_b = target - (a1 - a0)
-                # A segment of the pool (the corpus-wide sample: its document is uniform over
-                # the corpus and it begins at a uniform sentence of it, data_tools.negatives);
-                # without a pool, or with only A's document in it, a chunk's document at a
-                # random sentence, as the original.
-                r, found = (other_document(d, pool_lo, pool_hi, True) if pool_hi >= pool_lo
-                            else (-1, False))
-                if found:
-                    rlo, rhi = docs[r]
-                    rs = rlo
+                if random_next is not None:
+                    b0, b1 = random_next.draw(randint, d, target_b)
                 else:
-                    r, _ = other_document(d, 0, last_doc, False)
+                    r = other_document(d)
                     rlo, rhi = docs[r]
                     rs = randint(rlo, rhi - 1)
-                re = bisect.bisect_left(ends, starts[rs] + target_b, rs, rhi - 1)
-                b0, b1 = starts[rs], ends[re]
+                    re = bisect.bisect_left(ends, starts[rs] + target_b, rs, rhi - 1)
+                    b0, b1 = starts[rs], ends[re]
                 rnd.append(1)
                 i += a_end  # the unused sentences of the chunk are "put back"
             else:
@@ -286,8 +277,7 @@ def full_sentence_spans(buf: DocumentBuffer, config: PackingConfig,
     block_start = -1
     block_end = -1
     target = new_target()
-    n_sents = buf.doc_sents[buf.num_main - 1][1] if buf.num_main else 0  # no pool sentences
-    for s, e in zip(starts[:n_sents], ends[:n_sents]):
+    for s, e in zip(starts, ends):
         if block_start >= 0 and e - block_start > target:
             a0s.append(block_start)
             a1s.append(block_end)

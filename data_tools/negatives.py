@@ -1,209 +1,120 @@
 """Random-next (NSP negative) segments drawn from the whole corpus, as the original draws them.
 
-The original `create_pretraining_data.py` holds every document in memory and draws the B
-segment of an IsRandom instance from a document picked uniformly from the whole corpus,
-starting at a sentence picked uniformly within it. This package streams chunks of
-consecutive documents instead, so a chunk alone would give same-source negatives on a
-corpus ordered by source or topic (a PubMed dump by journal, code by repository).
+The original `create_pretraining_data.py` picks the B segment of an IsRandom instance like
+this: a document uniformly from the whole corpus (10 tries to avoid A's own), a start
+sentence uniformly within it, then sentences from there until B reaches its target length
+or the document ends. `RandomNext` does exactly that over the tokenized corpus that the
+create job's first pass stored on disk (`data_tools.token_store`), so every sentence of the
+corpus can open a random B, whatever the corpus order and document length, with the
+random draws taken from the task's own generator (the output depends only on the input
+and the seed).
 
-A first pass (`sample_corpus`) therefore takes a seeded, bounded, uniform sample of the
-corpus' documents and, in each, `starts_per_document` uniformly drawn start sentences with
-the text that follows each start (up to `segment_bytes`): a random-next segment of the
-original's kind. Documents are kept by bottom-k sampling: each document id gets a key from a
-hash of (seed, id), and the sample is the `num_documents` ids with the smallest keys, which
-is a uniform sample without replacement whatever the corpus order, computed in one streaming
-pass with memory bounded by the sample. Starts are drawn per document with a seeded
-generator of its own (reservoir sampling: O(log lines) draws per start slot), so the sample
-depends only on the input and the seed.
-
-Every chunk then gets its own draw of `per_chunk` segments from that sample
-(`NegativeSample.for_chunk`, seeded by the chunk's index): over the corpus, B's document is
-uniform over all documents, as in the original, while a task carries only a bounded pool.
-The packing (`data_tools.instances.nsp_spans`) never takes B from A's own document id.
+One deviation, kept from earlier releases: B never comes from A's own document. After the
+original's 10 tries (which a corpus of very few documents can fail), one of the other
+documents is drawn directly.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import heapq
+import bisect
 import math
-import time
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import List, Sequence, Tuple
 
 import numpy as np
-from absl import logging
 
-from data_tools import corpus
+from data_tools import token_store
 
-_MASK64 = (1 << 64) - 1
+_OFFSETS_BLOCK = 32  # sentence offsets read at once (a B segment spans a few sentences)
 
 
-@dataclasses.dataclass(frozen=True)
-class SampleConfig:
-    """How large the sample is.
+class RandomNext:
+    """B segments of one task, read from the store and appended after the task's tokens.
 
-    Attributes:
-        num_documents: documents in the corpus-wide sample (all of them if fewer).
-        starts_per_document: start sentences drawn (with replacement) in each.
-        segment_bytes: text kept from each start, in UTF-8 bytes: whole lines until at
-            least this much (a random-next segment needs at most max_seq_length tokens).
-        per_chunk: segments each chunk draws from the sample for its negatives.
+    Segment coordinates continue those of the task's `DocumentBuffer.ids`: the first
+    segment starts at `base`, so `ids()` (the buffer's ids followed by every segment) is
+    what the instances' spans point into.
     """
 
-    num_documents: int = 4096
-    starts_per_document: int = 4
-    segment_bytes: int = 1024
-    per_chunk: int = 64
+    def __init__(self, reader: token_store.Reader, chunk: int, buffer_ids: np.ndarray,
+                 doc_ids: Sequence[int]):
+        """
+        Args:
+            reader: random reads of the store.
+            chunk: the task's chunk index (its documents' table numbers exclude A's own).
+            buffer_ids: int32 [n]: the task's `DocumentBuffer.ids`.
+            doc_ids: the corpus id of each document of the task's buffer.
+        """
+        self.reader = reader
+        index = reader.index
+        self.num_documents = index.num_documents
+        self.table_numbers = index.table_numbers(chunk, doc_ids).tolist()
+        self._sent_base = index.sent_base.tolist()
+        self._parts: List[np.ndarray] = [buffer_ids]
+        self._end = len(buffer_ids)
 
-    @classmethod
-    def for_job(cls, max_seq_length: int, chunk_bytes: int) -> "SampleConfig":
-        """The defaults for a job: segments of 8 bytes per token of max_seq_length, and a
-        chunk's pool of at most an eighth of its text (so it adds at most ~1/8 to the
-        tokenizing)."""
-        segment = 8 * max_seq_length
-        return cls(segment_bytes=segment, per_chunk=max(8, chunk_bytes // 8 // segment))
+    def draw(self, uniform_int, doc: int, target: int) -> Tuple[int, int]:
+        """One random next segment for A from the task's document `doc`.
 
-
-def _key(seed: int, doc_id: int) -> int:
-    """A 64-bit hash of (seed, id) (splitmix64): the bottom-k sampling key of a document."""
-    z = (seed * 0x9E3779B97F4A7C15 + doc_id + 1) & _MASK64
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
-    return z ^ (z >> 31)
-
-
-class _Starts:
-    """Uniform start lines of one document, drawn while it streams by (one reservoir of size
-    one per slot), each with the lines that follow it up to `segment_bytes`."""
-
-    def __init__(self, seed: int, doc_id: int, slots: int, segment_bytes: int):
-        self.rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(2, doc_id)))
-        self.segment_bytes = segment_bytes
-        self.seen = 0
-        self.next = [1] * slots  # 1-based line at which each slot next takes a new start
-        self.soonest = 1
-        self.segments: List[List[str]] = [[] for _ in range(slots)]
-        self.sizes = [0] * slots
-        self.growing: List[int] = []  # slots whose segment is still below segment_bytes
-
-    def _grow(self, lines: Sequence[str], lo: int, hi: int) -> None:
-        """Appends lines[lo:hi] to the slots still short of segment_bytes."""
-        for s in self.growing:
-            segment, size = self.segments[s], self.sizes[s]
-            for j in range(lo, hi):
-                if size >= self.segment_bytes:
-                    break
-                segment.append(lines[j])
-                size += len(lines[j].encode("utf-8")) + 1
-            self.sizes[s] = size
-        self.growing = [s for s in self.growing if self.sizes[s] < self.segment_bytes]
-
-    def add_lines(self, lines: Sequence[str]) -> None:
-        """Feeds the document's next lines; the cost is in the events, not in the lines."""
-        base, end = self.seen, self.seen + len(lines)
-        i = 0
-        while True:
-            event = min(self.soonest, end + 1) - base - 1  # batch index of the next start
-            self._grow(lines, i, event)
-            if event >= len(lines):
-                break
-            line = lines[event]
-            self._grow(lines, event, event + 1)
-            t = base + event + 1
-            for s, at in enumerate(self.next):
-                if at == t:
-                    # Line t replaces the slot's start with probability 1/t (a reservoir of
-                    # one): the next replacement is after a gap with P(next > m) = t / m.
-                    self.segments[s], self.sizes[s] = [line], len(line.encode("utf-8")) + 1
-                    self.next[s] = int(t / (1.0 - self.rng.random())) + 1
-            self.soonest = min(self.next)
-            self.growing = [s for s in range(len(self.sizes))
-                            if self.sizes[s] < self.segment_bytes]
-            i = event + 1
-        self.seen = end
-
-
-@dataclasses.dataclass
-class NegativeSample:
-    """The corpus-wide sample: `segments[k]` comes from document `doc_ids[k]`.
-
-    Each sampled document contributes exactly `starts_per_document` segments (repeats
-    allowed), so drawing a segment uniformly draws a document uniformly.
-    """
-
-    segments: List[List[str]]
-    doc_ids: List[int]
-    num_corpus_documents: int
-    seed: int
-    per_chunk: int
-
-    def for_chunk(self, index: int) -> Tuple[List[List[str]], List[int]]:
-        """Chunk `index`'s pool: `per_chunk` segments drawn uniformly (without replacement)
-        from the sample by a generator seeded from (seed, index) only.
+        Args:
+            uniform_int: (lo, hi) -> an int in [lo, hi] (the task's `RandomStream.randint`).
+            doc: A's document, as an index of the task's buffer.
+            target: B's target length in tokens (B takes whole sentences until it reaches
+                it, at least one sentence, or until the document ends).
 
         Returns:
-            (segments, their document ids), in sample order.
+            (start, end) of the segment in `ids()`.
         """
-        n = len(self.segments)
-        if n <= self.per_chunk:
-            picked = np.arange(n)
-        else:
-            rng = np.random.default_rng(np.random.SeedSequence(self.seed,
-                                                               spawn_key=(3, index)))
-            picked = np.sort(rng.choice(n, self.per_chunk, replace=False))
-        return [self.segments[k] for k in picked], [self.doc_ids[k] for k in picked]
+        _, sentence, end = self.choose(uniform_int, doc)
+        segment = self._read(sentence, end, target)
+        start = self._end
+        self._parts.append(segment)
+        self._end += len(segment)
+        return start, self._end
 
+    def choose(self, uniform_int, doc: int) -> Tuple[int, int, int]:
+        """B's document and start sentence, drawn as the original draws them.
 
-def sample_corpus(paths: Sequence[str], seed: int, chunk_bytes: int,
-                  config: SampleConfig) -> NegativeSample:
-    """The first pass: a uniform sample of documents and of start sentences in each.
-
-    Args:
-        paths: the job's input files (document ids are numbered as `corpus.iter_chunks`
-            numbers them, so the ids match the chunks').
-        seed: the job's --random_seed.
-        chunk_bytes: the job's chunk size (documents are read in pieces of at most this).
-        config: the sample's size.
-
-    Returns:
-        The sample, its documents in key order.
-    """
-    seed = seed % (1 << 63)
-    k = config.num_documents
-    heap: List[Tuple[int, int, _Starts]] = []  # (-key, id, starts): the k smallest keys
-    current: Optional[_Starts] = None
-    current_id = -1
-    num_docs = 0
-
-    def close() -> None:
-        if current is not None and current.seen:
-            entry = (-_key(seed, current_id), current_id, current)
-            if len(heap) < k:
-                heapq.heappush(heap, entry)
+        Returns:
+            (the document's number in the store's table, B's first sentence, the end of
+            the document), sentences numbered over the whole corpus.
+        """
+        n = self.num_documents
+        own = self.table_numbers[doc]
+        number = own
+        if n > 1:
+            for _ in range(10):  # the original's tries
+                number = uniform_int(0, n - 1)
+                if number != own:
+                    break
             else:
-                heapq.heappushpop(heap, entry)
+                number = uniform_int(0, n - 2)
+                number += number >= own
+        first, count = self.reader.document(number)
+        return number, first + uniform_int(0, count - 1), first + count
 
-    for doc_id, lines in corpus.iter_pieces(paths, corpus.CorpusStats(quiet=True),
-                                                  chunk_bytes):
-        if doc_id != current_id:
-            close()
-            num_docs += 1
-            current_id = doc_id
-            # Only a document that can enter the sample is sampled within.
-            qualifies = len(heap) < k or _key(seed, doc_id) < -heap[0][0]
-            current = (_Starts(seed, doc_id, config.starts_per_document,
-                               config.segment_bytes) if qualifies else None)
-        if current is not None:
-            current.add_lines(lines)
-    close()
-    kept = sorted(heap, key=lambda e: -e[0])
-    segments: List[List[str]] = []
-    ids: List[int] = []
-    for _, doc_id, starts in kept:
-        for seg in starts.segments:
-            segments.append(seg)
-            ids.append(doc_id)
-    return NegativeSample(segments, ids, num_docs, seed, config.per_chunk)
+    def _read(self, s: int, end: int, target: int) -> np.ndarray:
+        """Tokens of global sentences s, s+1, ... (< end) until `target` tokens."""
+        pieces: List[np.ndarray] = []
+        total = 0
+        while s < end and (total < target or not pieces):
+            chunk = bisect.bisect_right(self._sent_base, s) - 1
+            base = self._sent_base[chunk]
+            lo = s - base
+            hi = min(end, self._sent_base[chunk + 1], s + _OFFSETS_BLOCK) - base
+            offsets = self.reader.sentence_offsets(chunk, lo, hi)
+            # Sentences lo..k-1 reach the target (or the block ends): k - lo of them.
+            need = offsets[0] + max(target - total, 1)
+            k = min(int(np.searchsorted(offsets[1:], need)) + 1, hi - lo)
+            pieces.append(self.reader.tokens(chunk, int(offsets[0]), int(offsets[k])))
+            total += int(offsets[k] - offsets[0])
+            s += k
+        return np.concatenate(pieces) if len(pieces) > 1 else pieces[0]
+
+    def ids(self) -> np.ndarray:
+        """int32: the buffer's ids, then every segment drawn so far."""
+        if len(self._parts) > 1:
+            self._parts = [np.concatenate(self._parts)]
+        return self._parts[0]
 
 
 def mean_distance(a_docs: np.ndarray, b_docs: np.ndarray, num_documents: int) -> float:
@@ -212,32 +123,3 @@ def mean_distance(a_docs: np.ndarray, b_docs: np.ndarray, num_documents: int) ->
     if not len(a_docs):
         return math.nan
     return float(np.mean(np.abs(np.asarray(a_docs) - np.asarray(b_docs))) / num_documents)
-
-
-def describe(sample: NegativeSample) -> Dict[str, int]:
-    """Sizes for the job's log line."""
-    return {"documents": len(set(sample.doc_ids)), "segments": len(sample.segments),
-            "corpus_documents": sample.num_corpus_documents,
-            "bytes": sum(len(line) + 1 for seg in sample.segments for line in seg)}
-
-
-PoolFn = Callable[[int], Tuple[List[List[str]], List[int]]]
-
-
-def pools_for_job(input_files: Sequence[str], random_seed: int, chunk_bytes: int,
-                  max_seq_length: int, nsp: bool) -> Optional[PoolFn]:
-    """The first pass of an NSP job: the sample, as `corpus.iter_chunks`' `pool_for`.
-
-    MLM-only packing draws no random next segments, so it makes no sample (None).
-    """
-    if not nsp:
-        return None
-    start = time.monotonic()
-    config = SampleConfig.for_job(max_seq_length, chunk_bytes)
-    sample = sample_corpus(input_files, random_seed, chunk_bytes, config)
-    sizes = describe(sample)
-    logging.info("random next segments: %d segments from %d of the %d documents (%.1f MB), "
-                 "%d per chunk, sampled in %.1f s", sizes["segments"], sizes["documents"],
-                 sizes["corpus_documents"], sizes["bytes"] / 1e6, config.per_chunk,
-                 time.monotonic() - start)
-    return sample.for_chunk

@@ -3,6 +3,9 @@
 The parent streams the input into chunks of whole documents (`data_tools.corpus`); each
 chunk is one task (`data_tools.tasks`), run by a pool of worker processes. Results are
 consumed in task order, so the output is byte-identical whatever the number of workers.
+An NSP job makes two passes over the chunks: the first tokenizes them into a store on
+local disk (`data_tools.token_store`, removed at the end), the second packs them, drawing
+the random next segments from the whole corpus as the original does.
 
 Every record of the run then goes through one global shuffle (`data_tools.shuffle`): each
 output file is a uniform random sample of all instances, in random order, as the original
@@ -18,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -30,9 +34,17 @@ from bert_tf import fileio
 from bert_tf.data import schema
 from bert_tf.errors import UserError
 from bert_tf.text import tokenization
-from data_tools import corpus, negatives, parallel, shuffle, tfrecord_writer
+from data_tools import corpus, parallel, shuffle, tfrecord_writer, token_store
 from data_tools.job_config import PipelineConfig
-from data_tools.tasks import InstanceStats, TaskResult, process_chunk, truncation_warning
+from data_tools.tasks import (
+    InstanceStats,
+    StoredTask,
+    TaskResult,
+    process_chunk,
+    process_stored,
+    store_chunk,
+    truncation_warning,
+)
 
 __all__ = ["PipelineConfig", "RunSummary", "run"]
 
@@ -59,18 +71,24 @@ class RunSummary:
 _WORKER: Dict[str, object] = {}
 
 
-def _init_worker(config: PipelineConfig, tokenizer: tokenization.FullTokenizer) -> None:
+def _init_worker(config: PipelineConfig, tokenizer: tokenization.FullTokenizer,
+                 store: Optional[token_store.StoreIndex] = None) -> None:
     # Started by data_tools.parallel, which sets the signal handlers.
     _WORKER["config"] = config
     _WORKER["tokenizer"] = tokenizer
+    _WORKER["reader"] = token_store.Reader(store) if store is not None else None
 
 
-def _worker_task(chunk: corpus.Chunk, num_examples: int, plan: Optional[shuffle.SpillPlan]
+def _store_task(chunk: corpus.Chunk, directory: str) -> StoredTask:
+    return store_chunk(chunk, _WORKER["tokenizer"], directory)
+
+
+def _worker_task(task, num_examples: int, plan: Optional[shuffle.SpillPlan]
                  ) -> Tuple[TaskResult, Optional[tuple]]:
-    """One chunk; once the shuffle spills, its records go to this worker's bucket files and
-    only their count comes back (the parent never touches them)."""
+    """One chunk (or stored chunk); once the shuffle spills, its records go to this
+    worker's bucket files and only their count comes back (the parent never touches them)."""
     config = _WORKER["config"]
-    result = process_chunk(chunk, config, _WORKER["tokenizer"], num_examples)
+    result = _process(task, config, _WORKER["tokenizer"], _WORKER["reader"], num_examples)
     if plan is None or not len(result.frame_lengths):
         return result, None
     keys = shuffle.record_keys(config.random_seed, result.index, len(result.frame_lengths))
@@ -78,36 +96,113 @@ def _worker_task(chunk: corpus.Chunk, num_examples: int, plan: Optional[shuffle.
     return dataclasses.replace(result, frames=np.empty(0, np.uint8)), spilled
 
 
-def _map_ordered(chunks: Iterable[corpus.Chunk], config: PipelineConfig,
+def _process(task, config: PipelineConfig, tokenizer: tokenization.FullTokenizer,
+             reader: Optional[token_store.Reader], num_examples: int) -> TaskResult:
+    if isinstance(task, StoredTask):
+        return process_stored(task, config, tokenizer, reader, num_examples)
+    return process_chunk(task, config, tokenizer, num_examples)
+
+
+def _map_ordered(tasks: Iterable, config: PipelineConfig,
                  tokenizer: tokenization.FullTokenizer,
-                 plan: Callable[[], Optional[shuffle.SpillPlan]]
+                 plan: Callable[[], Optional[shuffle.SpillPlan]],
+                 store: Optional[token_store.StoreIndex] = None
                  ) -> Iterator[Tuple[TaskResult, Optional[tuple]]]:
-    """Processes chunks in parallel, yielding (result, what `shuffle.spill` returned if the
-    worker spilled its records, else None) in chunk order, few tasks in flight. `plan()` is
-    asked as each task is handed out."""
-    def examples_for(chunk: corpus.Chunk) -> int:
-        return config.log_examples if chunk.index == 0 else 0
+    """Processes tasks (chunks, or stored chunks with `store`) in parallel, yielding
+    (result, what `shuffle.spill` returned if the worker spilled its records, else None) in
+    task order, few tasks in flight. `plan()` is asked as each task is handed out."""
+    def examples_for(task) -> int:
+        return config.log_examples if task.index == 0 else 0
 
     if config.num_workers <= 1:
-        for chunk in chunks:
-            yield process_chunk(chunk, config, tokenizer, examples_for(chunk)), None
+        reader = token_store.Reader(store) if store is not None else None
+        try:
+            for task in tasks:
+                yield _process(task, config, tokenizer, reader, examples_for(task)), None
+        finally:
+            if reader is not None:
+                reader.close()
         return
     yield from parallel.map_ordered(_worker_task,
-                                    ((chunk, examples_for(chunk), plan()) for chunk in chunks),
+                                    ((task, examples_for(task), plan()) for task in tasks),
+                                    config.num_workers, _init_worker, (config, tokenizer, store))
+
+
+def _store_all(chunks: Iterable[corpus.Chunk], config: PipelineConfig,
+               tokenizer: tokenization.FullTokenizer, directory: str
+               ) -> Iterator[StoredTask]:
+    """The first pass of an NSP job: every chunk tokenized into the store, in order."""
+    if config.num_workers <= 1:
+        for chunk in chunks:
+            yield store_chunk(chunk, tokenizer, directory)
+        return
+    yield from parallel.map_ordered(_store_task, ((chunk, directory) for chunk in chunks),
                                     config.num_workers, _init_worker, (config, tokenizer))
 
 
-class _Progress:
-    """Periodic progress lines on stderr (absl logging)."""
+def job_results(config: PipelineConfig, tokenizer: tokenization.FullTokenizer,
+                corpus_stats: corpus.CorpusStats, progress: "_Progress",
+                plan: Callable[[], Optional[shuffle.SpillPlan]]
+                ) -> Iterator[Tuple[TaskResult, Optional[tuple]]]:
+    """Every task's result, in order (see `_map_ordered`); for NSP jobs after the first
+    pass, whose store lives in a temporary directory removed when this generator ends."""
+    chunks = corpus.iter_chunks(config.input_files, config.chunk_bytes, corpus_stats)
+    if not config.packing.nsp:
+        yield from _map_ordered(chunks, config, tokenizer, plan)
+        return
+    where = temp_location(config)
+    try:
+        os.makedirs(where, exist_ok=True)  # as the shuffle creates it
+        directory = tempfile.mkdtemp(prefix=".bert_tf_tokens-", dir=where)
+    except OSError as e:
+        raise UserError(f"cannot create a temporary directory under {where}: "
+                        f"{e.strerror or e} (--temp_dir chooses where it goes)") from None
+    try:
+        builder = token_store.IndexBuilder(directory)
+        tasks: List[StoredTask] = []
+        try:
+            for stored in _store_all(chunks, config, tokenizer, directory):
+                builder.add(stored.info)
+                tasks.append(dataclasses.replace(stored, info=None))
+                progress.stored(stored)
+            index = builder.finish()
+        finally:
+            builder.close()
+        stored_mb = sum(os.path.getsize(os.path.join(directory, name))
+                        for name in os.listdir(directory)) / 1e6
+        logging.info("pass 1 of 2: %d chunk(s), %d documents tokenized into %.1f MB under %s "
+                     "in %.1f s", len(tasks), index.num_documents, stored_mb, directory,
+                     time.monotonic() - progress.start)
+        progress.restart()
+        yield from _map_ordered(tasks, config, tokenizer, plan, index)
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
 
-    def __init__(self, total_bytes: int, every: float):
+
+class _Progress:
+    """Periodic progress lines on stderr (absl logging), for each pass of the job."""
+
+    def __init__(self, total_bytes: int, every: float, passes: int):
         self.total_bytes = max(total_bytes, 1)
         self.every = every
+        self.passes = passes
+        self.current = 1
+        self.restart(first=True)
+
+    def restart(self, first: bool = False) -> None:
+        """Starts the next pass (the first when `first`)."""
+        if not first:
+            self.current += 1
         self.start = time.monotonic()
         self.last = self.start
         self.bytes = 0
         self.documents = 0
         self.instances = 0
+
+    def stored(self, task: StoredTask) -> None:
+        self.bytes = max(self.bytes, task.input_bytes)
+        self._log(f"tokenized {len(task.info.doc_ids) if task.info is not None else 0} "
+                  "more documents")
 
     def update(self, result: TaskResult) -> None:
         # Input bytes as stored, as total_bytes counts them (not text characters, which are
@@ -115,15 +210,21 @@ class _Progress:
         self.bytes = max(self.bytes, result.input_bytes)
         self.documents += result.num_documents
         self.instances += len(result.frame_lengths)
+        elapsed = max(time.monotonic() - self.start, 1e-9)
+        self._log(f"{self.documents} documents, {self.instances} instances, "
+                  f"{self.instances / elapsed:.0f} instances/s")
+
+    def _log(self, what: str) -> None:
         now = time.monotonic()
         if self.every > 0 and now - self.last >= self.every:
             self.last = now
             elapsed = now - self.start
             frac = min(self.bytes / self.total_bytes, 1.0)
             eta = elapsed * (1 - frac) / frac if frac > 0 else float("nan")
-            logging.info("progress: %.1f%% of input, %d documents, %d instances, %.0f "
-                         "instances/s, ETA %.0f s", 100 * frac, self.documents,
-                         self.instances, self.instances / max(elapsed, 1e-9), eta)
+            step = f"pass {self.current} of {self.passes}: " if self.passes > 1 else ""
+            logging.info("progress: %s%.1f%% of input, %s, ETA %.0f s", step, 100 * frac,
+                         what if self.current > 1 or self.passes == 1 else "tokenizing",
+                         eta)
 
 
 def log_example(example: Dict[str, object], tokenizer: tokenization.FullTokenizer,
@@ -159,7 +260,8 @@ def run(config: PipelineConfig) -> RunSummary:
                  config.num_workers)
     corpus_stats = corpus.CorpusStats()
     stats = InstanceStats()
-    progress = _Progress(total_bytes, config.progress_seconds)
+    progress = _Progress(total_bytes, config.progress_seconds,
+                         2 if config.packing.nsp else 1)
     record_bytes = text_bytes = 0
 
     def expected_record_bytes() -> int:
@@ -177,8 +279,8 @@ def run(config: PipelineConfig) -> RunSummary:
                                     config.num_workers) as shuffler:
         # closing(): on an error or Ctrl-C the workers are stopped before the shuffle
         # removes the files they write.
-        with contextlib.closing(_map_ordered(job_chunks(config, corpus_stats), config,
-                                             tokenizer, lambda: shuffler.plan)) as results:
+        with contextlib.closing(job_results(config, tokenizer, corpus_stats, progress,
+                                            lambda: shuffler.plan)) as results:
             for result, spilled in results:
                 for example in result.examples:
                     log_example(example, tokenizer, config.use_v2_feature_names)
@@ -219,15 +321,6 @@ def run(config: PipelineConfig) -> RunSummary:
     return summary
 
 
-def job_chunks(config: PipelineConfig, corpus_stats: corpus.CorpusStats
-               ) -> Iterator[corpus.Chunk]:
-    """The job's tasks, the same for the local runner and Beam: the first pass for the NSP
-    negatives' sample (`data_tools.negatives`), then the chunks, each with its pool."""
-    pools = negatives.pools_for_job(config.input_files, config.random_seed, config.chunk_bytes,
-                                    config.packing.max_seq_length, config.packing.nsp)
-    return corpus.iter_chunks(config.input_files, config.chunk_bytes, corpus_stats, pools)
-
-
 def log_shuffle(shuffler: shuffle.ExternalShuffle) -> None:
     """One line on what the shuffle did (parsed by benchmarks/bench_shuffle.py)."""
     st = shuffler.stats
@@ -241,18 +334,24 @@ def log_shuffle(shuffler: shuffle.ExternalShuffle) -> None:
                  st.written_bytes / per, st.read_bytes / per, st.split_buckets)
 
 
-def shuffle_temp_dir(config: PipelineConfig) -> str:
-    """Where the local shuffle spills: --temp_dir, else beside the outputs when they are
-    local, else the machine's temporary directory (spilling to gs:// would move every record
-    through the network twice more); logged, so the user knows where the space goes."""
+def temp_location(config: PipelineConfig) -> str:
+    """Where temporary files go: --temp_dir, else beside the outputs when they are local,
+    else the machine's temporary directory (spilling to gs:// would move every record
+    through the network twice more)."""
     if config.temp_dir:
-        where = config.temp_dir
-    elif fileio.is_remote(config.output_files[0]):
-        where = tempfile.gettempdir()
-    else:
-        where = os.path.dirname(config.output_files[0]) or "."
-    logging.info("the shuffle spills records beyond --shuffle_memory_mb under %s "
-                 "(--temp_dir to change)", where)
+        return config.temp_dir
+    if fileio.is_remote(config.output_files[0]):
+        return tempfile.gettempdir()
+    return os.path.dirname(config.output_files[0]) or "."
+
+
+def shuffle_temp_dir(config: PipelineConfig) -> str:
+    """`temp_location`, logged with what goes there, so the user knows where the space goes."""
+    where = temp_location(config)
+    what = "the shuffle's records beyond --shuffle_memory_mb"
+    if config.packing.nsp:
+        what = f"the tokenized corpus (about 4 bytes per token) and {what}"
+    logging.info("temporary files: %s, under %s (--temp_dir to change)", what, where)
     return where
 
 

@@ -1,22 +1,34 @@
 """One task of the create-pretraining-data job: a chunk of documents -> framed TFRecords.
 
-A worker tokenizes its chunk, packs instances for every dupe (`data_tools.instances`),
+A worker packs instances from its chunk's tokens for every dupe (`data_tools.instances`),
 shuffles them, masks them (`data_tools.masking`), serialises them
 (`data_tools.example_codec`) and frames them (`data_tools.tfrecord_writer`), all vectorised
 with numpy and without TensorFlow. The generator of task i is seeded from (random_seed, i)
 only, so a task's output does not depend on which process runs it, or when.
+
+NSP jobs run in two passes (`data_tools.token_store`): `store_chunk` tokenizes a chunk into
+the store, then `process_stored` packs it, drawing random next segments from the whole
+stored corpus. MLM-only jobs need no other document, so `process_chunk` does both at once.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, Iterator, List, Tuple
+from typing import Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 
 from bert_tf.data import schema
 from bert_tf.text import tokenization
-from data_tools import corpus, example_codec, instances, masking, tfrecord_writer
+from data_tools import (
+    corpus,
+    example_codec,
+    instances,
+    masking,
+    negatives,
+    tfrecord_writer,
+    token_store,
+)
 from data_tools.bytes_ops import Rows
 from data_tools.job_config import PipelineConfig
 
@@ -88,11 +100,18 @@ def masking_config(config: PipelineConfig, tokenizer: tokenization.FullTokenizer
 
 
 def build_instances(buf: instances.DocumentBuffer, config: PipelineConfig,
-                    rng: np.random.Generator) -> instances.Spans:
-    """Spans of every dupe of a buffer, truncated and shuffled."""
+                    rng: np.random.Generator,
+                    random_next: Optional[instances.RandomNextSource] = None
+                    ) -> instances.Spans:
+    """Spans of every dupe of a buffer, truncated and shuffled (B of NSP instances from
+    `random_next` when given, see `instances.nsp_spans`)."""
     stream = instances.RandomStream(rng)
-    pack = instances.nsp_spans if config.packing.nsp else instances.full_sentence_spans
-    parts = [pack(buf, config.packing, stream) for _ in range(config.dupe_factor)]
+    if config.packing.nsp:
+        parts = [instances.nsp_spans(buf, config.packing, stream, random_next)
+                 for _ in range(config.dupe_factor)]
+    else:
+        parts = [instances.full_sentence_spans(buf, config.packing, stream)
+                 for _ in range(config.dupe_factor)]
     spans = instances.Spans(*(np.concatenate([getattr(p, f.name) for p in parts])
                               for f in dataclasses.fields(instances.Spans)))
     spans = instances.truncate(spans, config.packing.max_num_tokens, rng)
@@ -133,13 +152,10 @@ class InstanceBatch:
 
 
 def truncation_stats(buf: instances.DocumentBuffer, max_num_tokens: int) -> InstanceStats:
-    """Lines longer than an instance: what truncation must cut from them (the documents'
-    lines only, not the pool's)."""
-    if not buf.num_main:
+    """Lines longer than an instance: what truncation must cut from them."""
+    if not buf.num_documents:
         return InstanceStats()
-    last = buf.doc_sents[buf.num_main - 1][1]
-    lengths = np.asarray(buf.sent_end[:last], np.int64) - np.asarray(buf.sent_start[:last],
-                                                                     np.int64)
+    lengths = np.asarray(buf.sent_end, np.int64) - np.asarray(buf.sent_start, np.int64)
     over = lengths[lengths > max_num_tokens] - max_num_tokens
     return InstanceStats(text_tokens=int(lengths.sum()), long_lines=len(over),
                          lost_tokens=int(over.sum()))
@@ -160,55 +176,122 @@ def truncation_warning(stats: InstanceStats, max_seq_length: int, max_num_tokens
     return text
 
 
-def instance_batches(chunk: corpus.Chunk, config: PipelineConfig,
-                     tokenizer: tokenization.FullTokenizer
-                     ) -> Iterator[Tuple[InstanceBatch, instances.DocumentBuffer]]:
-    """Tokenizes and packs a chunk, then yields its masked instances in batches, in order.
+@dataclasses.dataclass(frozen=True)
+class StoredTask:
+    """A chunk of an NSP job once stored (`store_chunk`): what its second pass needs.
 
-    Yields:
-        (batch, the chunk's `DocumentBuffer`).
+    Attributes:
+        index: the chunk's index.
+        num_bytes, input_bytes: the chunk's (`corpus.Chunk`).
+        info: its report for `token_store.IndexBuilder` (None once given to it).
     """
-    vocab = tokenizer.vocab
-    cls_id, sep_id = vocab[tokenization.CLS], vocab[tokenization.SEP]
-    docs = [tokenizer.encode_batch(doc) for doc in chunk.documents]
-    # The pool only supplies random next segments, so MLM-only packing ignores it.
-    pool = ([tokenizer.encode_batch(doc) for doc in chunk.pool] if config.packing.nsp
-            else [])
-    buf = instances.DocumentBuffer.from_documents(
-        docs, sep_id, chunk.doc_ids or None, pool, chunk.pool_ids[:len(pool)])
-    del docs, pool
+
+    index: int
+    num_bytes: int
+    input_bytes: int
+    info: Optional[token_store.ChunkInfo] = None
+
+
+def tokenize(chunk: corpus.Chunk, tokenizer: tokenization.FullTokenizer
+             ) -> List[List[List[int]]]:
+    """The chunk's documents -> sentences -> token ids."""
+    return [tokenizer.encode_batch(doc) for doc in chunk.documents]
+
+
+def store_chunk(chunk: corpus.Chunk, tokenizer: tokenization.FullTokenizer,
+                directory: str) -> StoredTask:
+    """The first pass of an NSP task: tokenizes the chunk into the store."""
+    info = token_store.write_chunk(directory, chunk.index, tokenize(chunk, tokenizer),
+                                   chunk.doc_ids or range(len(chunk.documents)))
+    return StoredTask(chunk.index, chunk.num_bytes, chunk.input_bytes, info)
+
+
+def stored_buffer(directory: str, index: int, sep_id: int) -> instances.DocumentBuffer:
+    """The `DocumentBuffer` of a stored chunk (as `from_documents` builds it)."""
+    doc_ids, doc_first, sent_off, ids = token_store.read_chunk(directory, index)
+    doc_of_sent = np.repeat(np.arange(len(doc_ids)), np.diff(doc_first))
+    return instances.DocumentBuffer(
+        np.insert(ids, sent_off[doc_first[1:]], sep_id).astype(np.int32),
+        (sent_off[:-1] + doc_of_sent).tolist(), (sent_off[1:] + doc_of_sent).tolist(),
+        list(zip(doc_first[:-1].tolist(), doc_first[1:].tolist())), doc_ids.tolist())
+
+
+def instance_batches(buf: instances.DocumentBuffer, index: int, config: PipelineConfig,
+                     tokenizer: tokenization.FullTokenizer,
+                     reader: Optional[token_store.Reader] = None
+                     ) -> Iterator[InstanceBatch]:
+    """Packs a task's buffer, then yields its masked instances in batches, in order.
+
+    Args:
+        buf: the task's documents.
+        index: the task's (chunk's) index: seeds its generator.
+        config: the job.
+        tokenizer: the WordPiece tokenizer (special ids, word continuations).
+        reader: the stored corpus that NSP instances draw random next segments from; None:
+            from the buffer's other documents (the original, when it holds the corpus).
+    """
     if not buf.num_documents:
         return
-    rng = task_rng(config.random_seed, chunk.index)
-    spans = build_instances(buf, config, rng)
+    vocab = tokenizer.vocab
+    cls_id, sep_id = vocab[tokenization.CLS], vocab[tokenization.SEP]
+    rng = task_rng(config.random_seed, index)
+    source = (negatives.RandomNext(reader, index, buf.ids, buf.doc_ids)
+              if reader is not None and config.packing.nsp else None)
+    spans = build_instances(buf, config, rng, source)
+    ids = source.ids() if source is not None else buf.ids
     mcfg = masking_config(config, tokenizer)
     seq = config.packing.max_seq_length
     for lo in range(0, len(spans), _BATCH_ROWS):
         part = spans.take(np.arange(lo, min(lo + _BATCH_ROWS, len(spans))))
-        ids, segment_ids, lengths = instances.materialize(part, buf.ids, cls_id, sep_id, seq)
-        masked = masking.mask_batch(ids, lengths, mcfg, rng, tokenizer.is_continuation)
-        yield InstanceBatch(part, ids, segment_ids, lengths, masked), buf
+        input_ids, segment_ids, lengths = instances.materialize(part, ids, cls_id, sep_id, seq)
+        masked = masking.mask_batch(input_ids, lengths, mcfg, rng, tokenizer.is_continuation)
+        yield InstanceBatch(part, input_ids, segment_ids, lengths, masked)
+
+
+def chunk_buffer(chunk: corpus.Chunk, tokenizer: tokenization.FullTokenizer
+                 ) -> instances.DocumentBuffer:
+    """The chunk, tokenized into a `DocumentBuffer`."""
+    return instances.DocumentBuffer.from_documents(
+        tokenize(chunk, tokenizer), tokenizer.vocab[tokenization.SEP], chunk.doc_ids or None)
 
 
 def process_chunk(chunk: corpus.Chunk, config: PipelineConfig,
                   tokenizer: tokenization.FullTokenizer, num_examples: int = 0) -> TaskResult:
-    """Tokenizes, packs, masks, serialises and frames one chunk (runs in a worker).
+    """Tokenizes, packs, masks, serialises and frames one chunk in one pass: MLM-only jobs
+    (NSP instances would take B from the chunk's own documents only)."""
+    return process_buffer(chunk_buffer(chunk, tokenizer), chunk.index, chunk.num_bytes,
+                          chunk.input_bytes, config, tokenizer, num_examples)
+
+
+def process_stored(task: StoredTask, config: PipelineConfig,
+                   tokenizer: tokenization.FullTokenizer, reader: token_store.Reader,
+                   num_examples: int = 0) -> TaskResult:
+    """The second pass of an NSP task: packs the stored chunk, B from the whole corpus."""
+    buf = stored_buffer(reader.directory, task.index, tokenizer.vocab[tokenization.SEP])
+    return process_buffer(buf, task.index, task.num_bytes, task.input_bytes, config,
+                          tokenizer, num_examples, reader)
+
+
+def process_buffer(buf: instances.DocumentBuffer, index: int, num_bytes: int,
+                   input_bytes: int, config: PipelineConfig,
+                   tokenizer: tokenization.FullTokenizer, num_examples: int = 0,
+                   reader: Optional[token_store.Reader] = None) -> TaskResult:
+    """Packs, masks, serialises and frames one task's buffer (runs in a worker).
 
     Args:
-        chunk: the task.
+        buf: the task's documents.
+        index: the task's index.
+        num_bytes, input_bytes: the chunk's sizes (for progress).
         config: the job.
         tokenizer: the WordPiece tokenizer.
         num_examples: how many instances to return decoded for logging.
+        reader: the stored corpus, for random next segments (see `instance_batches`).
     """
     seq = config.packing.max_seq_length
-    stats = InstanceStats()
+    stats = truncation_stats(buf, config.packing.max_num_tokens)
     examples: List[Dict[str, object]] = []
     frames: List[Rows] = []
-    num_documents = 0
-    for batch, buf in instance_batches(chunk, config, tokenizer):
-        if not num_documents:
-            num_documents = buf.num_documents
-            stats.add(truncation_stats(buf, config.packing.max_num_tokens))
+    for batch in instance_batches(buf, index, config, tokenizer, reader):
         features = batch.features(seq)
         records = example_codec.encode_examples(
             features, seq, config.max_predictions_per_seq, config.use_v2_feature_names)
@@ -219,8 +302,37 @@ def process_chunk(chunk: corpus.Chunk, config: PipelineConfig,
     data = np.concatenate([f.data for f in frames]) if frames else np.zeros(0, np.uint8)
     lens = (np.concatenate([f.lengths for f in frames]) if frames
             else np.zeros(0, np.int64))
-    return TaskResult(chunk.index, data, lens, num_documents, chunk.num_bytes, stats,
-                      examples, chunk.input_bytes)
+    return TaskResult(index, data, lens, buf.num_documents, num_bytes, stats, examples,
+                      input_bytes)
+
+
+def job_batches(config: PipelineConfig, tokenizer: tokenization.FullTokenizer,
+                directory: str) -> Iterator[Tuple[int, InstanceBatch]]:
+    """(task index, batch) of a whole job, in this process and in task order: what the job
+    writes before its shuffle (for tests and benchmarks that trace instances). NSP jobs
+    store the corpus under `directory` first, as the job does."""
+    chunks = corpus.iter_chunks(config.input_files, config.chunk_bytes)
+    if not config.packing.nsp:
+        for chunk in chunks:
+            for batch in instance_batches(chunk_buffer(chunk, tokenizer), chunk.index, config,
+                                          tokenizer):
+                yield chunk.index, batch
+        return
+    builder = token_store.IndexBuilder(directory)
+    try:
+        for chunk in chunks:
+            builder.add(store_chunk(chunk, tokenizer, directory).info)
+        reader = token_store.Reader(builder.finish())
+    finally:
+        builder.close()
+    sep_id = tokenizer.vocab[tokenization.SEP]
+    try:
+        for index in range(len(reader.index.docs_per_chunk)):
+            buf = stored_buffer(directory, index, sep_id)
+            for batch in instance_batches(buf, index, config, tokenizer, reader):
+                yield index, batch
+    finally:
+        reader.close()
 
 
 def batch_stats(batch: InstanceBatch, seq: int) -> InstanceStats:

@@ -21,8 +21,9 @@ Document = Sequence[int]  # the token count of each sentence
 
 def pack_document(docs: Sequence[Document], index: int, max_num_tokens: int,
                   short_seq_prob: float, rng: random.Random
-                  ) -> List[Tuple[int, int, int, int]]:
-    """(len A, len B, is_random_next, document of B) of one document's instances."""
+                  ) -> List[Tuple[int, int, int, int, int]]:
+    """(len A, len B, is_random_next, document of B, B's first sentence in it) of one
+    document's instances."""
     doc = docs[index]
     target = max_num_tokens
     if rng.random() < short_seq_prob:
@@ -48,9 +49,9 @@ def pack_document(docs: Sequence[Document], index: int, max_num_tokens: int,
                     if len_b >= target - len_a:
                         break
                 i -= len(chunk) - a_end  # put the unused sentences back
-                pair = (len_a, len_b, 1, other)
+                pair = (len_a, len_b, 1, other, start)
             else:
-                pair = (len_a, sum(chunk[a_end:]), 0, index)
+                pair = (len_a, sum(chunk[a_end:]), 0, index, i - len(chunk) + 1 + a_end)
             excess = max(pair[0] + pair[1] - max_num_tokens, 0)
             la, lb = pair[0], pair[1]
             while excess:  # the longer segment loses a token (B on ties)
@@ -59,14 +60,14 @@ def pack_document(docs: Sequence[Document], index: int, max_num_tokens: int,
                 else:
                     lb -= 1
                 excess -= 1
-            out.append((la, lb, pair[2], pair[3]))
+            out.append((la, lb) + pair[2:])
             chunk = []
         i += 1
     return out
 
 
 def pack_corpus(docs: Sequence[Document], max_seq_length: int, short_seq_prob: float,
-                dupe_factor: int, seed: int) -> List[Tuple[int, int, int, int]]:
+                dupe_factor: int, seed: int) -> List[Tuple[int, int, int, int, int]]:
     """Every instance of a run, in creation order (the original shuffles them afterwards)."""
     rng = random.Random(seed)
     docs = [d for d in docs if d]

@@ -102,22 +102,6 @@ def test_pieces_of_a_long_document_share_its_id(tmp_path):
     assert [(i, len(d)) for i, d in pieces] == [(0, 25)] * 4 + [(1, 3), (2, 25), (2, 25)]
 
 
-def test_chunks_carry_the_pool_the_caller_gives_for_their_index(tmp_path):
-    # Four "books" of 200 lines (2,000 bytes each); chunks of 500 bytes hold one book each.
-    path = _doc_file(tmp_path, [200, 200, 200, 200])
-    calls = []
-
-    def pool_for(index):
-        calls.append(index)
-        return [[f"pool of {index}"]], [100 + index]
-
-    chunks = list(corpus.iter_chunks([path], 500, pool_for=pool_for))
-    assert len(chunks) == 16 and calls == list(range(16))
-    assert all(c.pool == [[f"pool of {c.index}"]] and c.pool_ids == [100 + c.index]
-               for c in chunks)
-    assert not any(c.pool for c in corpus.iter_chunks([path], 500))  # no pool_for, no pool
-
-
 def test_chunk_sizes_and_progress_count_utf8_bytes(tmp_path):
     import gzip
 

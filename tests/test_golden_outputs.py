@@ -34,9 +34,9 @@ CREATE_GOLDEN = {
     # The defaults (NSP, token masking) in 2 shards, from several tasks (per-task seeds).
     ("--dupe_factor=2", "--num_output_shards=2", "--chunk_mb=0.03"): {
         "train-00000-of-00002.tfrecord": (
-            452, 376590, "cf08886b3e62f0776dff29ea225986b0e9c1442afc71e6213142bc3b5a8968a9"),
+            454, 377199, "965f68f460523af5ab44d84bb842dff4b30b3534303fd7a6a003504bcf631734"),
         "train-00001-of-00002.tfrecord": (
-            438, 364469, "2b941de60819f3d3e6adda4ab11c70617add959b277b6fe481336e831b699dd3")},
+            442, 367091, "5f79a69c344fa855e0048e4d483c0a38a3fb535ab8312c5959dcfd35cb462b3f")},
     # Whole words and n-grams, MLM only; 1.4 MB of records through the shuffle's spill files.
     ("--dupe_factor=4", "--do_whole_word_mask", "--max_ngram_size=3", "--no_nsp",
      "--chunk_mb=0.03", "--shuffle_memory_mb=1"): {

@@ -244,22 +244,33 @@ def test_random_next_never_comes_from_a_piece_of_the_same_document():
     assert (a_docs[~rnd] == b_docs[~rnd]).all()
 
 
-def test_pool_supplies_random_next_segments_but_is_never_packed():
-    docs = [[[10 + t for t in range(15)] for _ in range(60)]]  # one piece of a long document
-    pool = [[[500 + t for t in range(9)] for _ in range(5)], [[900, 901]]]
-    buf = DocumentBuffer.from_documents(docs, SEP, doc_ids=[3], pool=pool, pool_ids=[4, 5])
-    assert buf.num_documents == 1 and len(buf.doc_sents) == 3
-    spans = nsp_spans(buf, PackingConfig(max_seq_length=32),
-                      RandomStream(np.random.default_rng(1)))
-    pool_start = buf.sent_start[buf.doc_sents[1][0]]
+class _FakeSource:
+    """Random next segments of 7 tokens (ids 500...) appended after the buffer's ids."""
+
+    def __init__(self, buf):
+        self.end = len(buf.ids)
+        self.calls = []
+
+    def draw(self, uniform_int, doc, target):
+        self.calls.append((doc, target))
+        start, self.end = self.end, self.end + 7
+        return start, self.end
+
+
+def test_a_random_next_source_supplies_every_random_b_and_is_never_packed_as_a():
+    docs = [[[10 + t for t in range(15)] for _ in range(60)], [[900, 901]]]
+    buf = DocumentBuffer.from_documents(docs, SEP, doc_ids=[3, 4])
+    source = _FakeSource(buf)
+    spans = nsp_spans(buf, PackingConfig(max_seq_length=32, short_seq_prob=0.0),
+                      RandomStream(np.random.default_rng(1)), source)
     rnd = spans.is_random_next == 1
-    assert (spans.a_start + spans.a_len <= pool_start).all()  # A only from the document
-    assert rnd.sum() > 10 and (spans.b_start[rnd] >= pool_start).all()
-    assert {_doc_of(buf, b) for b in spans.b_start[rnd].tolist()} == {1, 2}
-    # MLM-only blocks ignore the pool too.
-    blocks = full_sentence_spans(buf, PackingConfig(max_seq_length=32, nsp=False),
-                                 RandomStream(np.random.default_rng(1)))
-    assert (blocks.a_start + blocks.a_len <= pool_start).all()
+    assert (spans.a_start + spans.a_len <= len(buf.ids)).all()  # A only from the buffer
+    assert rnd.sum() > 10 and len(source.calls) == rnd.sum()
+    # Every random B is the source's, in order; the target is what A leaves of the length.
+    assert spans.b_start[rnd].tolist() == list(range(len(buf.ids), source.end, 7))
+    assert [t for _, t in source.calls] == (29 - spans.a_len[rnd]).tolist()
+    assert {d for d, _ in source.calls} == {0, 1}
+    assert (spans.b_start[~rnd] < len(buf.ids)).all()  # IsNext B: the document's own text
 
 
 def test_a_single_document_corpus_falls_back_to_its_own_text():

@@ -19,7 +19,7 @@ import pytest
 import reference_instances
 
 from bert_tf.text import tokenization
-from data_tools import corpus, instances, negatives, tasks
+from data_tools import corpus, instances, tasks
 from data_tools.job_config import PipelineConfig
 
 
@@ -42,29 +42,29 @@ def books(corpus_path, tmp_path_factory, google_vocab_path):
     books = _books(corpus_path)
     path = tmp_path_factory.mktemp("books") / "books.txt"
     path.write_text("\n\n".join("\n".join(b) for b in books) + "\n", encoding="utf-8")
+    # The books really are cut into pieces: a chunk holds pieces of at most 2 of them.
+    chunks = list(corpus.iter_chunks([str(path)], 500_000))
+    assert len(chunks) >= 4 and all(len(set(c.doc_ids)) <= 2 for c in chunks)
     tokenizer = tokenization.FullTokenizer(google_vocab_path, True)
     counts = [[len(s) for s in tokenizer.encode_batch(b) if len(s)] for b in books]
     return path, counts, tokenizer
 
 
-def _ours(path, tokenizer, vocab, seed: int, short_seq_prob: float) -> Tuple[float, ...]:
+def _ours(path, tokenizer, vocab, seed: int, short_seq_prob: float, store) -> Tuple[float, ...]:
     config = PipelineConfig(input_files=(str(path),), output_files=("unused",),
-                            vocab_file=vocab, dupe_factor=5, random_seed=seed,
+                            vocab_file=vocab, dupe_factor=5, random_seed=seed, chunk_bytes=500_000,
                             packing=instances.PackingConfig(short_seq_prob=short_seq_prob))
     lengths, labels = [], []
-    pools = negatives.pools_for_job(config.input_files, seed, 500_000, 128, True)
-    for chunk in corpus.iter_chunks(config.input_files, 500_000, None, pools):
-        assert len(set(chunk.doc_ids)) <= 2  # the books really are cut into pieces
-        for batch, _ in tasks.instance_batches(chunk, config, tokenizer):
-            lengths.append(batch.lengths)
-            labels.append(batch.spans.is_random_next)
+    for _, batch in tasks.job_batches(config, tokenizer, str(store)):
+        lengths.append(batch.lengths)
+        labels.append(batch.spans.is_random_next)
     return _figures(np.concatenate(lengths), np.concatenate(labels))
 
 
 def _reference(counts, seed: int, short_seq_prob: float) -> Tuple[float, ...]:
     packed = reference_instances.pack_corpus(counts, 128, short_seq_prob, 5, seed)
-    return _figures(np.array([a + b + 3 for a, b, _, _ in packed]),
-                    np.array([r for _, _, r, _ in packed]))
+    return _figures(np.array([p[0] + p[1] + 3 for p in packed]),
+                    np.array([p[2] for p in packed]))
 
 
 def _figures(lengths: np.ndarray, is_random: np.ndarray) -> Tuple[float, ...]:
@@ -74,10 +74,10 @@ def _figures(lengths: np.ndarray, is_random: np.ndarray) -> Tuple[float, ...]:
 
 
 def test_without_short_targets_books_match_the_original_within_one_percent(
-        books, google_vocab_path):
+        books, google_vocab_path, tmp_path):
     path, counts, tokenizer = books
     seeds = range(1, 5)
-    ours = np.array([_ours(path, tokenizer, google_vocab_path, s, 0.0) for s in seeds])
+    ours = np.array([_ours(path, tokenizer, google_vocab_path, s, 0.0, tmp_path) for s in seeds])
     ref = np.array([_reference(counts, s, 0.0) for s in seeds])
     assert np.all(np.abs(ours[:, 0] / ref[:, 0] - 1) < 0.015), (ours, ref)
     assert abs(ours[:, 0].mean() / ref[:, 0].mean() - 1) < 0.01, (ours, ref)
@@ -88,10 +88,11 @@ def test_without_short_targets_books_match_the_original_within_one_percent(
     assert abs(ours[:, 3].mean() - ref[:, 3].mean()) < 0.75, (ours, ref)
 
 
-def test_with_short_targets_books_match_the_original_over_seeds(books, google_vocab_path):
+def test_with_short_targets_books_match_the_original_over_seeds(books, google_vocab_path,
+                                                                tmp_path):
     path, counts, tokenizer = books
     seeds = range(1, 11)
-    ours = np.array([_ours(path, tokenizer, google_vocab_path, s, 0.1) for s in seeds])
+    ours = np.array([_ours(path, tokenizer, google_vocab_path, s, 0.1, tmp_path) for s in seeds])
     ref = np.array([_reference(counts, s, 0.1) for s in seeds])
     se = np.sqrt(ours.var(0, ddof=1) / len(ours) + ref.var(0, ddof=1) / len(ref))
     diff = ours.mean(0) - ref.mean(0)

@@ -2,6 +2,8 @@
 statistics against the original's, per-instance consistency, serialised records read back
 with TensorFlow (v1 and v2 names), and the MLM-only and whole-word modes."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -26,15 +28,15 @@ def _config(vocab, tmp="/nonexistent", **kw):
     return PipelineConfig(**base)
 
 
-def _all_batches(config, tokenizer, path):
-    chunks = corpus.iter_chunks([str(path)], config.chunk_bytes)
-    return [b for chunk in chunks for b, _ in tasks.instance_batches(chunk, config, tokenizer)]
+def _all_batches(config, tokenizer, path, store):
+    config = dataclasses.replace(config, input_files=(str(path),))
+    return [b for _, b in tasks.job_batches(config, tokenizer, str(store))]
 
 
 @pytest.fixture(scope="module")
-def nsp_batches(tokenizer, google_vocab_path, corpus_path):
+def nsp_batches(tokenizer, google_vocab_path, corpus_path, tmp_path_factory):
     config = _config(google_vocab_path, dupe_factor=3)
-    return config, _all_batches(config, tokenizer, corpus_path)
+    return config, _all_batches(config, tokenizer, corpus_path, tmp_path_factory.mktemp("s"))
 
 
 def test_statistics_match_the_original(nsp_batches, tokenizer):
@@ -111,10 +113,11 @@ def test_records_parse_back_identical(nsp_batches, tokenizer, tmp_path):
         assert i == 199
 
 
-def test_mlm_only_packs_across_documents_and_fills(tokenizer, google_vocab_path, corpus_path):
+def test_mlm_only_packs_across_documents_and_fills(tokenizer, google_vocab_path, corpus_path,
+                                                    tmp_path):
     config = _config(google_vocab_path, packing=instances.PackingConfig(
         max_seq_length=SEQ, short_seq_prob=0.1, nsp=False))
-    batches = _all_batches(config, tokenizer, corpus_path)
+    batches = _all_batches(config, tokenizer, corpus_path, tmp_path)
     sep_id = tokenizer.vocab["[SEP]"]
     lengths = np.concatenate([b.lengths for b in batches])
     crossing = 0
@@ -134,7 +137,8 @@ def test_mlm_only_packs_across_documents_and_fills(tokenizer, google_vocab_path,
 def test_whole_word_fixed_mode_on_real_words(tokenizer, google_vocab_path, corpus_path):
     config = _config(google_vocab_path, do_whole_word_mask=True)
     chunk = next(corpus.iter_chunks([str(corpus_path)], config.chunk_bytes))
-    batch, _ = next(tasks.instance_batches(chunk, config, tokenizer))
+    batch = next(tasks.instance_batches(tasks.chunk_buffer(chunk, tokenizer), chunk.index,
+                                        config, tokenizer))
     cont = tokenizer.is_continuation
     words = multi = 0
     for ids, n, dec in zip(batch.input_ids, batch.lengths, batch.masked.decisions):

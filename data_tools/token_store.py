@@ -1,0 +1,290 @@
+"""The tokenized corpus on local disk, for random access to any document's sentences.
+
+The original `create_pretraining_data.py` holds the whole tokenized corpus in memory, and
+draws the B segment of an IsRandom instance from a document picked uniformly from the
+whole corpus, starting at a sentence picked uniformly within it. This package streams
+the corpus in chunks instead, so the create job runs in two passes over the chunks:
+
+1. each chunk is tokenized once and written here as one file (`write_chunk`), and a
+   table of every document's sentences is built from what the chunks report
+   (`IndexBuilder`): a few integers per chunk in memory, 16 bytes per document on disk;
+2. each chunk is then packed, and a random next segment is read from the file of the
+   document drawn (`data_tools.negatives.RandomNext`): a few `pread`s of a few hundred
+   bytes, so memory stays flat however large the corpus, and every sentence of the corpus
+   can open a random B, as in the original.
+
+A chunk file holds, after a header of four int64 (magic, documents, sentences, tokens):
+the chunk's corpus document ids (int64 [documents]), each document's first sentence
+(int64 [documents + 1]), each sentence's first token (int64 [sentences + 1]) and the token
+ids (int32 [tokens]); documents and sentences without tokens are not stored. The disk
+space is about 4 bytes per token (0.8-0.9x the text of English).
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import os
+import tempfile
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from bert_tf import fileio
+
+_MAGIC = 0x42455254544F4B31  # "BERTTOK1"
+_HEADER = 32
+_TABLE_ROW = 16  # int64 (global first sentence, number of sentences) per document
+
+
+def chunk_path(directory: str, index: int) -> str:
+    """The file of chunk `index`."""
+    return os.path.join(directory, f"chunk-{index:08d}.tok")
+
+
+def table_path(directory: str) -> str:
+    """The documents' table (written by `IndexBuilder`)."""
+    return os.path.join(directory, "documents.tbl")
+
+
+@dataclasses.dataclass(frozen=True)
+class ChunkInfo:
+    """What a stored chunk reports to the index (small: a few integers per document).
+
+    Attributes:
+        index: the chunk's index.
+        doc_ids: int64 [documents]: corpus document id of each stored document (the pieces
+            of a document longer than a chunk share one id, in consecutive chunks).
+        doc_sentences: int64 [documents]: sentences of each.
+    """
+
+    index: int
+    doc_ids: np.ndarray
+    doc_sentences: np.ndarray
+
+
+def write_chunk(directory: str, index: int, documents: Sequence[Sequence[Sequence[int]]],
+                doc_ids: Sequence[int]) -> ChunkInfo:
+    """Writes one tokenized chunk (under a temporary name, then renamed).
+
+    Args:
+        directory: the store.
+        index: the chunk's index.
+        documents: documents -> sentences -> token ids; empty sentences and documents
+            without tokens are skipped (as `instances.DocumentBuffer` skips them).
+        doc_ids: the corpus id of each document.
+
+    Returns:
+        The chunk's report for `IndexBuilder`.
+    """
+    kept_ids: List[int] = []
+    doc_first: List[int] = [0]
+    lengths: List[int] = []
+    flat: List[np.ndarray] = []
+    for doc, doc_id in zip(documents, doc_ids):
+        sents = [s for s in doc if len(s)]
+        if not sents:
+            continue
+        kept_ids.append(doc_id)
+        lengths.extend(len(s) for s in sents)
+        flat.extend(np.asarray(s, np.int32) for s in sents)
+        doc_first.append(len(lengths))
+    sent_off = np.zeros(len(lengths) + 1, np.int64)
+    np.cumsum(lengths, out=sent_off[1:])
+    ids = np.concatenate(flat) if flat else np.zeros(0, np.int32)
+    header = np.array([_MAGIC, len(kept_ids), len(lengths), len(ids)], np.int64)
+    with fileio.atomic_output(chunk_path(directory, index)) as f:
+        for part in (header, np.asarray(kept_ids, np.int64), np.asarray(doc_first, np.int64),
+                     sent_off, ids):
+            f.write(part.tobytes())
+    first = np.asarray(doc_first, np.int64)
+    return ChunkInfo(index, np.asarray(kept_ids, np.int64), np.diff(first))
+
+
+def read_chunk(directory: str, index: int
+               ) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """A whole stored chunk: (doc_ids int64 [d], doc_first int64 [d + 1], sent_off int64
+    [s + 1], ids int32 [t])."""
+    with fileio.open_file(chunk_path(directory, index), "rb") as f:
+        data = f.read()
+    magic, n_docs, n_sents, n_tokens = np.frombuffer(data, np.int64, 4).tolist()
+    if magic != _MAGIC:
+        raise ValueError(f"{chunk_path(directory, index)}: not a token store chunk")
+    at = _HEADER
+    out = []
+    for count, dtype in ((n_docs, np.int64), (n_docs + 1, np.int64), (n_sents + 1, np.int64),
+                         (n_tokens, np.int32)):
+        out.append(np.frombuffer(data, dtype, count, at))
+        at += count * np.dtype(dtype).itemsize
+    return tuple(out)  # type: ignore[return-value]
+
+
+@dataclasses.dataclass(frozen=True)
+class StoreIndex:
+    """Where every document's sentences are: small (O(chunks)), given to every task.
+
+    Attributes:
+        directory: the store.
+        num_documents: documents with tokens in the corpus (a document cut into pieces
+            counts once): the random next document is drawn uniformly from these.
+        sent_base: int64 [chunks + 1]: global number of each chunk's first sentence.
+        doc_base: int64 [chunks + 1]: number in the table of each chunk's first document.
+        docs_per_chunk: int64 [chunks]: documents stored in each chunk.
+    """
+
+    directory: str
+    num_documents: int
+    sent_base: np.ndarray
+    doc_base: np.ndarray
+    docs_per_chunk: np.ndarray
+
+    def table_numbers(self, index: int, doc_ids: Sequence[int]) -> np.ndarray:
+        """int64 [documents]: the table number of each document of chunk `index`, given
+        their ids (the chunk's pieces of one document share a number)."""
+        ids = np.asarray(doc_ids, np.int64)
+        if not len(ids):
+            return np.zeros(0, np.int64)
+        return self.doc_base[index] + np.concatenate([[0], np.cumsum(ids[1:] != ids[:-1])])
+
+
+class IndexBuilder:
+    """Builds the documents' table from the chunks' reports, given in chunk order.
+
+    A document cut into pieces (consecutive chunks, one id) gets one row: its first global
+    sentence and its sentences over all pieces; the table is streamed to disk, so memory is
+    O(chunks).
+    """
+
+    def __init__(self, directory: str):
+        self.directory = directory
+        self._temp = fileio.temp_name(table_path(directory))
+        self._file = fileio.open_file(self._temp, "wb")
+        self._sent_base = [0]
+        self._doc_base: List[int] = []
+        self._docs_per_chunk: List[int] = []
+        self._rows = 0
+        self._open: Optional[Tuple[int, int, int]] = None  # (doc id, first sentence, count)
+
+    def add(self, info: ChunkInfo) -> None:
+        if info.index != len(self._docs_per_chunk):
+            raise ValueError(f"chunk {info.index} reported out of order")
+        base = self._sent_base[-1]
+        starts = base + np.concatenate([[0], np.cumsum(info.doc_sentences)[:-1]])
+        rows = []
+        first_row = -1
+        for doc_id, start, count in zip(info.doc_ids.tolist(), starts.tolist(),
+                                        info.doc_sentences.tolist()):
+            if self._open is not None and self._open[0] == doc_id:
+                # The next piece of the same document (cut because it is longer than a
+                # chunk): in this chunk or the next.
+                self._open = (doc_id, self._open[1], self._open[2] + count)
+            else:
+                if self._open is not None:
+                    rows.append(self._open[1:])
+                    self._rows += 1
+                self._open = (doc_id, start, count)
+            if first_row < 0:
+                first_row = self._rows
+        if rows:
+            self._file.write(np.asarray(rows, np.int64).tobytes())
+        self._doc_base.append(first_row if first_row >= 0
+                              else self._rows + (self._open is not None))
+        self._docs_per_chunk.append(len(info.doc_ids))
+        self._sent_base.append(base + int(info.doc_sentences.sum()))
+
+    def finish(self) -> StoreIndex:
+        if self._open is not None:
+            self._file.write(np.asarray([self._open[1:]], np.int64).tobytes())
+            self._rows += 1
+            self._open = None
+        self._file.close()
+        fileio.rename(self._temp, table_path(self.directory))
+        return StoreIndex(self.directory, self._rows, np.asarray(self._sent_base, np.int64),
+                          np.asarray(self._doc_base + [self._rows], np.int64),
+                          np.asarray(self._docs_per_chunk, np.int64))
+
+    def close(self) -> None:
+        """Closes the table (and removes it when `finish` was not reached)."""
+        if not self._file.closed:
+            self._file.close()
+            fileio.remove(self._temp)
+
+
+_LOCAL_COPIES: Dict[str, str] = {}
+
+
+def local_directory(directory: str) -> str:
+    """`directory` itself when local; else a copy on this machine's disk, made once per
+    process (Beam workers reading a store under gs://: random reads need a local file)."""
+    if not fileio.is_remote(directory):
+        return directory
+    if directory not in _LOCAL_COPIES:
+        local = tempfile.mkdtemp(prefix="bert_tf_tokens-")
+        for name in fileio.listdir(directory):
+            with fileio.open_file(os.path.join(directory, name), "rb") as src, \
+                    open(os.path.join(local, os.path.basename(name.rstrip("/"))), "wb") as dst:
+                while True:
+                    block = src.read(1 << 24)
+                    if not block:
+                        break
+                    dst.write(block)
+        _LOCAL_COPIES[directory] = local
+    return _LOCAL_COPIES[directory]
+
+
+class Reader:
+    """Random reads of the store (`os.pread` on a few open files): a document's table row,
+    a chunk's sentence offsets and token ids."""
+
+    def __init__(self, index: StoreIndex, max_open: int = 256):
+        self.index = index
+        self.max_open = max_open
+        self.directory = local_directory(index.directory)
+        self._table = os.open(table_path(self.directory), os.O_RDONLY)
+        self._files: "collections.OrderedDict[int, int]" = collections.OrderedDict()
+        self._layout: Dict[int, Tuple[int, int]] = {}  # chunk -> (offsets at, ids at)
+
+    def close(self) -> None:
+        for fd in [self._table] + list(self._files.values()):
+            os.close(fd)
+        self._files.clear()
+        self._table = -1
+
+    def __del__(self):
+        if getattr(self, "_table", -1) >= 0:
+            self.close()
+
+    def document(self, number: int) -> Tuple[int, int]:
+        """(global first sentence, sentences) of document `number` of the table."""
+        first, count = np.frombuffer(os.pread(self._table, _TABLE_ROW, number * _TABLE_ROW),
+                                     np.int64).tolist()
+        return first, count
+
+    def _fd(self, chunk: int) -> int:
+        fd = self._files.get(chunk)
+        if fd is not None:
+            self._files.move_to_end(chunk)
+            return fd
+        if len(self._files) >= self.max_open:
+            os.close(self._files.popitem(last=False)[1])
+        fd = os.open(chunk_path(self.directory, chunk), os.O_RDONLY)
+        self._files[chunk] = fd
+        if chunk not in self._layout:
+            n_docs = int(self.index.docs_per_chunk[chunk])
+            n_sents = int(self.index.sent_base[chunk + 1] - self.index.sent_base[chunk])
+            offsets_at = _HEADER + 8 * (2 * n_docs + 1)
+            self._layout[chunk] = (offsets_at, offsets_at + 8 * (n_sents + 1))
+        return fd
+
+    def sentence_offsets(self, chunk: int, lo: int, hi: int) -> np.ndarray:
+        """int64 [hi - lo + 1]: token offsets of local sentences lo..hi-1 and the end of
+        sentence hi - 1, in chunk `chunk`."""
+        fd = self._fd(chunk)
+        at = self._layout[chunk][0] + 8 * lo
+        return np.frombuffer(os.pread(fd, 8 * (hi - lo + 1), at), np.int64)
+
+    def tokens(self, chunk: int, lo: int, hi: int) -> np.ndarray:
+        """int32 [hi - lo]: token ids lo..hi-1 of chunk `chunk`."""
+        fd = self._fd(chunk)
+        at = self._layout[chunk][1] + 4 * lo
+        return np.frombuffer(os.pread(fd, 4 * (hi - lo), at), np.int32)
