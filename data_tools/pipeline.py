@@ -151,6 +151,9 @@ def job_results(config: PipelineConfig, tokenizer: tokenization.FullTokenizer,
         yield from _map_ordered(chunks, config, tokenizer, plan)
         return
     where = temp_location(config)
+    if fileio.is_remote(where):  # random reads need a local file
+        where = tempfile.gettempdir()
+        logging.info("the tokenized corpus goes under %s: --temp_dir is remote", where)
     try:
         os.makedirs(where, exist_ok=True)  # as the shuffle creates it
         directory = tempfile.mkdtemp(prefix=".bert_tf_tokens-", dir=where)

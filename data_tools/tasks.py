@@ -19,6 +19,7 @@ from typing import Dict, Iterator, List, Optional, Tuple
 import numpy as np
 
 from bert_tf.data import schema
+from bert_tf.errors import UserError, reason
 from bert_tf.text import tokenization
 from data_tools import (
     corpus,
@@ -200,9 +201,18 @@ def tokenize(chunk: corpus.Chunk, tokenizer: tokenization.FullTokenizer
 
 def store_chunk(chunk: corpus.Chunk, tokenizer: tokenization.FullTokenizer,
                 directory: str) -> StoredTask:
-    """The first pass of an NSP task: tokenizes the chunk into the store."""
-    info = token_store.write_chunk(directory, chunk.index, tokenize(chunk, tokenizer),
-                                   chunk.doc_ids or range(len(chunk.documents)))
+    """The first pass of an NSP task: tokenizes the chunk into the store.
+
+    Raises:
+        UserError: the store cannot be written (a full disk, say).
+    """
+    docs = tokenize(chunk, tokenizer)
+    try:
+        info = token_store.write_chunk(directory, chunk.index, docs,
+                                       chunk.doc_ids or range(len(chunk.documents)))
+    except OSError as e:
+        raise UserError(f"cannot write the tokenized corpus under {directory}: {reason(e)} "
+                        "(--temp_dir chooses where it goes)") from None
     return StoredTask(chunk.index, chunk.num_bytes, chunk.input_bytes, info)
 
 

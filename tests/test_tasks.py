@@ -9,6 +9,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.data import schema
+from bert_tf.errors import UserError
 from bert_tf.text import tokenization
 from data_tools import corpus, example_codec, instances, masking, tasks, tfrecord_writer
 from data_tools.job_config import PipelineConfig
@@ -153,3 +154,14 @@ def test_whole_word_fixed_mode_on_real_words(tokenizer, google_vocab_path, corpu
                     multi += len(word) > 1 and word[0] >= 0
                 start = p
     assert words > 10000 and multi > 100
+
+
+def test_a_full_disk_in_the_first_pass_is_one_line(tokenizer, monkeypatch, tmp_path):
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(tasks.token_store, "write_chunk", full)
+    chunk = corpus.Chunk(index=0, documents=[["a b c"]], num_bytes=6, doc_ids=[0])
+    with pytest.raises(UserError, match=r"^cannot write the tokenized corpus under "
+                       r".*: No space left on device \(--temp_dir chooses where it goes\)$"):
+        tasks.store_chunk(chunk, tokenizer, str(tmp_path))
