@@ -17,7 +17,14 @@ only. Prints, per job (and for the original script when given):
   |i - j| / number of documents (about 1/3 for B's document drawn uniformly from the whole
   corpus, as the original draws it; small when B comes from A's neighbourhood), on the
   articles in corpus order and sorted by topic (each article's most frequent word of 6+
-  letters, a crude topic key that puts related articles side by side).
+  letters, a crude topic key that puts related articles side by side);
+- NSP negatives' variety: distinct B openings (B's first 4 token ids, masked tokens put
+  back) per IsRandom record, and per IsNext record as a baseline. The original draws a
+  document and a start sentence per negative, so its negatives open about as variously as
+  the IsNext records do; a few fixed start positions would bring the IsRandom figure down
+  (the model could then tell negatives by their opening).
+
+A markdown summary, ours beside the original's, ends the output.
 """
 
 from __future__ import annotations
@@ -46,6 +53,9 @@ from bench_create_pretraining_data import (  # noqa: E402
 )
 
 _N = 6  # n-gram length used to identify a document
+_OPENING = 4  # B's first token ids that make its opening
+# Per record: document of A, document of B (-1: untraced), is_random, B's opening.
+Record = Tuple[int, int, int, Tuple[int, ...]]
 
 
 def read_documents(path: pathlib.Path) -> List[List[str]]:
@@ -76,11 +86,11 @@ def by_topic(docs: List[List[str]]) -> List[List[str]]:
     return [docs[k] for k in sorted(range(len(docs)), key=lambda k: (topic(k), k))]
 
 
-def negative_distance(records: List[Tuple[int, int, int]], num_docs: int) -> Tuple[float, int]:
+def negative_distance(records: List[Record], num_docs: int) -> Tuple[float, int]:
     """(mean |i - j| / num_docs over traced IsRandom records, how many were traced)."""
     from data_tools.negatives import mean_distance
 
-    pairs = np.array([(a, b) for a, b, r in records if r == 1 and a >= 0 and b >= 0])
+    pairs = np.array([(a, b) for a, b, r, _ in records if r == 1 and a >= 0 and b >= 0])
     if not len(pairs):
         return float("nan"), 0
     return mean_distance(pairs[:, 0], pairs[:, 1], num_docs), len(pairs)
@@ -100,8 +110,9 @@ def ngram_index(docs: List[List[str]], tokenizer) -> Dict[Tuple[int, ...], int]:
     return {g: k for g, k in owner.items() if k >= 0}
 
 
-def trace(path: pathlib.Path, index: Dict[Tuple[int, ...], int]) -> List[Tuple[int, int, int]]:
-    """(document of A, document of B or -1, is_random) per record, in file order."""
+def trace(path: pathlib.Path, index: Dict[Tuple[int, ...], int]) -> List[Record]:
+    """(document of A, document of B or -1, is_random, B's first token ids) per record, in
+    file order."""
     import tensorflow as tf
 
     from bert_tf.data import schema
@@ -129,12 +140,22 @@ def trace(path: pathlib.Path, index: Dict[Tuple[int, ...], int]) -> List[Tuple[i
                     index[g] for g in (tuple(sel[j:j + _N].tolist())
                                        for j in range(len(sel) - _N + 1)) if g in index)
                 docs.append(votes.most_common(1)[0][0] if votes else -1)
-            out.append((docs[0], docs[1], int(rnd[r])))
+            # `sel` is now B's tokens.
+            out.append((docs[0], docs[1], int(rnd[r]), tuple(sel[:_OPENING].tolist())))
     return out
 
 
-def order_figures(records: List[Tuple[int, int, int]]) -> Tuple[float, float]:
-    docs = np.array([a for a, _, _ in records if a >= 0])
+def distinct_openings(records: List[Record], is_random: int) -> Tuple[float, int]:
+    """(distinct B openings per record, records) among the records with that NSP label.
+
+    Every record counts, traced or not: the opening is read from the record itself.
+    """
+    openings = [o for _, _, r, o in records if r == is_random]
+    return len(set(openings)) / max(len(openings), 1), len(openings)
+
+
+def order_figures(records: List[Record]) -> Tuple[float, float]:
+    docs = np.array([a for a, _, _, _ in records if a >= 0])
     n = len(docs)
     # Spearman's rho: Pearson's on ranks, tied documents sharing their mean rank.
     _, inverse, counts = np.unique(docs, return_inverse=True, return_counts=True)
@@ -178,15 +199,19 @@ def measure(vocab: pathlib.Path, corpus: pathlib.Path, args,
                 records = trace(out, index)
                 out.unlink()
                 rho, adjacency = order_figures(records)
-                rnd = [(a, b) for a, b, r in records if r == 1 and a >= 0 and b >= 0]
+                rnd = [(a, b) for a, b, r, _ in records if r == 1 and a >= 0 and b >= 0]
                 distance, n_rnd = negative_distance(records, len(corpus_docs))
+                openings, n_random = distinct_openings(records, 1)
+                next_openings, n_next = distinct_openings(records, 0)
                 yield {"job": job, "corpus": name, "documents": len(corpus_docs),
                        "ngrams": len(index), "records": len(records), "wall": res["wall"],
-                       "traced": sum(a >= 0 for a, _, _ in records) / len(records),
+                       "traced": sum(a >= 0 for a, _, _, _ in records) / len(records),
                        "rho": rho, "adjacency": adjacency,
                        "same_document": sum(a == b for a, b in rnd) / max(len(rnd), 1),
                        "random_traced": len(rnd), "distance": distance,
-                       "distance_traced": n_rnd}
+                       "distance_traced": n_rnd, "openings": openings,
+                       "is_random": n_random, "next_openings": next_openings,
+                       "is_next": n_next}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -204,6 +229,7 @@ def main() -> None:
     if not args.vocab.is_file():
         args.vocab = REPO / "data" / "vocab" / "bert-base-uncased-vocab.txt"
     print(machine.describe())
+    rows = []
     for row in measure(args.vocab, args.corpus, args, args.reference_script):
         if row["job"] == "ours":
             print(f"== {row['corpus']}: {row['documents']} documents, {row['ngrams']} unique "
@@ -213,7 +239,37 @@ def main() -> None:
               f"previous record {row['adjacency']:.2f}x random, IsRandom from A's document "
               f"{100 * row['same_document']:.1f}% ({row['random_traced']} traced), negatives' "
               f"mean distance |i - j| / N {row['distance']:.3f} ({row['distance_traced']} "
-              "traced)", flush=True)
+              f"traced), distinct B openings per IsRandom record {row['openings']:.3f} "
+              f"({row['is_random']} records), per IsNext record {row['next_openings']:.3f} "
+              f"({row['is_next']})", flush=True)
+        rows.append(row)
+    summary(rows, args)
+
+
+def summary(rows: List[Dict[str, object]], args) -> None:
+    """A markdown table: each figure of ours beside the original's (when it ran)."""
+    print(f"\n## Summary\n\n{machine.describe()}; dupe_factor {args.dupe_factor}, "
+          f"{args.num_workers} worker(s) for ours, both jobs' default --random_seed\n")
+    figures = (("\\|Spearman rho\\|", "rho", "{:.3f}"),
+               ("same document as the previous record (x random)", "adjacency", "{:.2f}"),
+               ("IsRandom from A's document", "same_document", "{:.1%}"),
+               ("negatives' mean \\|i - j\\| / N (uniform: 0.333)", "distance", "{:.3f}"),
+               (f"distinct B openings ({_OPENING} ids) per IsRandom record", "openings",
+                "{:.3f}"),
+               (f"distinct B openings ({_OPENING} ids) per IsNext record", "next_openings",
+                "{:.3f}"))
+    forms = list(dict.fromkeys(str(r["corpus"]) for r in rows))
+    print("| figure | " + " | ".join(f"{f}: ours | {f}: original" for f in forms) + " |")
+    print("|---|" + "---:|" * (2 * len(forms)))
+    for label, key, fmt in figures:
+        cells = []
+        for form in forms:
+            for job in ("ours", "original"):
+                found = [r for r in rows if r["corpus"] == form and r["job"] == job]
+                cells.append(fmt.format(found[0][key]) if found else "not run")
+        print(f"| {label} | " + " | ".join(cells) + " |")
+    if not args.reference_script:
+        print("\noriginal: not run (give --reference_script)")
 
 
 if __name__ == "__main__":

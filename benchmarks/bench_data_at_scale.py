@@ -1,6 +1,6 @@
 """The three data jobs at corpus scale, in one run: MB/s and peak RSS per stage on 1 and 2
 workers, the Beam launcher's CPU time at 1x and 32x the corpus, and the NSP negatives'
-corpus distance beside the original script's.
+corpus distance and variety beside the original script's.
 
     .venv/bin/python benchmarks/bench_data_at_scale.py                 # 1 GB (the default)
     .venv/bin/python benchmarks/bench_data_at_scale.py --target_mb=32  # a quick check
@@ -26,8 +26,10 @@ corpus distance beside the original script's.
    (`bench_beam.staging_pass`, in this process).
 4. **NSP negatives** (`bench_corpus_order.measure`, dupe_factor 5, 2 workers, on the bundled
    corpus in corpus order, sorted by topic and as 4 books): the IsRandom records' mean
-   |i - j| / N between A's and B's documents (1/3 for a uniform draw), beside the original's
-   when --reference_script is given ("original: not run" otherwise).
+   |i - j| / N between A's and B's documents (1/3 for a uniform draw), and distinct B
+   openings (B's first 4 token ids) per IsRandom record, with the IsNext records' figure as
+   a baseline, beside the original's when --reference_script is given ("original: not run"
+   otherwise).
 
 The load average is printed before every run: with other jobs on the cores, wall-time
 ratios show shares of a busy machine. A markdown summary ends the output.
@@ -45,7 +47,7 @@ import sys
 import tempfile
 import time
 from types import SimpleNamespace
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # the negatives' tracing loads TensorFlow
 REPO = pathlib.Path(__file__).resolve().parent.parent
@@ -181,9 +183,22 @@ def measure_negatives(args, vocab: pathlib.Path) -> List[Dict[str, object]]:
         print(f"  {row['job']:<9} {row['corpus']:<9}: {row['records']} records "
               f"({100 * row['traced']:.1f}% traced), {row['wall']:.1f} s, negatives' mean "
               f"distance {row['distance']:.3f} ({row['distance_traced']} traced), IsRandom "
-              f"from A's document {100 * row['same_document']:.1f}%", flush=True)
+              f"from A's document {100 * row['same_document']:.1f}%, distinct B openings per "
+              f"IsRandom record {row['openings']:.3f} (IsNext {row['next_openings']:.3f})",
+              flush=True)
         rows.append(row)
     return rows
+
+
+def negatives_table(negatives: List[Dict[str, object]],
+                    cell: Callable[[Dict[str, object]], str]) -> None:
+    """The rows of a negatives table: `cell` of ours and of the original per corpus form."""
+    for name in ("articles", "topics", "books"):
+        ours = next(r for r in negatives if r["corpus"] == name and r["job"] == "ours")
+        ref = [r for r in negatives if r["corpus"] == name and r["job"] == "original"]
+        label = {"articles": "WikiText, corpus order", "topics": "sorted by topic",
+                 "books": "as 4 books"}[name]
+        print(f"| {label} | {cell(ours)} | {cell(ref[0]) if ref else 'original: not run'} |")
 
 
 def summary(stages: List[Dict[str, object]], launch: Dict[str, object],
@@ -213,13 +228,12 @@ def summary(stages: List[Dict[str, object]], launch: Dict[str, object],
     print(f"\n(of which today's staging pass alone at x{hi}: {launch['staging_cpu']:.2f} CPU s)")
     print("\n| NSP negatives: mean \\|i - j\\| / N (uniform: 0.333) | ours | original |")
     print("|---|---:|---:|")
-    for name in ("articles", "topics", "books"):
-        ours = next(r for r in negatives if r["corpus"] == name and r["job"] == "ours")
-        ref = [r for r in negatives if r["corpus"] == name and r["job"] == "original"]
-        label = {"articles": "WikiText, corpus order", "topics": "sorted by topic",
-                 "books": "as 4 books"}[name]
-        original = f"{ref[0]['distance']:.3f}" if ref else "original: not run"
-        print(f"| {label} | {ours['distance']:.3f} | {original} |")
+    negatives_table(negatives, lambda r: f"{r['distance']:.3f}")
+    print("\n| NSP negatives: distinct B openings per IsRandom record (per IsNext record) | "
+          "ours | original |")
+    print("|---|---:|---:|")
+    negatives_table(negatives,
+                    lambda r: f"{r['openings']:.3f} ({r['next_openings']:.3f})")
     if not args.reference_script:
         print("\noriginal: not run (give --reference_script)")
     total = sum(float(r["wall"]) for r in stages)
