@@ -3,22 +3,19 @@
 `python -m data_tools.create_pretraining_data ... --beam_pipeline_options="--runner=..."`
 runs the same job as `data_tools.pipeline` and writes the same bytes:
 
-1. The launcher streams the inputs through `corpus.iter_chunks` (the local runner's chunks,
-   so the same tasks and per-task seeds) and stages each chunk, pickled and zlib-compressed,
-   in files under the temporary directory (`beam_io.stage_chunks`). This pass is sequential: it
-   reads the corpus once, at about 45 MB/s here, against about 0.8 MB/s per worker for the
-   tasks themselves (dupe_factor 10).
-2. NSP jobs: workers tokenize each chunk into the token store under the temporary
-   directory (`tasks.store_chunk`), and one worker builds the store's index from their
-   reports (a side input of the next step). Workers then pack each stored chunk
+1. The launcher plans the splits (`data_tools.splits`: file sizes only, the local runner's
+   plan, so the same tasks and per-task seeds) and runs the first chunk itself, so that a
+   job that fails on real text, the vocab or the flags fails before the pipeline. It reads
+   nothing else of the corpus.
+2. Workers read their splits and tokenize the chunks into the token store under the
+   temporary directory (`pipeline.store_split`); one worker builds the store's index from
+   their reports (a side input of the next step). Workers then pack each stored chunk
    (`tasks.process_stored`), reading random next segments from the whole store as the local
-   runner does (a store under gs:// is first copied to each worker's disk). MLM-only jobs
-   run `tasks.process_chunk` on each chunk at once. Each record gets the global shuffle's
-   key (`shuffle.record_keys`); shard = key % num_shards.
+   runner does (a store under gs:// is first copied to each worker's disk). Each record
+   gets the global shuffle's key (`shuffle.record_keys`); shard = key % num_shards.
 3. Records are grouped by (shard, bucket), the bucket being the key's top bits, with enough
    buckets that a group holds about --shuffle_memory_mb of records (the total estimated
-   from the first chunk, which the launcher also runs, so a job that fails on real text
-   fails before the pipeline). Each group is sorted by key and written as one part file.
+   from the first chunk). Each group is sorted by key and written as one part file.
 4. Each shard's parts are concatenated in bucket order (gzip-compressed if asked) into a
    temporary file beside the output; the launcher renames every shard when the pipeline
    succeeded and removes temporary files whatever happened.
@@ -41,10 +38,10 @@ from absl import logging
 from bert_tf import fileio
 from bert_tf.errors import UserError
 from bert_tf.text import tokenization
-from data_tools import beam_io, corpus, pipeline, shuffle, token_store
+from data_tools import beam_io, corpus, pipeline, shuffle, splits, token_store
 from data_tools.beam_io import NAMESPACE, beam
 from data_tools.job_config import PipelineConfig
-from data_tools.tasks import InstanceStats, process_chunk, process_stored, store_chunk
+from data_tools.tasks import InstanceStats, process_chunk, process_stored
 
 _MAX_BUCKET_BITS = 24
 
@@ -55,7 +52,8 @@ _STATS_FIELDS = ("instances", "tokens", "maskable_tokens", "short", "predictions
 
 
 class _Store(beam.DoFn):
-    """chunk ref -> `StoredTask` (with its report): the chunk tokenized into the store."""
+    """split -> a `StoredTask` (with its report) per chunk: the split read by this worker,
+    its chunks tokenized into the store; its counts go to counters (per file by index)."""
 
     def __init__(self, config: PipelineConfig, directory: str):
         self.config = config
@@ -64,8 +62,25 @@ class _Store(beam.DoFn):
     def setup(self) -> None:
         self.tokenizer = load_tokenizer(self.config)
 
-    def process(self, ref):
-        yield store_chunk(beam_io.load_chunk(ref), self.tokenizer, self.directory)
+    def process(self, split):
+        stored, stats = pipeline.store_split(split, self.config, self.tokenizer, self.directory)
+        for name, value in (("lines", stats.lines), ("documents_read", stats.documents),
+                            (f"lines_{split.file_index}", stats.file_lines.get(split.path, 0)),
+                            (f"bad_utf8_{split.file_index}", stats.bad_utf8.get(split.path, 0))):
+            if value:
+                beam.metrics.Metrics.counter(NAMESPACE, name).inc(value)
+        yield from stored
+
+
+def _corpus_stats(counters, files) -> corpus.CorpusStats:
+    """The job's corpus counts, from the counters of `_Store`."""
+    stats = corpus.CorpusStats(lines=counters.get("lines", 0),
+                               documents=counters.get("documents_read", 0))
+    for i, path in enumerate(files):
+        stats.file_lines[path] = counters.get(f"lines_{i}", 0)
+        if counters.get(f"bad_utf8_{i}"):
+            stats.bad_utf8[path] = counters[f"bad_utf8_{i}"]
+    return stats
 
 
 def _build_index(reports, directory: str) -> token_store.StoreIndex:
@@ -95,17 +110,12 @@ class _Tasks(beam.DoFn):
                          _STATS_FIELDS + ("documents", "tasks", "record_bytes",
                                           "mask", "keep", "random")}
 
-    def process(self, task, store=None):
+    def process(self, task, store):
         config = self.config
-        if store is not None:
-            if self.reader is None or self.reader.index.directory != store.directory:
-                self.reader = token_store.Reader(store)
-            examples = config.log_examples if task.index == 0 else 0
-            result = process_stored(task, config, self.tokenizer, self.reader, examples)
-        else:
-            chunk = beam_io.load_chunk(task)
-            result = process_chunk(chunk, config, self.tokenizer,
-                                   config.log_examples if chunk.index == 0 else 0)
+        if self.reader is None or self.reader.index.directory != store.directory:
+            self.reader = token_store.Reader(store)
+        examples = config.log_examples if task.index == store.task_ids[0] else 0
+        result = process_stored(task, config, self.tokenizer, self.reader, examples)
         for example in result.examples:
             pipeline.log_example(example, self.tokenizer, config.use_v2_feature_names)
         stats = result.stats
@@ -208,34 +218,24 @@ def run(config: PipelineConfig, options: str) -> pipeline.RunSummary:
     staging = ""
     try:
         staging = beam_io.staging_dir(config.temp_dir, outputs[0])
-        corpus_stats = corpus.CorpusStats()
-        chunks = corpus.iter_chunks(config.input_files, config.chunk_bytes, corpus_stats)
-        ratio = [0.0]  # record bytes per text byte, from the first chunk
-        staged = beam_io.stage_chunks(_first_run_here(chunks, config, ratio), staging)
-        if not staged:
-            raise _no_text(config)
-        bits = bucket_bits(int(ratio[0] * total_bytes), len(outputs),
-                           config.shuffle_memory_bytes)
-        logging.info("staged %.1f MB of text in %d file(s) in %.1f s; about %.0f MB of "
-                     "records, in %d group(s) per shard", corpus_stats.bytes_read / 1e6,
-                     len(staged), time.monotonic() - start, ratio[0] * total_bytes / 1e6,
-                     1 << bits)
+        # The launcher reads file sizes and the first chunk only; workers read the splits.
+        split_plan, sizes = splits.plan(config.input_files, config.chunk_bytes)
+        ratio = _try_first_chunk(split_plan, config)
+        bits = bucket_bits(int(ratio * total_bytes), len(outputs), config.shuffle_memory_bytes)
+        logging.info("%d split(s); about %.0f MB of records, in %d group(s) per shard",
+                     len(split_plan), ratio * total_bytes / 1e6, 1 << bits)
         p = beam.Pipeline(options=opts)
-        refs = beam_io.read_chunks(p, staged)
-        if config.packing.nsp:
-            store = f"{staging}/tokens"
-            fileio.makedirs(store)
-            stored = refs | "Tokenize" >> beam.ParDo(_Store(config, store))
-            index = (stored | "Reports" >> beam.Map(lambda t: (0, t.info))
-                     | "AllReports" >> beam.GroupByKey()
-                     | "Index" >> beam.MapTuple(lambda _, reports: _build_index(reports, store)))
-            records = (stored | "Tasks" >> beam.Map(dataclasses.replace, info=None)
-                       | "SpreadTasks" >> beam.Reshuffle()
-                       | "Pack" >> beam.ParDo(_Tasks(config, bits),
-                                              beam.pvalue.AsSingleton(index)))
-        else:
-            records = refs | "Tasks" >> beam.ParDo(_Tasks(config, bits))
-        parts = (records
+        store = f"{staging}/tokens"
+        fileio.makedirs(store)
+        stored = (p | "Splits" >> beam.Create(split_plan)
+                  | "SpreadSplits" >> beam.Reshuffle()
+                  | "Tokenize" >> beam.ParDo(_Store(config, store)))
+        index = (stored | "Reports" >> beam.Map(lambda t: (0, t.info))
+                 | "AllReports" >> beam.GroupByKey()
+                 | "Index" >> beam.MapTuple(lambda _, reports: _build_index(reports, store)))
+        parts = (stored | "Tasks" >> beam.Map(dataclasses.replace, info=None)
+                 | "SpreadTasks" >> beam.Reshuffle()
+                 | "Pack" >> beam.ParDo(_Tasks(config, bits), beam.pvalue.AsSingleton(index))
                  | "GroupBuckets" >> beam.GroupByKey()
                  | "SortGroups" >> beam.Map(_sort_group, staging))
         beam_io.finish_shards(p, parts, temps, config.output_compression)
@@ -254,6 +254,9 @@ def run(config: PipelineConfig, options: str) -> pipeline.RunSummary:
     finally:
         if staging:
             beam_io.remove_tree(staging)
+    corpus_stats = _corpus_stats(counters, config.input_files)
+    if counters:
+        corpus_stats.finish(config.input_files, sizes)
     stats = InstanceStats(**{name: counters.get(name, 0) for name in _STATS_FIELDS},
                           decisions=tuple(counters.get(n, 0) for n in
                                           ("mask", "keep", "random")))
@@ -277,16 +280,21 @@ def run(config: PipelineConfig, options: str) -> pipeline.RunSummary:
     return summary
 
 
-def _first_run_here(chunks: Iterator[corpus.Chunk], config: PipelineConfig,
-                    ratio: List[float]) -> Iterator[corpus.Chunk]:
-    """The chunks; the first one also runs here, which tries the whole job on real text
-    before the pipeline starts and measures its record bytes per text byte (`ratio[0]`),
-    whence the number of key buckets."""
-    for chunk in chunks:
-        if chunk.index == 0:
+def _try_first_chunk(split_plan: List[splits.Split], config: PipelineConfig) -> float:
+    """Runs the job's first chunk here (its text, the vocab and the flags fail before the
+    pipeline starts); returns its record bytes per text byte, whence the key buckets.
+
+    Raises:
+        UserError: the first chunk fails, or no split holds a document.
+    """
+    stats = corpus.CorpusStats(quiet=True)
+    for split in split_plan:
+        chunk = next(corpus.split_chunks(split, config.chunk_bytes, stats), None)
+        if chunk is not None:
             result = process_chunk(chunk, config, load_tokenizer(config))
-            ratio[0] = result.frames.nbytes / max(chunk.num_bytes, 1)
-        yield chunk
+            if len(result.frame_lengths):
+                return result.frames.nbytes / max(chunk.num_bytes, 1)
+    raise _no_text(config)
 
 
 def _no_text(config: PipelineConfig) -> UserError:

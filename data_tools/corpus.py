@@ -7,24 +7,26 @@ memory does not grow with the corpus; they may be gzip or bzip2 compressed, and 
 is replaced (counted, one warning per file), by the rules of `data_tools.text_files`. Empty
 files and files with only blank lines are skipped with a warning.
 
-Chunks hold whole consecutive documents, at least `chunk_bytes` of text each, in UTF-8 bytes
-(the last chunk of the corpus is merged into the previous one when it is smaller than half
-of that, so no chunk has too few documents to draw random next sentences from). Their
-boundaries depend only on the input and `chunk_bytes`, never on the number of workers,
-which is what makes the output independent of --num_workers. A document longer than
-`chunk_bytes` is cut at a line boundary so that one chunk, and so each worker's memory,
-stays bounded; its pieces keep the document's id (`Chunk.doc_ids`), so a random next
-sentence is never drawn from another piece of the same document.
+The input is cut into splits of `chunk_bytes` (`data_tools.splits`: file sizes only; a
+compressed file is one split), and each worker reads its own: a split owns the documents
+whose first line starts in its range. A split's documents form its chunks (`split_chunks`):
+consecutive documents of at least `chunk_bytes` of text each, in UTF-8 bytes (a small last
+one merged into the one before), usually one per split. Their boundaries depend only on the
+input and `chunk_bytes`, never on the number of workers, which is what makes the output
+independent of --num_workers. A document longer than `chunk_bytes` is cut at a line
+boundary so that one chunk, and so each worker's memory, stays bounded; its pieces keep
+the document's id (`Chunk.doc_ids`), so a random next sentence is never drawn from another
+piece of the same document.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Iterator, List, Optional, Sequence, Tuple
+from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from absl import logging
 
-from data_tools import text_files
+from data_tools import splits, text_files
 
 
 @dataclasses.dataclass
@@ -32,20 +34,19 @@ class Chunk:
     """Consecutive documents of the corpus: one task for a worker.
 
     Attributes:
-        index: position of the chunk in the corpus (0, 1, ...); seeds the task's generator.
+        index: the task's index, `split index << 32` plus the chunk's number in its split
+            (increasing in corpus order); seeds the task's generator.
         documents: each document is a list of non-blank lines (stripped).
         num_bytes: UTF-8 bytes of text in the chunk, newlines included (its size).
-        doc_ids: the corpus-wide id of each document; the pieces of a document cut because
-            it was longer than a chunk share one id.
-        input_bytes: bytes of the input files read (as stored: compressed ones for a
-            compressed file) when the chunk was complete, for progress against file sizes.
+        doc_ids: the corpus-wide id of each document (`split index << 32` plus its number in
+            the split); the pieces of a document cut because it was longer than a chunk
+            share one id.
     """
 
     index: int
     documents: List[List[str]]
     num_bytes: int
     doc_ids: List[int] = dataclasses.field(default_factory=list)
-    input_bytes: int = 0
 
 
 @dataclasses.dataclass
@@ -70,6 +71,33 @@ class CorpusStats:
     split_documents: int = 0
     warnings: List[str] = dataclasses.field(default_factory=list)
     quiet: bool = False  # collect warnings without logging them (a second pass's)
+    bad_utf8: Dict[str, int] = dataclasses.field(default_factory=dict)  # plain splits' counts
+    file_lines: Dict[str, int] = dataclasses.field(default_factory=dict)  # per file, by splits
+
+    def add(self, other: "CorpusStats") -> None:
+        """Adds a split's counts (read by a worker) to the job's."""
+        self.bytes_read += other.bytes_read
+        self.lines += other.lines
+        self.documents += other.documents
+        self.split_documents += other.split_documents
+        self.warnings.extend(other.warnings)
+        for mine, theirs in ((self.bad_utf8, other.bad_utf8),
+                             (self.file_lines, other.file_lines)):
+            for path, n in theirs.items():
+                mine[path] = mine.get(path, 0) + n
+
+    def finish(self, paths: Sequence[str], sizes: Sequence[int]) -> None:
+        """The per-file warnings of a job read in splits, once every split is counted (as
+        `iter_pieces` words them)."""
+        self.files = len(paths)
+        for path, size in zip(paths, sizes):
+            if self.bad_utf8.get(path):
+                _warn(self, f"{path}: {self.bad_utf8[path]} invalid UTF-8 byte sequence(s) "
+                      "replaced")
+            if not size:
+                _warn(self, f"{path}: empty file, skipped")
+            elif not self.file_lines.get(path):
+                _warn(self, f"{path}: only blank lines, skipped")
 
 
 def iter_lines(path: str, stats: CorpusStats, block_size: int = text_files.BLOCK
@@ -114,6 +142,7 @@ def iter_lines(path: str, stats: CorpusStats, block_size: int = text_files.BLOCK
         except Exception as e:  # noqa: BLE001 - corrupt or truncated data: one line
             text_files.reraise(path, e)
     if bad:
+        stats.bad_utf8[path] = stats.bad_utf8.get(path, 0) + bad
         _warn(stats, f"{path}: {bad} invalid UTF-8 byte sequence(s) replaced")
 
 
@@ -180,47 +209,102 @@ def iter_documents(
 def iter_chunks(
     paths: Sequence[str], chunk_bytes: int, stats: Optional[CorpusStats] = None,
 ) -> Iterator[Chunk]:
-    """Groups the documents of `paths` into chunks of at least `chunk_bytes` of text.
+    """Every chunk of the job, in order: `split_chunks` of each split of `paths`
+    (`data_tools.splits.plan` with splits of `chunk_bytes`), read in this process."""
+    stats = stats if stats is not None else CorpusStats()
+    plan, sizes = splits.plan(paths, chunk_bytes)
+    for split in plan:
+        yield from split_chunks(split, chunk_bytes, stats)
+    stats.finish(paths, sizes)
 
-    Args:
-        paths: input files, read in order.
-        chunk_bytes: minimum text size of a chunk (the last one may be smaller).
-        stats: counters and warnings (a fresh one if None).
 
-    Yields:
-        Chunks with consecutive indices from 0.
+def split_chunks(split: splits.Split, chunk_bytes: int, stats: CorpusStats
+                 ) -> Iterator[Chunk]:
+    """The chunks (tasks) of one split: its documents (`splits.split_documents`; all of a
+    compressed file's), a document longer than `chunk_bytes` cut into pieces at a line
+    boundary, grouped into chunks of at least `chunk_bytes` of text, a small last one (under
+    half of that) merged into the one before.
+
+    Chunk indices and document ids are `split.index << 32` plus their number in the split,
+    so they depend on the plan only (not on which worker reads the split). `stats` gets the
+    split's counts (per file, for `CorpusStats.finish`).
     """
     if chunk_bytes <= 0:
         raise ValueError("chunk_bytes must be > 0")
-    stats = stats if stats is not None else CorpusStats()
-
-    index = 0
+    base = split.index << 32
+    stats.files = max(stats.files, 1)
+    if split.end < 0:
+        quiet = CorpusStats(quiet=True)
+        docs = _file_documents(split.path, quiet)
+    else:
+        counts = splits.Counts()
+        docs = splits.split_documents(split, counts)
+    lines_before = stats.lines
+    index = base
     held: Optional[Chunk] = None  # the last full chunk, kept back to absorb a small tail
-    docs: List[List[str]] = []
+    chunk_docs: List[List[str]] = []
     ids: List[int] = []
     size = 0
-    for doc_id, doc in iter_pieces(paths, stats, max_document_bytes=chunk_bytes):
-        docs.append(doc)
+    for doc_id, piece in _pieces(docs, base, chunk_bytes, stats):
+        chunk_docs.append(piece)
         ids.append(doc_id)
-        size += sum(utf8_len(line) + 1 for line in doc) + 1
+        size += sum(utf8_len(line) + 1 for line in piece) + 1
         if size >= chunk_bytes:
             if held is not None:
                 yield held
-            held = Chunk(index=index, documents=docs, num_bytes=size, doc_ids=ids,
-                         input_bytes=stats.bytes_read)
+            held = Chunk(index=index, documents=chunk_docs, num_bytes=size, doc_ids=ids)
             index += 1
-            docs, ids, size = [], [], 0
-    if docs and held is not None and size < chunk_bytes // 2:
-        held.documents.extend(docs)
+            chunk_docs, ids, size = [], [], 0
+    if chunk_docs and held is not None and size < chunk_bytes // 2:
+        held.documents.extend(chunk_docs)
         held.doc_ids.extend(ids)
         held.num_bytes += size
-        held.input_bytes = stats.bytes_read
-        docs = []
+        chunk_docs = []
     if held is not None:
         yield held
-    if docs:
-        yield Chunk(index=index, documents=docs, num_bytes=size, doc_ids=ids,
-                    input_bytes=stats.bytes_read)
+    if chunk_docs:
+        yield Chunk(index=index, documents=chunk_docs, num_bytes=size, doc_ids=ids)
+    read, bad = ((quiet.bytes_read, quiet.bad_utf8.get(split.path, 0)) if split.end < 0
+                 else (counts.input_bytes, counts.bad_utf8))
+    stats.bytes_read += read
+    if bad:  # worded once per file by `CorpusStats.finish`
+        stats.bad_utf8[split.path] = stats.bad_utf8.get(split.path, 0) + bad
+    stats.file_lines[split.path] = (stats.file_lines.get(split.path, 0)
+                                    + stats.lines - lines_before)
+
+
+def _file_documents(path: str, stats: CorpusStats) -> Iterator[List[str]]:
+    """The documents of a whole file (a compressed one), read by `iter_lines`."""
+    doc: List[str] = []
+    for raw in iter_lines(path, stats):
+        line = raw.strip()
+        if line:
+            doc.append(line)
+        elif doc:
+            yield doc
+            doc = []
+    if doc:
+        yield doc
+
+
+def _pieces(docs: Iterable[List[str]], base: int, max_bytes: int, stats: CorpusStats
+            ) -> Iterator[Tuple[int, List[str]]]:
+    """(document id, piece): each document cut after the line that makes a piece at least
+    `max_bytes` long; pieces share their document's id."""
+    for number, doc in enumerate(docs):
+        stats.documents += 1
+        stats.lines += len(doc)
+        piece: List[str] = []
+        piece_bytes = 0
+        for k, line in enumerate(doc):
+            piece.append(line)
+            piece_bytes += utf8_len(line) + 1
+            if piece_bytes >= max_bytes:
+                yield base + number, piece
+                piece, piece_bytes = [], 0
+                stats.split_documents += k + 1 < len(doc)
+        if piece:
+            yield base + number, piece
 
 
 def utf8_len(text: str) -> int:

@@ -34,13 +34,12 @@ from bert_tf import fileio
 from bert_tf.data import schema
 from bert_tf.errors import UserError
 from bert_tf.text import tokenization
-from data_tools import corpus, parallel, shuffle, tfrecord_writer, token_store
+from data_tools import corpus, parallel, shuffle, splits, tfrecord_writer, token_store
 from data_tools.job_config import PipelineConfig
 from data_tools.tasks import (
     InstanceStats,
     StoredTask,
     TaskResult,
-    process_chunk,
     process_stored,
     store_chunk,
     truncation_warning,
@@ -79,16 +78,28 @@ def _init_worker(config: PipelineConfig, tokenizer: tokenization.FullTokenizer,
     _WORKER["reader"] = token_store.Reader(store) if store is not None else None
 
 
-def _store_task(chunk: corpus.Chunk, directory: str) -> StoredTask:
-    return store_chunk(chunk, _WORKER["tokenizer"], directory)
+def store_split(split: splits.Split, config: PipelineConfig,
+                tokenizer: tokenization.FullTokenizer, directory: str
+                ) -> Tuple[List[StoredTask], corpus.CorpusStats]:
+    """The first pass over one split: its chunks tokenized into the store."""
+    stats = corpus.CorpusStats(quiet=True)
+    stored = [store_chunk(chunk, tokenizer, directory)
+              for chunk in corpus.split_chunks(split, config.chunk_bytes, stats)]
+    return stored, stats
 
 
-def _worker_task(task, num_examples: int, plan: Optional[shuffle.SpillPlan]
+def _store_task(split: splits.Split, directory: str
+                ) -> Tuple[List[StoredTask], corpus.CorpusStats]:
+    return store_split(split, _WORKER["config"], _WORKER["tokenizer"], directory)
+
+
+def _worker_task(task: StoredTask, num_examples: int, plan: Optional[shuffle.SpillPlan]
                  ) -> Tuple[TaskResult, Optional[tuple]]:
-    """One chunk (or stored chunk); once the shuffle spills, its records go to this
-    worker's bucket files and only their count comes back (the parent never touches them)."""
+    """One stored chunk; once the shuffle spills, its records go to this worker's bucket
+    files and only their count comes back (the parent never touches them)."""
     config = _WORKER["config"]
-    result = _process(task, config, _WORKER["tokenizer"], _WORKER["reader"], num_examples)
+    result = process_stored(task, config, _WORKER["tokenizer"], _WORKER["reader"],
+                            num_examples)
     if plan is None or not len(result.frame_lengths):
         return result, None
     keys = shuffle.record_keys(config.random_seed, result.index, len(result.frame_lengths))
@@ -96,60 +107,37 @@ def _worker_task(task, num_examples: int, plan: Optional[shuffle.SpillPlan]
     return dataclasses.replace(result, frames=np.empty(0, np.uint8)), spilled
 
 
-def _process(task, config: PipelineConfig, tokenizer: tokenization.FullTokenizer,
-             reader: Optional[token_store.Reader], num_examples: int) -> TaskResult:
-    if isinstance(task, StoredTask):
-        return process_stored(task, config, tokenizer, reader, num_examples)
-    return process_chunk(task, config, tokenizer, num_examples)
-
-
-def _map_ordered(tasks: Iterable, config: PipelineConfig,
-                 tokenizer: tokenization.FullTokenizer,
-                 plan: Callable[[], Optional[shuffle.SpillPlan]],
-                 store: Optional[token_store.StoreIndex] = None
-                 ) -> Iterator[Tuple[TaskResult, Optional[tuple]]]:
-    """Processes tasks (chunks, or stored chunks with `store`) in parallel, yielding
-    (result, what `shuffle.spill` returned if the worker spilled its records, else None) in
-    task order, few tasks in flight. `plan()` is asked as each task is handed out."""
-    def examples_for(task) -> int:
-        return config.log_examples if task.index == 0 else 0
-
-    if config.num_workers <= 1:
-        reader = token_store.Reader(store) if store is not None else None
-        try:
-            for task in tasks:
-                yield _process(task, config, tokenizer, reader, examples_for(task)), None
-        finally:
-            if reader is not None:
-                reader.close()
+def _map(fn: Callable, local_fn: Callable, calls: Iterable[tuple], config: PipelineConfig,
+         tokenizer: tokenization.FullTokenizer,
+         store: Optional[token_store.StoreIndex] = None) -> Iterator:
+    """`fn(*call)` for every call in order, on the job's worker processes (or `local_fn` in
+    this process for one worker), few calls in flight."""
+    if config.num_workers > 1:
+        yield from parallel.map_ordered(fn, calls, config.num_workers, _init_worker,
+                                        (config, tokenizer, store))
         return
-    yield from parallel.map_ordered(_worker_task,
-                                    ((task, examples_for(task), plan()) for task in tasks),
-                                    config.num_workers, _init_worker, (config, tokenizer, store))
-
-
-def _store_all(chunks: Iterable[corpus.Chunk], config: PipelineConfig,
-               tokenizer: tokenization.FullTokenizer, directory: str
-               ) -> Iterator[StoredTask]:
-    """The first pass of an NSP job: every chunk tokenized into the store, in order."""
-    if config.num_workers <= 1:
-        for chunk in chunks:
-            yield store_chunk(chunk, tokenizer, directory)
-        return
-    yield from parallel.map_ordered(_store_task, ((chunk, directory) for chunk in chunks),
-                                    config.num_workers, _init_worker, (config, tokenizer))
+    _init_worker(config, tokenizer, store)
+    try:
+        for call in calls:
+            yield local_fn(*call)
+    finally:
+        if _WORKER.get("reader") is not None:
+            _WORKER["reader"].close()
+        _WORKER.clear()
 
 
 def job_results(config: PipelineConfig, tokenizer: tokenization.FullTokenizer,
                 corpus_stats: corpus.CorpusStats, progress: "_Progress",
                 plan: Callable[[], Optional[shuffle.SpillPlan]]
                 ) -> Iterator[Tuple[TaskResult, Optional[tuple]]]:
-    """Every task's result, in order (see `_map_ordered`); for NSP jobs after the first
-    pass, whose store lives in a temporary directory removed when this generator ends."""
-    chunks = corpus.iter_chunks(config.input_files, config.chunk_bytes, corpus_stats)
-    if not config.packing.nsp:
-        yield from _map_ordered(chunks, config, tokenizer, plan)
-        return
+    """Every task's result in task order, as `(result, what shuffle.spill returned if the
+    worker spilled its records, else None)`; `plan()` is asked as each task is handed out.
+
+    Pass 1 reads every split in the workers (no process reads the whole corpus) and stores
+    its chunks' tokens; pass 2 packs each stored chunk. The store lives in a temporary
+    directory, removed when this generator ends.
+    """
+    split_plan, sizes = splits.plan(config.input_files, config.chunk_bytes)
     where = temp_location(config)
     if fileio.is_remote(where):  # random reads need a local file
         where = tempfile.gettempdir()
@@ -164,53 +152,66 @@ def job_results(config: PipelineConfig, tokenizer: tokenization.FullTokenizer,
         builder = token_store.IndexBuilder(directory)
         tasks: List[StoredTask] = []
         try:
-            for stored in _store_all(chunks, config, tokenizer, directory):
-                builder.add(stored.info)
-                tasks.append(dataclasses.replace(stored, info=None))
-                progress.stored(stored)
+            for split, (stored, stats) in zip(split_plan, _map(
+                    _store_task, lambda s, d: store_split(s, config, tokenizer, d),
+                    ((split, directory) for split in split_plan), config, tokenizer)):
+                corpus_stats.add(stats)
+                for task in stored:
+                    builder.add(task.info)
+                    tasks.append(dataclasses.replace(task, info=None))
+                progress.stored(split.size, len(stored))
             index = builder.finish()
         finally:
             builder.close()
+        corpus_stats.finish(config.input_files, sizes)
         stored_mb = sum(os.path.getsize(os.path.join(directory, name))
                         for name in os.listdir(directory)) / 1e6
-        logging.info("pass 1 of 2: %d chunk(s), %d documents tokenized into %.1f MB under %s "
-                     "in %.1f s", len(tasks), index.num_documents, stored_mb, directory,
+        logging.info("pass 1 of 2: %d split(s) -> %d task(s), %d documents tokenized into "
+                     "%.1f MB under %s in %.1f s", len(split_plan), len(tasks),
+                     index.num_documents, stored_mb, directory,
                      time.monotonic() - progress.start)
-        progress.restart()
-        yield from _map_ordered(tasks, config, tokenizer, plan, index)
+        progress.restart(sum(t.num_bytes for t in tasks))
+
+        def examples_for(task: StoredTask) -> int:
+            return config.log_examples if task is tasks[0] else 0
+
+        def pack_here(task: StoredTask, num_examples: int, _plan) -> Tuple[TaskResult, None]:
+            return process_stored(task, config, tokenizer, _WORKER["reader"],
+                                  num_examples), None
+
+        yield from _map(_worker_task, pack_here,
+                        ((task, examples_for(task), plan()) for task in tasks),
+                        config, tokenizer, index)
     finally:
         shutil.rmtree(directory, ignore_errors=True)
 
 
 class _Progress:
-    """Periodic progress lines on stderr (absl logging), for each pass of the job."""
+    """Periodic progress lines on stderr (absl logging): pass 1 counts the input bytes of
+    the splits read, pass 2 the text bytes of the tasks packed."""
 
-    def __init__(self, total_bytes: int, every: float, passes: int):
-        self.total_bytes = max(total_bytes, 1)
+    def __init__(self, total_bytes: int, every: float):
         self.every = every
-        self.passes = passes
-        self.current = 1
-        self.restart(first=True)
+        self.current = 0
+        self.restart(total_bytes)
 
-    def restart(self, first: bool = False) -> None:
-        """Starts the next pass (the first when `first`)."""
-        if not first:
-            self.current += 1
+    def restart(self, total_bytes: int) -> None:
+        """Starts the next pass, of `total_bytes` in all."""
+        self.current += 1
+        self.total_bytes = max(total_bytes, 1)
         self.start = time.monotonic()
         self.last = self.start
         self.bytes = 0
         self.documents = 0
         self.instances = 0
 
-    def stored(self, task: StoredTask) -> None:
-        self.bytes = max(self.bytes, task.input_bytes)
-        self._log(f"tokenized {len(task.info.doc_ids) if task.info is not None else 0} "
-                  "more documents")
+    def stored(self, split_bytes: int, tasks: int) -> None:
+        self.bytes += split_bytes
+        self.instances += tasks
+        self._log(f"{self.instances} task(s) tokenized")
 
     def update(self, result: TaskResult) -> None:
-        # Input bytes as stored, as total_bytes counts them (not text characters, which are
-        # a third of the bytes in CJK text, nor decompressed bytes).
-        self.bytes = max(self.bytes, result.input_bytes)
+        self.bytes += result.num_bytes
         self.documents += result.num_documents
         self.instances += len(result.frame_lengths)
         elapsed = max(time.monotonic() - self.start, 1e-9)
@@ -224,10 +225,9 @@ class _Progress:
             elapsed = now - self.start
             frac = min(self.bytes / self.total_bytes, 1.0)
             eta = elapsed * (1 - frac) / frac if frac > 0 else float("nan")
-            step = f"pass {self.current} of {self.passes}: " if self.passes > 1 else ""
-            logging.info("progress: %s%.1f%% of input, %s, ETA %.0f s", step, 100 * frac,
-                         what if self.current > 1 or self.passes == 1 else "tokenizing",
-                         eta)
+            which = "of input" if self.current == 1 else "of text"
+            logging.info("progress: pass %d of 2: %.1f%% %s, %s, ETA %.0f s", self.current,
+                         100 * frac, which, what, eta)
 
 
 def log_example(example: Dict[str, object], tokenizer: tokenization.FullTokenizer,
@@ -263,17 +263,13 @@ def run(config: PipelineConfig) -> RunSummary:
                  config.num_workers)
     corpus_stats = corpus.CorpusStats()
     stats = InstanceStats()
-    progress = _Progress(total_bytes, config.progress_seconds,
-                         2 if config.packing.nsp else 1)
+    progress = _Progress(total_bytes, config.progress_seconds)
     record_bytes = text_bytes = 0
 
     def expected_record_bytes() -> int:
-        # Records per input byte so far, times the input: sizes the shuffle's buckets. The
-        # input position runs up to a read block (1 MB) ahead of the chunks, so the text
-        # bytes of the chunks count when smaller (plain text); compressed input is counted
-        # as stored, and its first estimates may be low (the shuffle allows 2x).
-        consumed = min(progress.bytes, text_bytes)
-        return int(record_bytes * total_bytes / consumed) if consumed > 0 else 0
+        # Records per text byte so far, times the text of all tasks (known after pass 1):
+        # sizes the shuffle's buckets.
+        return int(record_bytes * progress.total_bytes / text_bytes) if text_bytes else 0
 
     with tfrecord_writer.ShardedWriter(config.output_files, config.output_compression) as w, \
             shuffle.ExternalShuffle(len(config.output_files), config.random_seed,

@@ -6,9 +6,10 @@ shuffles them, masks them (`data_tools.masking`), serialises them
 with numpy and without TensorFlow. The generator of task i is seeded from (random_seed, i)
 only, so a task's output does not depend on which process runs it, or when.
 
-NSP jobs run in two passes (`data_tools.token_store`): `store_chunk` tokenizes a chunk into
-the store, then `process_stored` packs it, drawing random next segments from the whole
-stored corpus. MLM-only jobs need no other document, so `process_chunk` does both at once.
+A job runs in two passes (`data_tools.token_store`): `store_chunk` tokenizes a chunk into
+the store, then `process_stored` packs it, NSP instances drawing random next segments from
+the whole stored corpus. `process_chunk` does both at once, B from the chunk's own
+documents (a quick trial of the job on its first chunk).
 """
 
 from __future__ import annotations
@@ -82,7 +83,6 @@ class TaskResult:
     num_bytes: int
     stats: InstanceStats
     examples: List[Dict[str, object]]
-    input_bytes: int = 0  # the chunk's `input_bytes`: input read up to its end, as stored
 
 
 def task_rng(random_seed: int, index: int) -> np.random.Generator:
@@ -179,17 +179,16 @@ def truncation_warning(stats: InstanceStats, max_seq_length: int, max_num_tokens
 
 @dataclasses.dataclass(frozen=True)
 class StoredTask:
-    """A chunk of an NSP job once stored (`store_chunk`): what its second pass needs.
+    """A chunk once stored (`store_chunk`): what its second pass needs.
 
     Attributes:
         index: the chunk's index.
-        num_bytes, input_bytes: the chunk's (`corpus.Chunk`).
+        num_bytes: the chunk's text bytes (`corpus.Chunk`).
         info: its report for `token_store.IndexBuilder` (None once given to it).
     """
 
     index: int
     num_bytes: int
-    input_bytes: int
     info: Optional[token_store.ChunkInfo] = None
 
 
@@ -201,7 +200,7 @@ def tokenize(chunk: corpus.Chunk, tokenizer: tokenization.FullTokenizer
 
 def store_chunk(chunk: corpus.Chunk, tokenizer: tokenization.FullTokenizer,
                 directory: str) -> StoredTask:
-    """The first pass of an NSP task: tokenizes the chunk into the store.
+    """The first pass of a task: tokenizes the chunk into the store.
 
     Raises:
         UserError: the store cannot be written (a full disk, say).
@@ -213,7 +212,7 @@ def store_chunk(chunk: corpus.Chunk, tokenizer: tokenization.FullTokenizer,
     except OSError as e:
         raise UserError(f"cannot write the tokenized corpus under {directory}: {reason(e)} "
                         "(--temp_dir chooses where it goes)") from None
-    return StoredTask(chunk.index, chunk.num_bytes, chunk.input_bytes, info)
+    return StoredTask(chunk.index, chunk.num_bytes, info)
 
 
 def stored_buffer(directory: str, index: int, sep_id: int) -> instances.DocumentBuffer:
@@ -267,23 +266,23 @@ def chunk_buffer(chunk: corpus.Chunk, tokenizer: tokenization.FullTokenizer
 
 def process_chunk(chunk: corpus.Chunk, config: PipelineConfig,
                   tokenizer: tokenization.FullTokenizer, num_examples: int = 0) -> TaskResult:
-    """Tokenizes, packs, masks, serialises and frames one chunk in one pass: MLM-only jobs
-    (NSP instances would take B from the chunk's own documents only)."""
+    """Tokenizes, packs, masks, serialises and frames one chunk in one pass (B of NSP
+    instances from the chunk's own documents: a trial of the job, not its output)."""
     return process_buffer(chunk_buffer(chunk, tokenizer), chunk.index, chunk.num_bytes,
-                          chunk.input_bytes, config, tokenizer, num_examples)
+                          config, tokenizer, num_examples)
 
 
 def process_stored(task: StoredTask, config: PipelineConfig,
                    tokenizer: tokenization.FullTokenizer, reader: token_store.Reader,
                    num_examples: int = 0) -> TaskResult:
-    """The second pass of an NSP task: packs the stored chunk, B from the whole corpus."""
+    """The second pass of a task: packs the stored chunk, B from the whole corpus."""
     buf = stored_buffer(reader.directory, task.index, tokenizer.vocab[tokenization.SEP])
-    return process_buffer(buf, task.index, task.num_bytes, task.input_bytes, config,
-                          tokenizer, num_examples, reader)
+    return process_buffer(buf, task.index, task.num_bytes, config, tokenizer, num_examples,
+                          reader)
 
 
 def process_buffer(buf: instances.DocumentBuffer, index: int, num_bytes: int,
-                   input_bytes: int, config: PipelineConfig,
+                   config: PipelineConfig,
                    tokenizer: tokenization.FullTokenizer, num_examples: int = 0,
                    reader: Optional[token_store.Reader] = None) -> TaskResult:
     """Packs, masks, serialises and frames one task's buffer (runs in a worker).
@@ -291,7 +290,7 @@ def process_buffer(buf: instances.DocumentBuffer, index: int, num_bytes: int,
     Args:
         buf: the task's documents.
         index: the task's index.
-        num_bytes, input_bytes: the chunk's sizes (for progress).
+        num_bytes: the chunk's text bytes (for progress).
         config: the job.
         tokenizer: the WordPiece tokenizer.
         num_examples: how many instances to return decoded for logging.
@@ -312,22 +311,15 @@ def process_buffer(buf: instances.DocumentBuffer, index: int, num_bytes: int,
     data = np.concatenate([f.data for f in frames]) if frames else np.zeros(0, np.uint8)
     lens = (np.concatenate([f.lengths for f in frames]) if frames
             else np.zeros(0, np.int64))
-    return TaskResult(index, data, lens, buf.num_documents, num_bytes, stats, examples,
-                      input_bytes)
+    return TaskResult(index, data, lens, buf.num_documents, num_bytes, stats, examples)
 
 
 def job_batches(config: PipelineConfig, tokenizer: tokenization.FullTokenizer,
                 directory: str) -> Iterator[Tuple[int, InstanceBatch]]:
     """(task index, batch) of a whole job, in this process and in task order: what the job
-    writes before its shuffle (for tests and benchmarks that trace instances). NSP jobs
-    store the corpus under `directory` first, as the job does."""
+    writes before its shuffle (for tests and benchmarks that trace instances). The corpus is
+    stored under `directory` first, as the job stores it."""
     chunks = corpus.iter_chunks(config.input_files, config.chunk_bytes)
-    if not config.packing.nsp:
-        for chunk in chunks:
-            for batch in instance_batches(chunk_buffer(chunk, tokenizer), chunk.index, config,
-                                          tokenizer):
-                yield chunk.index, batch
-        return
     builder = token_store.IndexBuilder(directory)
     try:
         for chunk in chunks:
@@ -337,7 +329,7 @@ def job_batches(config: PipelineConfig, tokenizer: tokenization.FullTokenizer,
         builder.close()
     sep_id = tokenizer.vocab[tokenization.SEP]
     try:
-        for index in range(len(reader.index.docs_per_chunk)):
+        for index in reader.index.task_ids.tolist():
             buf = stored_buffer(directory, index, sep_id)
             for batch in instance_batches(buf, index, config, tokenizer, reader):
                 yield index, batch

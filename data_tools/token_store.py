@@ -39,7 +39,7 @@ _TABLE_ROW = 16  # int64 (global first sentence, number of sentences) per docume
 
 def chunk_path(directory: str, index: int) -> str:
     """The file of chunk `index`."""
-    return os.path.join(directory, f"chunk-{index:08d}.tok")
+    return os.path.join(directory, f"chunk-{index:020d}.tok")
 
 
 def table_path(directory: str) -> str:
@@ -123,10 +123,14 @@ def read_chunk(directory: str, index: int
 class StoreIndex:
     """Where every document's sentences are: small (O(chunks)), given to every task.
 
+    Chunks are numbered by position (0, 1, ... in task order); `task_ids` gives each
+    position's task index (`corpus.Chunk.index`, which names its file).
+
     Attributes:
         directory: the store.
         num_documents: documents with tokens in the corpus (a document cut into pieces
             counts once): the random next document is drawn uniformly from these.
+        task_ids: int64 [chunks]: the task index of each position, increasing.
         sent_base: int64 [chunks + 1]: global number of each chunk's first sentence.
         doc_base: int64 [chunks + 1]: number in the table of each chunk's first document.
         docs_per_chunk: int64 [chunks]: documents stored in each chunk.
@@ -134,21 +138,30 @@ class StoreIndex:
 
     directory: str
     num_documents: int
+    task_ids: np.ndarray
     sent_base: np.ndarray
     doc_base: np.ndarray
     docs_per_chunk: np.ndarray
 
-    def table_numbers(self, index: int, doc_ids: Sequence[int]) -> np.ndarray:
-        """int64 [documents]: the table number of each document of chunk `index`, given
+    def position(self, task_id: int) -> int:
+        """The position of task `task_id`."""
+        pos = int(np.searchsorted(self.task_ids, task_id))
+        if pos >= len(self.task_ids) or self.task_ids[pos] != task_id:
+            raise KeyError(f"task {task_id} is not in the store")
+        return pos
+
+    def table_numbers(self, task_id: int, doc_ids: Sequence[int]) -> np.ndarray:
+        """int64 [documents]: the table number of each document of task `task_id`, given
         their ids (the chunk's pieces of one document share a number)."""
         ids = np.asarray(doc_ids, np.int64)
         if not len(ids):
             return np.zeros(0, np.int64)
-        return self.doc_base[index] + np.concatenate([[0], np.cumsum(ids[1:] != ids[:-1])])
+        return (self.doc_base[self.position(task_id)]
+                + np.concatenate([[0], np.cumsum(ids[1:] != ids[:-1])]))
 
 
 class IndexBuilder:
-    """Builds the documents' table from the chunks' reports, given in chunk order.
+    """Builds the documents' table from the chunks' reports, given in task order.
 
     A document cut into pieces (consecutive chunks, one id) gets one row: its first global
     sentence and its sentences over all pieces; the table is streamed to disk, so memory is
@@ -160,14 +173,16 @@ class IndexBuilder:
         self._temp = fileio.temp_name(table_path(directory))
         self._file = fileio.open_file(self._temp, "wb")
         self._sent_base = [0]
+        self._task_ids: List[int] = []
         self._doc_base: List[int] = []
         self._docs_per_chunk: List[int] = []
         self._rows = 0
         self._open: Optional[Tuple[int, int, int]] = None  # (doc id, first sentence, count)
 
     def add(self, info: ChunkInfo) -> None:
-        if info.index != len(self._docs_per_chunk):
+        if self._task_ids and info.index <= self._task_ids[-1]:
             raise ValueError(f"chunk {info.index} reported out of order")
+        self._task_ids.append(info.index)
         base = self._sent_base[-1]
         starts = base + np.concatenate([[0], np.cumsum(info.doc_sentences)[:-1]])
         rows = []
@@ -199,7 +214,8 @@ class IndexBuilder:
             self._open = None
         self._file.close()
         fileio.rename(self._temp, table_path(self.directory))
-        return StoreIndex(self.directory, self._rows, np.asarray(self._sent_base, np.int64),
+        return StoreIndex(self.directory, self._rows, np.asarray(self._task_ids, np.int64),
+                          np.asarray(self._sent_base, np.int64),
                           np.asarray(self._doc_base + [self._rows], np.int64),
                           np.asarray(self._docs_per_chunk, np.int64))
 
@@ -234,7 +250,7 @@ def local_directory(directory: str) -> str:
 
 class Reader:
     """Random reads of the store (`os.pread` on a few open files): a document's table row,
-    a chunk's sentence offsets and token ids."""
+    a chunk's sentence offsets and token ids (chunks by position)."""
 
     def __init__(self, index: StoreIndex, max_open: int = 256):
         self.index = index
@@ -267,7 +283,7 @@ class Reader:
             return fd
         if len(self._files) >= self.max_open:
             os.close(self._files.popitem(last=False)[1])
-        fd = os.open(chunk_path(self.directory, chunk), os.O_RDONLY)
+        fd = os.open(chunk_path(self.directory, int(self.index.task_ids[chunk])), os.O_RDONLY)
         self._files[chunk] = fd
         if chunk not in self._layout:
             n_docs = int(self.index.docs_per_chunk[chunk])

@@ -35,7 +35,7 @@ import numpy as np
 from bert_tf import fileio
 from bert_tf.errors import UserError, reason
 from bert_tf.text import tokenization
-from data_tools import corpus, parallel, text_files, word_totals
+from data_tools import corpus, parallel, splits, text_files, word_totals
 
 SAMPLE_BLOCK = 64 << 10
 _MEMO = 100_000  # whitespace-free chunks memoized by a task's basic split
@@ -132,14 +132,6 @@ class TaskCounts:
         return out
 
 
-def is_compressed(path: str) -> bool:
-    """True for a gzip or bzip2 file (`text_files.compression`)."""
-    if text_files.compression(path, b""):
-        return True
-    with fileio.open_file(path, "rb") as f:
-        return text_files.compression(path, f.read(4)) is not None
-
-
 def plan_tasks(files: Sequence[str], config: CountConfig) -> List[Task]:
     """The tasks for `files`: a function of the files, `split_bytes`, `sample_bytes` and
     `seed` only (never of the worker count).
@@ -151,7 +143,7 @@ def plan_tasks(files: Sequence[str], config: CountConfig) -> List[Task]:
     for path in files:
         try:
             sizes.append(fileio.size(path))
-            compressed.append(is_compressed(path))
+            compressed.append(splits.is_compressed(path))
         except Exception as e:  # OSError locally, tf.errors remotely
             raise UserError(f"cannot read input file {path}: {reason(e)}") from None
     tasks: List[Task] = []
@@ -191,25 +183,6 @@ def _sample_tasks(files: Sequence[str], sizes: Sequence[int], config: CountConfi
     return tasks
 
 
-def _range_blocks(f, start: int, end: int) -> Iterator[bytes]:
-    """The bytes of the lines that start in [start, end) of an open binary file, in blocks
-    of whole lines of about `text_files.BLOCK` bytes (so memory does not grow with the
-    range)."""
-    if start > 0:
-        f.seek(start - 1)
-        start = start - 1 + len(f.readline())  # through the newline at or after start - 1
-    f.seek(start)
-    pos = start
-    while pos < end:
-        data = f.read(min(text_files.BLOCK, end - pos))
-        if not data:
-            return
-        if not data.endswith(b"\n"):
-            data += f.readline()  # finish the line: it starts in the range, so it is ours
-        pos += len(data)
-        yield data
-
-
 def _task_lines(task: Task, counts: TaskCounts) -> Iterator[str]:
     if task.ranges == ((0, -1),):
         stats = corpus.CorpusStats(quiet=True)
@@ -224,7 +197,7 @@ def _task_lines(task: Task, counts: TaskCounts) -> Iterator[str]:
         raise UserError(f"cannot read input file {task.path}: {reason(e)}") from None
     with f:
         for start, end in task.ranges:
-            blocks = _range_blocks(f, start, end)
+            blocks = splits.range_blocks(f, start, end)
             first = start == 0
             while True:
                 try:

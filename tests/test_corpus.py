@@ -1,9 +1,10 @@
 """Tests of data_tools.corpus: document splitting, bad bytes, empty files, chunk boundaries."""
 
+import numpy as np
 import pytest
 
 from bert_tf.errors import UserError
-from data_tools import corpus
+from data_tools import corpus, splits
 
 
 def _write(tmp_path, name, data: bytes):
@@ -70,22 +71,38 @@ def _doc_file(tmp_path, sizes):
     return _write(tmp_path, "docs.txt", text.encode())
 
 
-def test_chunks_hold_whole_documents_and_merge_a_small_tail(tmp_path):
-    # Documents of 30, 30, 30, 30, 5 lines (~300 bytes each); chunks of >= 600 bytes.
+def test_each_split_reads_the_documents_that_start_in_it(tmp_path):
+    # Documents of 30, 30, 30, 30, 5 lines (299 bytes + a blank line each) start at bytes 0,
+    # 301, 602, 903 and 1204; splits of 600 bytes own 2, 2 and 1 of them.
     path = _doc_file(tmp_path, [30, 30, 30, 30, 5])
     chunks = list(corpus.iter_chunks([path], 600))
-    assert [c.index for c in chunks] == [0, 1]
+    assert [c.index for c in chunks] == [0, 1 << 32, 2 << 32]
     assert [[d[0][:3] for d in c.documents] for c in chunks] == [
-        ["d00", "d01"], ["d02", "d03", "d04"]]  # the 5-line tail joined the last chunk
+        ["d00", "d01"], ["d02", "d03"], ["d04"]]
+    assert [c.doc_ids for c in chunks] == [[0, 1], [1 << 32, (1 << 32) + 1], [2 << 32]]
     assert sum(c.num_bytes for c in chunks) == 30 * 4 * 10 + 5 * 10 + 5
 
 
-def test_large_tail_stays_a_chunk_and_boundaries_depend_only_on_input(tmp_path):
-    path = _doc_file(tmp_path, [30, 30, 30, 30, 35])  # tail 351 bytes >= 600 / 2
-    chunks = list(corpus.iter_chunks([path], 600))
-    assert [len(c.documents) for c in chunks] == [2, 2, 1]
-    again = list(corpus.iter_chunks([path], 600))
-    assert [c.documents for c in again] == [c.documents for c in chunks]
+def test_every_document_is_read_once_whatever_the_split_size(tmp_path):
+    rng = np.random.default_rng(0)
+    docs = [[f"d{i} l{j} " + "é" * int(rng.integers(0, 30)) for j in range(rng.integers(1, 9))]
+            for i in range(40)]
+    seps = ["\n\n", "\n  \n", "\n\n\n", "\r\n\r\n", "\n\t\n"]
+    text = "\ufeff" + "".join("\n".join(d) + seps[i % 5] for i, d in enumerate(docs))
+    path = _write(tmp_path, "c.txt", text.encode("utf-8"))
+    for split_bytes in (1, 2, 3, 7, 50, 333, 1 << 20):
+        stats = corpus.CorpusStats()
+        chunks = list(corpus.iter_chunks([path], split_bytes, stats))
+        pieces = [(i, d) for c in chunks for i, d in zip(c.doc_ids, c.documents)]
+        joined = []
+        for i, d in pieces:  # pieces of a document cut at split_bytes share its id
+            if joined and joined[-1][0] == i:
+                joined[-1][1].extend(d)
+            else:
+                joined.append((i, list(d)))
+        assert [d for _, d in joined] == [[line.strip() for line in d] for d in docs]
+        assert (stats.documents, stats.lines) == (40, sum(map(len, docs)))
+        assert [c.index for c in chunks] == sorted(set(c.index for c in chunks))
 
 
 def test_document_longer_than_a_chunk_is_cut_at_a_line(tmp_path):
@@ -102,7 +119,7 @@ def test_pieces_of_a_long_document_share_its_id(tmp_path):
     assert [(i, len(d)) for i, d in pieces] == [(0, 25)] * 4 + [(1, 3), (2, 25), (2, 25)]
 
 
-def test_chunk_sizes_and_progress_count_utf8_bytes(tmp_path):
+def test_chunk_sizes_count_utf8_bytes(tmp_path):
     import gzip
 
     # 40 documents of 5 CJK lines: 10 characters, 30 bytes (+1 newline) each.
@@ -112,10 +129,15 @@ def test_chunk_sizes_and_progress_count_utf8_bytes(tmp_path):
     plain.write_text(text, encoding="utf-8")
     packed = tmp_path / "cjk.txt.gz"
     packed.write_bytes(gzip.compress(text.encode("utf-8")))
-    for path in (plain, packed):
-        chunks = list(corpus.iter_chunks([str(path)], 620))
-        # A document is 5 * 31 + 1 = 156 bytes (but 56 characters): 4 documents per chunk.
-        assert [c.num_bytes for c in chunks] == [624] * 10
-        assert all(b.input_bytes >= a.input_bytes for a, b in zip(chunks, chunks[1:]))
-        assert chunks[-1].input_bytes == path.stat().st_size  # progress ends at 100%
+    # A document is 5 * 31 + 1 = 156 bytes (but 56 characters). A compressed file is one
+    # split: 4 documents per chunk. The plain file's splits of 620 bytes own 3 or 4.
+    chunks = list(corpus.iter_chunks([str(packed)], 620))
+    assert [c.num_bytes for c in chunks] == [624] * 10
+    chunks = list(corpus.iter_chunks([str(plain)], 620))
+    assert len(chunks) == 10 and {c.num_bytes for c in chunks} <= {468, 624}
+    assert sum(c.num_bytes for c in chunks) == 40 * 156
+    plan, sizes = splits.plan([str(plain), str(packed)], 620)
+    # Progress counts the splits' bytes as stored: they add up to the files.
+    assert sizes == [plain.stat().st_size, packed.stat().st_size]
+    assert sum(s.size for s in plan) == sum(sizes) and plan[-1].end == -1
     assert (corpus.utf8_len(line), corpus.utf8_len("ab"), len(line)) == (30, 2, 10)

@@ -34,14 +34,14 @@ CREATE_GOLDEN = {
     # The defaults (NSP, token masking) in 2 shards, from several tasks (per-task seeds).
     ("--dupe_factor=2", "--num_output_shards=2", "--chunk_mb=0.03"): {
         "train-00000-of-00002.tfrecord": (
-            454, 377199, "965f68f460523af5ab44d84bb842dff4b30b3534303fd7a6a003504bcf631734"),
+            451, 372891, "b51f5da751206848740daa02c43f633a943a384e20c5edd3811e8dedd69075a3"),
         "train-00001-of-00002.tfrecord": (
-            442, 367091, "5f79a69c344fa855e0048e4d483c0a38a3fb535ab8312c5959dcfd35cb462b3f")},
+            492, 406219, "4b272dc9785467c554b1cee8e03a2cba23aaaacaef1bcf3ea8aac312372b07d7")},
     # Whole words and n-grams, MLM only; 1.4 MB of records through the shuffle's spill files.
     ("--dupe_factor=4", "--do_whole_word_mask", "--max_ngram_size=3", "--no_nsp",
      "--chunk_mb=0.03", "--shuffle_memory_mb=1"): {
         "train-00000-of-00001.tfrecord": (
-            1705, 1389260, "07520971b56b1fbda0641be7c5dece42f2eb84715c9dea2de1172bd7f6b578c8")},
+            1713, 1394677, "b5567603d6642c5bc8e5027dc015ebbc3e0eddc9ae18a67df7ed83b0dc892e2d")},
 }
 # build_vocab --vocab_size=1000 on the same text: (tokens, bytes, sha256).
 VOCAB_GOLDEN = (1000, 5709, "ffb500c4b53e0be82aba22358db7860e3c7cfa99210a7467075184a8bbee0a00")

@@ -80,14 +80,16 @@ def test_gzip_output_reads_back(tmp_path, corpus_lines, google_vocab_path):
 
 def test_remote_paths_through_tf_gfile(corpus_lines, google_vocab_path):
     """ram:// is a TensorFlow filesystem: inputs, outputs and temporary names go through
-    tf.io.gfile exactly like gs:// (TensorFlow is loaded, so workers are spawned)."""
+    tf.io.gfile exactly like gs://. Its files live in this process's memory, so the job runs
+    here (worker processes read their splits themselves, which gs:// allows and ram:// does
+    not)."""
     src = "ram://cpd_test/in.txt"
     with tf.io.gfile.GFile(src, "w") as f:
         f.write("\n".join(corpus_lines[:600]) + "\n")
     outs = [f"ram://cpd_test/out/t-{i}.tfrecord" for i in range(2)]
     # A small shuffle budget: the spilled buckets go beside the outputs, through gfile too.
     summary = pipeline.run(_config(google_vocab_path, input_files=(src,),
-                                   output_files=tuple(outs), num_workers=2,
+                                   output_files=tuple(outs), num_workers=1,
                                    chunk_bytes=20_000, shuffle_memory_bytes=50_000))
     assert sorted(tf.io.gfile.listdir("ram://cpd_test/out")) == ["t-0.tfrecord", "t-1.tfrecord"]
     n = sum(1 for _ in tf.data.TFRecordDataset(outs))

@@ -51,13 +51,17 @@ def test_statistics_match_the_original(nsp_batches, tokenizer):
     n = stats.instances
     # The original on this corpus (dupe 5): 28,553 instances, mean length 118.7, 6.0% under
     # 64 tokens, 17.6 predictions (0.152 per non-special token), 80/10/10, IsNext 46.1%.
-    # Per-dupe counts vary by ~1% (random split points), lengths by a token or so.
-    assert 0.97 * 28553 * 3 / 5 < n < 1.03 * 28553 * 3 / 5
-    assert 117.0 < stats.tokens / n < 121.0
+    # One run's count varies with its seed: over seeds 1-8 at dupe 3, this package gave
+    # 16,915 +- 417 instances and the original's algorithm 17,131 +- 283 (a short target
+    # turns a whole article into short instances); means agree within 1.3%
+    # (test_long_documents compares them over seeds). So a run must be within 3 sd.
+    assert 0.92 * 28553 * 3 / 5 < n < 1.08 * 28553 * 3 / 5
+    assert 116.0 < stats.tokens / n < 122.0
     # Short targets are drawn once per document (~37 of 366 document passes), so this share
     # varies between runs; the original gave 6.0% (1x) and 4.9% (4x).
     assert 0.03 < stats.short / n < 0.09
-    assert 17.2 < stats.predictions / n < 18.0
+    # 15% of the non-special tokens, rounded: follows the mean length (17.6 at 118.7).
+    assert 17.1 < stats.predictions / n < 18.3
     assert 0.148 < stats.predictions / stats.maskable_tokens < 0.156
     shares = np.array(stats.decisions) / stats.predictions
     # ~300,000 predictions: standard errors 0.0007 (80%) and 0.0005 (10%); allow ~5.

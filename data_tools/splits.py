@@ -1,0 +1,199 @@
+"""Splits of the input by files and byte ranges: each worker reads its own, from the first byte.
+
+A plain file is cut into ranges of `split_bytes`; a compressed one (`data_tools.text_files`)
+is one split, as it cannot be entered at an offset. The plan depends on the file sizes and
+`split_bytes` only, never on the number of workers, so the jobs' outputs do not either.
+
+Two kinds of ownership, as Hadoop splits text:
+- lines (`range_blocks`, for `build_vocab`): a range owns the lines whose first byte lies in
+  it: it begins at the first line that starts at or after its offset and ends with the line
+  that runs past its end;
+- documents (`split_documents`, for `create_pretraining_data`; a blank line between
+  documents, the end of a file also ends one): a split owns the documents whose first line
+  starts in its range. It skips the end of a document begun before its offset, and reads
+  past its end to finish its last document. So every document is read by exactly one split.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Iterator, List, Sequence, Tuple
+
+from bert_tf import fileio
+from bert_tf.errors import UserError, reason
+from data_tools import text_files
+
+
+@dataclasses.dataclass(frozen=True)
+class Split:
+    """Bytes [start, end) of one file, or the whole of it (end = -1: a compressed file, read
+    from its start through its decompressor).
+
+    Attributes:
+        index: position of the split in the plan (0, 1, ...).
+        path: the file.
+        file_index: the file's position among the inputs.
+        start, end: the byte range.
+        size: bytes of the file this split accounts for, as stored (for progress).
+    """
+
+    index: int
+    path: str
+    file_index: int
+    start: int
+    end: int
+    size: int
+
+
+def is_compressed(path: str) -> bool:
+    """True for a gzip or bzip2 file (`text_files.compression`)."""
+    if text_files.compression(path, b""):
+        return True
+    with fileio.open_file(path, "rb") as f:
+        return text_files.compression(path, f.read(4)) is not None
+
+
+def plan(files: Sequence[str], split_bytes: int) -> Tuple[List[Split], List[int]]:
+    """The splits of `files`, and the file sizes.
+
+    Raises:
+        UserError: a file cannot be read.
+    """
+    if split_bytes <= 0:
+        raise ValueError("split_bytes must be > 0")
+    sizes: List[int] = []
+    splits: List[Split] = []
+    for i, path in enumerate(files):
+        try:
+            size = fileio.size(path)
+            packed = size > 0 and is_compressed(path)
+        except Exception as e:  # OSError locally, tf.errors remotely
+            raise UserError(f"cannot read input file {path}: {reason(e)}") from None
+        sizes.append(size)
+        if packed:
+            splits.append(Split(len(splits), path, i, 0, -1, size))
+            continue
+        for start in range(0, size, split_bytes):
+            end = min(start + split_bytes, size)
+            splits.append(Split(len(splits), path, i, start, end, end - start))
+    return splits, sizes
+
+
+def range_blocks(f, start: int, end: int) -> Iterator[bytes]:
+    """The bytes of the lines that start in [start, end) of an open binary file, in blocks
+    of whole lines of about `text_files.BLOCK` bytes (so memory does not grow with the
+    range)."""
+    if start > 0:
+        f.seek(start - 1)
+        start = start - 1 + len(f.readline())  # through the newline at or after start - 1
+    f.seek(start)
+    pos = start
+    while pos < end:
+        data = f.read(min(text_files.BLOCK, end - pos))
+        if not data:
+            return
+        if not data.endswith(b"\n"):
+            data += f.readline()  # finish the line: it starts in the range, so it is ours
+        pos += len(data)
+        yield data
+
+
+def _after_blank_line(f, pos: int) -> bool:
+    """Whether the line that ends just before byte `pos` (a line start) is blank, or `pos`
+    is the start of the file."""
+    if pos <= 0:
+        return True
+    back = 256
+    while True:
+        lo = max(0, pos - 1 - back)
+        f.seek(lo)
+        data = f.read(pos - 1 - lo)  # the bytes before the newline at pos - 1
+        cut = data.rfind(b"\n")
+        if cut >= 0 or lo == 0:
+            line = data[cut + 1:]
+            return not text_files.decode(line)[0].strip()
+        back *= 4
+
+
+class Counts:
+    """What reading a split saw: bytes read as stored, invalid UTF-8 sequences replaced."""
+
+    def __init__(self):
+        self.input_bytes = 0
+        self.bad_utf8 = 0
+
+
+def split_lines(split: Split, counts: Counts) -> Iterator[Tuple[bool, str]]:
+    """(in range, line) for the lines of a plain split's range, then the lines after it to
+    the end of the file (a document begun in the range may run on; the caller stops)."""
+    try:
+        f = fileio.open_file(split.path, "rb")
+    except Exception as e:  # OSError locally, tf.errors remotely
+        raise UserError(f"cannot read input file {split.path}: {reason(e)}") from None
+    with f:
+        first = split.start == 0
+        try:
+            # Past the range, lines come in blocks of about 64 KB: usually the rest of one
+            # document is all that is read there.
+            for in_range, blocks in ((True, range_blocks(f, split.start, split.end)),
+                                     (False, _rest(f, split.end))):
+                for data in blocks:
+                    counts.input_bytes += len(data)
+                    text, bad = text_files.decode(data)
+                    counts.bad_utf8 += bad
+                    if first:
+                        text, first = text_files.strip_bom(text), False
+                    lines = text.split("\n")
+                    if text.endswith("\n"):
+                        lines.pop()
+                    for line in lines:
+                        yield in_range, line
+        except UserError:
+            raise
+        except Exception as e:  # noqa: BLE001 - a read failure: one line
+            text_files.reraise(split.path, e)
+
+
+def _rest(f, end: int) -> Iterator[bytes]:
+    """Whole lines from the first line starting at or after `end` to the end of the file."""
+    f.seek(max(end - 1, 0))
+    if end > 0:
+        f.readline()  # the line that runs past `end` was the range's
+    while True:
+        data = f.read(64 << 10)
+        if not data:
+            return
+        if not data.endswith(b"\n"):
+            data += f.readline()
+        yield data
+
+
+def split_documents(split: Split, counts: Counts) -> Iterator[List[str]]:
+    """The documents a plain split owns: lists of stripped, non-blank lines."""
+    doc: List[str] = []
+    with fileio.open_file(split.path, "rb") as f:
+        # A split that begins inside a document skips it: the previous split reads it.
+        start = split.start
+        if start > 0:
+            f.seek(start - 1)
+            start = start - 1 + len(f.readline())
+        skipping = not _after_blank_line(f, start)
+    for in_range, raw in split_lines(split, counts):
+        line = raw.strip()
+        if not line:
+            if doc:
+                yield doc
+                doc = []
+            skipping = False
+            if not in_range:
+                return
+            continue
+        if skipping:
+            if not in_range:
+                return  # the rest of a document begun before the range, then the next split's
+            continue
+        if not doc and not in_range:
+            return  # the next document starts after the range: the next split's
+        doc.append(line)
+    if doc:
+        yield doc
