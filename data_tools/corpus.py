@@ -22,6 +22,7 @@ piece of the same document.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from absl import logging
@@ -107,7 +108,16 @@ def iter_lines(path: str, stats: CorpusStats, block_size: int = text_files.BLOCK
 
     A line longer than a block is assembled from its pieces (linear time, not quadratic).
     """
+    for _, line in iter_lines_at(path, stats, block_size):
+        yield line
+
+
+def iter_lines_at(path: str, stats: CorpusStats, block_size: int = text_files.BLOCK
+                  ) -> Iterator[Tuple[int, str]]:
+    """(offset, line) for the lines of one file, as `iter_lines`; the offset of a line is
+    that of its first byte in the decompressed file, after a byte-order mark."""
     bad = 0
+    offset = 0
 
     def count(n: int) -> None:
         stats.bytes_read += n
@@ -131,14 +141,21 @@ def iter_lines(path: str, stats: CorpusStats, block_size: int = text_files.BLOCK
                 text, n_bad = text_files.decode(head)
                 if first:
                     text, first = text_files.strip_bom(text), False
+                    if head.startswith(text_files.BOM_UTF8):
+                        head = head[len(text_files.BOM_UTF8):]
                 bad += n_bad
                 lines = text.split("\n")
                 lines.pop()  # the empty string after the final "\n"
-                yield from lines
+                # Invalid bytes become U+FFFD, so offsets come from the bytes themselves
+                # (a newline is never part of an invalid sequence).
+                for line, raw in zip(lines, head.split(b"\n")):
+                    yield offset, line
+                    offset += len(raw) + 1
             if pending:
-                text, n_bad = text_files.decode(b"".join(pending))
+                data = b"".join(pending)
+                text, n_bad = text_files.decode(data)
                 bad += n_bad
-                yield text_files.strip_bom(text) if first else text
+                yield offset, (text_files.strip_bom(text) if first else text)
         except Exception as e:  # noqa: BLE001 - corrupt or truncated data: one line
             text_files.reraise(path, e)
     if bad:
@@ -220,50 +237,29 @@ def iter_chunks(
 
 def split_chunks(split: splits.Split, chunk_bytes: int, stats: CorpusStats
                  ) -> Iterator[Chunk]:
-    """The chunks (tasks) of one split: its documents (`splits.split_documents`; all of a
-    compressed file's), a document longer than `chunk_bytes` cut into pieces at a line
-    boundary, grouped into chunks of at least `chunk_bytes` of text, a small last one (under
-    half of that) merged into the one before.
+    """The chunks (tasks) of one split: the documents of each range of `chunk_bytes` (the
+    split's own, `splits.split_documents`; a compressed file's reader cuts the ranges of its
+    text itself), a document longer than `chunk_bytes` cut into pieces at a line boundary,
+    grouped into chunks of at least `chunk_bytes` of text, a small last one (under half of
+    that) merged into the one before.
 
-    Chunk indices and document ids are `split.index << 32` plus their number in the split,
-    so they depend on the plan only (not on which worker reads the split). `stats` gets the
-    split's counts (per file, for `CorpusStats.finish`).
+    Chunk indices and document ids are `splits.task_id` and `splits.doc_id` of (file, range,
+    count): they depend on the input only (not on which worker reads the split, nor on the
+    file being compressed). `stats` gets the split's counts (per file, for
+    `CorpusStats.finish`).
     """
     if chunk_bytes <= 0:
         raise ValueError("chunk_bytes must be > 0")
-    base = split.index << 32
     stats.files = max(stats.files, 1)
+    lines_before = stats.lines
     if split.end < 0:
         quiet = CorpusStats(quiet=True)
-        docs = _file_documents(split.path, quiet)
+        ranges = _ranges_of_file(split.path, quiet, chunk_bytes)
     else:
         counts = splits.Counts()
-        docs = splits.split_documents(split, counts)
-    lines_before = stats.lines
-    index = base
-    held: Optional[Chunk] = None  # the last full chunk, kept back to absorb a small tail
-    chunk_docs: List[List[str]] = []
-    ids: List[int] = []
-    size = 0
-    for doc_id, piece in _pieces(docs, base, chunk_bytes, stats):
-        chunk_docs.append(piece)
-        ids.append(doc_id)
-        size += sum(utf8_len(line) + 1 for line in piece) + 1
-        if size >= chunk_bytes:
-            if held is not None:
-                yield held
-            held = Chunk(index=index, documents=chunk_docs, num_bytes=size, doc_ids=ids)
-            index += 1
-            chunk_docs, ids, size = [], [], 0
-    if chunk_docs and held is not None and size < chunk_bytes // 2:
-        held.documents.extend(chunk_docs)
-        held.doc_ids.extend(ids)
-        held.num_bytes += size
-        chunk_docs = []
-    if held is not None:
-        yield held
-    if chunk_docs:
-        yield Chunk(index=index, documents=chunk_docs, num_bytes=size, doc_ids=ids)
+        ranges = iter([(split.number, splits.split_documents(split, counts))])
+    for number, docs in ranges:
+        yield from _range_chunks(docs, split.file_index, number, chunk_bytes, stats)
     read, bad = ((quiet.bytes_read, quiet.bad_utf8.get(split.path, 0)) if split.end < 0
                  else (counts.input_bytes, counts.bad_utf8))
     stats.bytes_read += read
@@ -273,24 +269,66 @@ def split_chunks(split: splits.Split, chunk_bytes: int, stats: CorpusStats
                                     + stats.lines - lines_before)
 
 
-def _file_documents(path: str, stats: CorpusStats) -> Iterator[List[str]]:
-    """The documents of a whole file (a compressed one), read by `iter_lines`."""
-    doc: List[str] = []
-    for raw in iter_lines(path, stats):
-        line = raw.strip()
-        if line:
-            doc.append(line)
-        elif doc:
-            yield doc
-            doc = []
-    if doc:
-        yield doc
+def _range_chunks(docs: Iterable[List[str]], file_index: int, number: int, chunk_bytes: int,
+                  stats: CorpusStats) -> Iterator[Chunk]:
+    """The chunks of one range's documents."""
+    held: Optional[Chunk] = None  # the last full chunk, kept back to absorb a small tail
+    count = 0
+    chunk_docs: List[List[str]] = []
+    ids: List[int] = []
+    size = 0
+    for doc, piece in _pieces(docs, chunk_bytes, stats):
+        chunk_docs.append(piece)
+        ids.append(splits.doc_id(file_index, number, doc))
+        size += sum(utf8_len(line) + 1 for line in piece) + 1
+        if size >= chunk_bytes:
+            if held is not None:
+                yield held
+            held = Chunk(index=splits.task_id(file_index, number, count),
+                         documents=chunk_docs, num_bytes=size, doc_ids=ids)
+            count += 1
+            chunk_docs, ids, size = [], [], 0
+    if chunk_docs and held is not None and size < chunk_bytes // 2:
+        held.documents.extend(chunk_docs)
+        held.doc_ids.extend(ids)
+        held.num_bytes += size
+        chunk_docs = []
+    if held is not None:
+        yield held
+    if chunk_docs:
+        yield Chunk(index=splits.task_id(file_index, number, count), documents=chunk_docs,
+                    num_bytes=size, doc_ids=ids)
 
 
-def _pieces(docs: Iterable[List[str]], base: int, max_bytes: int, stats: CorpusStats
+def _ranges_of_file(path: str, stats: CorpusStats, range_bytes: int
+                    ) -> Iterator[Tuple[int, Iterator[List[str]]]]:
+    """(range number, its documents) of a whole file read in one stream (a compressed
+    one): a document belongs to the range of `range_bytes` where its first line starts, as
+    `splits.split_documents` reads a plain file's ranges."""
+
+    def documents() -> Iterator[Tuple[int, List[str]]]:
+        doc: List[str] = []
+        start = 0
+        for offset, raw in iter_lines_at(path, stats):
+            line = raw.strip()
+            if line:
+                if not doc:
+                    start = offset
+                doc.append(line)
+            elif doc:
+                yield start // range_bytes, doc
+                doc = []
+        if doc:
+            yield start // range_bytes, doc
+
+    for number, group in itertools.groupby(documents(), key=lambda item: item[0]):
+        yield number, (doc for _, doc in group)
+
+
+def _pieces(docs: Iterable[List[str]], max_bytes: int, stats: CorpusStats
             ) -> Iterator[Tuple[int, List[str]]]:
-    """(document id, piece): each document cut after the line that makes a piece at least
-    `max_bytes` long; pieces share their document's id."""
+    """(document number, piece): each document cut after the line that makes a piece at
+    least `max_bytes` long; pieces share their document's number."""
     for number, doc in enumerate(docs):
         stats.documents += 1
         stats.lines += len(doc)
@@ -300,11 +338,11 @@ def _pieces(docs: Iterable[List[str]], base: int, max_bytes: int, stats: CorpusS
             piece.append(line)
             piece_bytes += utf8_len(line) + 1
             if piece_bytes >= max_bytes:
-                yield base + number, piece
+                yield number, piece
                 piece, piece_bytes = [], 0
                 stats.split_documents += k + 1 < len(doc)
         if piece:
-            yield base + number, piece
+            yield number, piece
 
 
 def utf8_len(text: str) -> int:

@@ -1,8 +1,11 @@
 """Splits of the input by files and byte ranges: each worker reads its own, from the first byte.
 
-A plain file is cut into ranges of `split_bytes`; a compressed one (`data_tools.text_files`)
-is one split, as it cannot be entered at an offset. The plan depends on the file sizes and
-`split_bytes` only, never on the number of workers, so the jobs' outputs do not either.
+A plain file is cut into ranges of `split_bytes` of text, counted after a byte-order mark; a
+compressed one (`data_tools.text_files`) is one split, as it cannot be entered at an offset,
+whose reader cuts the same ranges of the decompressed text (`corpus.split_chunks`), so a
+compressed file gives the same tasks as the plain one. The plan depends on the files' sizes
+and first bytes and on `split_bytes` only, never on the number of workers, so the jobs'
+outputs do not either.
 
 Two kinds of ownership, as Hadoop splits text:
 - lines (`range_blocks`, for `build_vocab`): a range owns the lines whose first byte lies in
@@ -35,6 +38,8 @@ class Split:
         file_index: the file's position among the inputs.
         start, end: the byte range.
         size: bytes of the file this split accounts for, as stored (for progress).
+        number: the range's number in its file (0 for a compressed file, whose reader
+            numbers the ranges of its text).
     """
 
     index: int
@@ -43,14 +48,43 @@ class Split:
     start: int
     end: int
     size: int
+    number: int = 0
+
+
+# Task and document ids: (file, range number) in the high bits, a count within the range in
+# the low ones; int64, increasing in corpus order, the same for a plain and a compressed file.
+_FILE_BITS, _RANGE_BITS, _TASK_BITS, _DOC_BITS = 19, 24, 16, 20
+
+
+def task_id(file_index: int, number: int, chunk: int) -> int:
+    """The id of a range's `chunk`-th task."""
+    if chunk >= 1 << _TASK_BITS:
+        raise UserError(f"a document of more than {1 << _TASK_BITS} chunks: raise --chunk_mb")
+    return ((file_index << _RANGE_BITS | number) << _TASK_BITS) | chunk
+
+
+def doc_id(file_index: int, number: int, doc: int) -> int:
+    """The id of a range's `doc`-th document."""
+    if doc >= 1 << _DOC_BITS:
+        raise UserError(f"more than {1 << _DOC_BITS} documents start in one range of "
+                        "--chunk_mb bytes: lower --chunk_mb")
+    return ((file_index << _RANGE_BITS | number) << _DOC_BITS) | doc
 
 
 def is_compressed(path: str) -> bool:
     """True for a gzip or bzip2 file (`text_files.compression`)."""
+    return _head(path)[0]
+
+
+def _head(path: str) -> Tuple[bool, int]:
+    """(compressed, length of a leading UTF-8 byte-order mark) of a file."""
     if text_files.compression(path, b""):
-        return True
+        return True, 0
     with fileio.open_file(path, "rb") as f:
-        return text_files.compression(path, f.read(4)) is not None
+        head = f.read(4)
+    packed = text_files.compression(path, head) is not None
+    return packed, (len(text_files.BOM_UTF8)
+                    if not packed and head.startswith(text_files.BOM_UTF8) else 0)
 
 
 def plan(files: Sequence[str], split_bytes: int) -> Tuple[List[Split], List[int]]:
@@ -61,21 +95,28 @@ def plan(files: Sequence[str], split_bytes: int) -> Tuple[List[Split], List[int]
     """
     if split_bytes <= 0:
         raise ValueError("split_bytes must be > 0")
+    if len(files) >= 1 << _FILE_BITS:
+        raise UserError(f"{len(files)} input files: at most {(1 << _FILE_BITS) - 1}; "
+                        "concatenate some")
     sizes: List[int] = []
     splits: List[Split] = []
     for i, path in enumerate(files):
         try:
             size = fileio.size(path)
-            packed = size > 0 and is_compressed(path)
+            packed, bom = _head(path) if size else (False, 0)
         except Exception as e:  # OSError locally, tf.errors remotely
             raise UserError(f"cannot read input file {path}: {reason(e)}") from None
         sizes.append(size)
         if packed:
             splits.append(Split(len(splits), path, i, 0, -1, size))
             continue
-        for start in range(0, size, split_bytes):
+        if size and (size - bom - 1) // split_bytes >= 1 << _RANGE_BITS:
+            raise UserError(f"{path}: more than {1 << _RANGE_BITS} ranges of --chunk_mb: "
+                            "raise --chunk_mb")
+        for number, start in enumerate(range(bom, size, split_bytes)):
+            lo = 0 if number == 0 else start
             end = min(start + split_bytes, size)
-            splits.append(Split(len(splits), path, i, start, end, end - start))
+            splits.append(Split(len(splits), path, i, lo, end, end - lo, number))
     return splits, sizes
 
 

@@ -22,6 +22,7 @@ from bert_tf.errors import UserError, reason
 
 BLOCK = 1 << 20
 BOM = "\ufeff"
+BOM_UTF8 = BOM.encode("utf-8")
 REPLACEMENT = "\ufffd"
 _GZIP_MAGIC = b"\x1f\x8b"
 _REPLACEMENT_UTF8 = REPLACEMENT.encode("utf-8")

@@ -76,10 +76,13 @@ def test_each_split_reads_the_documents_that_start_in_it(tmp_path):
     # 301, 602, 903 and 1204; splits of 600 bytes own 2, 2 and 1 of them.
     path = _doc_file(tmp_path, [30, 30, 30, 30, 5])
     chunks = list(corpus.iter_chunks([path], 600))
-    assert [c.index for c in chunks] == [0, 1 << 32, 2 << 32]
+    # Ids: (file, range number) in the high bits, a count within the range in the low ones.
+    assert [c.index for c in chunks] == [splits.task_id(0, k, 0) for k in range(3)] == [
+        0, 1 << 16, 2 << 16]
     assert [[d[0][:3] for d in c.documents] for c in chunks] == [
         ["d00", "d01"], ["d02", "d03"], ["d04"]]
-    assert [c.doc_ids for c in chunks] == [[0, 1], [1 << 32, (1 << 32) + 1], [2 << 32]]
+    assert [c.doc_ids for c in chunks] == [[0, 1], [1 << 20, (1 << 20) + 1], [2 << 20]]
+    assert splits.doc_id(3, 2, 1) == ((3 << 24 | 2) << 20) | 1
     assert sum(c.num_bytes for c in chunks) == 30 * 4 * 10 + 5 * 10 + 5
 
 
@@ -141,3 +144,23 @@ def test_chunk_sizes_count_utf8_bytes(tmp_path):
     assert sizes == [plain.stat().st_size, packed.stat().st_size]
     assert sum(s.size for s in plan) == sum(sizes) and plan[-1].end == -1
     assert (corpus.utf8_len(line), corpus.utf8_len("ab"), len(line)) == (30, 2, 10)
+
+
+def test_compressed_and_bom_files_give_the_plain_files_chunks(tmp_path):
+    from conftest import input_variants
+
+    rng = np.random.default_rng(1)
+    docs = [[f"d{i} l{j} é" + "x" * int(rng.integers(0, 60)) for j in range(rng.integers(1, 12))]
+            for i in range(30)]
+    text = "".join("\n".join(d) + ("\n\n", "\n  \n", "\r\n\r\n")[i % 3]
+                   for i, d in enumerate(docs)).encode("utf-8").replace(b"x", b"\xff", 1)
+    paths = {name: _write(tmp_path, name, data) for name, data in input_variants(text).items()}
+    for chunk_bytes in (1, 5, 40, 300, 1 << 20):
+        got = {}
+        for name, path in paths.items():
+            stats = corpus.CorpusStats(quiet=True)
+            got[name] = [(c.index, c.documents, c.doc_ids, c.num_bytes)
+                         for c in corpus.iter_chunks([path], chunk_bytes, stats)]
+            got[name].append((stats.lines, stats.documents, stats.bad_utf8[path]))
+        assert all(g == got["plain.txt"] for g in got.values()), chunk_bytes
+        assert len(got["plain.txt"]) > (2 if chunk_bytes < 1000 else 1)

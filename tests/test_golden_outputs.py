@@ -34,14 +34,14 @@ CREATE_GOLDEN = {
     # The defaults (NSP, token masking) in 2 shards, from several tasks (per-task seeds).
     ("--dupe_factor=2", "--num_output_shards=2", "--chunk_mb=0.03"): {
         "train-00000-of-00002.tfrecord": (
-            451, 372891, "b51f5da751206848740daa02c43f633a943a384e20c5edd3811e8dedd69075a3"),
+            462, 381921, "3b0942c17f8861bb09f00718a1af3503315bd493b60cc7f6e6ca2c22d9689cf7"),
         "train-00001-of-00002.tfrecord": (
-            492, 406219, "4b272dc9785467c554b1cee8e03a2cba23aaaacaef1bcf3ea8aac312372b07d7")},
+            465, 385232, "b9bab893e3e60314add2c1b013b7b5ea7034e4fd2f53d3698d97b75edfabed90")},
     # Whole words and n-grams, MLM only; 1.4 MB of records through the shuffle's spill files.
     ("--dupe_factor=4", "--do_whole_word_mask", "--max_ngram_size=3", "--no_nsp",
      "--chunk_mb=0.03", "--shuffle_memory_mb=1"): {
         "train-00000-of-00001.tfrecord": (
-            1713, 1394677, "b5567603d6642c5bc8e5027dc015ebbc3e0eddc9ae18a67df7ed83b0dc892e2d")},
+            1713, 1394888, "1707856e79956e4f4cd3dcce2912c4ff0a7a5d0205b8f41d16dd1631b2116740")},
 }
 # build_vocab --vocab_size=1000 on the same text: (tokens, bytes, sha256).
 VOCAB_GOLDEN = (1000, 5709, "ffb500c4b53e0be82aba22358db7860e3c7cfa99210a7467075184a8bbee0a00")
