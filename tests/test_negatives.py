@@ -240,3 +240,26 @@ def test_b_openings_are_as_varied_as_the_originals(corpus_path, google_vocab_pat
     ref = _reference_share(docs, google_vocab_path, 3, short)
     # About 0.69 for the articles (28k instances over 17.5k sentences, dupe_factor 5).
     assert ref > 0.5 and abs(ours / ref - 1) < 0.03, (ours, ref)
+
+
+def test_a_remote_store_is_read_from_a_local_copy(store):
+    """Beam workers given a store under gs:// copy it to their own disk once (random reads
+    need a local file). ram:// is a TensorFlow filesystem, remote to fileio like gs://."""
+    import tensorflow as tf
+
+    index, docs = store
+    remote = "ram://token_store_test"
+    tf.io.gfile.makedirs(remote)
+    for name in tf.io.gfile.listdir(index.directory):
+        tf.io.gfile.copy(f"{index.directory}/{name}", f"{remote}/{name}", overwrite=True)
+    reader = token_store.Reader(token_store.StoreIndex(
+        remote, index.num_documents, index.task_ids, index.sent_base, index.doc_base,
+        index.docs_per_chunk))
+    assert reader.directory != remote and not reader.directory.startswith("ram://")
+    first, count = reader.document(3)
+    chunk = int(np.searchsorted(index.sent_base, first, side="right")) - 1
+    offsets = reader.sentence_offsets(chunk, first - int(index.sent_base[chunk]),
+                                      first - int(index.sent_base[chunk]) + 1)
+    assert reader.tokens(chunk, int(offsets[0]), int(offsets[1])).tolist() == docs[3][0]
+    assert token_store.local_directory(remote) == reader.directory  # copied once
+    reader.close()
