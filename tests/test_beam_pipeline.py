@@ -221,7 +221,9 @@ def test_a_shard_whose_temporary_file_the_launcher_removed_is_not_written_again(
 def test_prepare_corpus_succeeds_from_its_outputs_when_the_runner_reports_no_metrics(
         tmp_path, corpus_lines, monkeypatch, caplog):
     src = _small_corpus(tmp_path, corpus_lines, 400)
-    config = dict(input_files=(str(src),), dedup=True, num_workers=1, progress_seconds=0)
+    # Splits of 3 KB: blank-line documents cross split boundaries.
+    config = dict(input_files=(str(src),), dedup=True, num_workers=1, progress_seconds=0,
+                  chunk_bytes=3000)
     prepare_job.run(prepare_job.PrepareConfig(output_files=(str(tmp_path / "local"),),
                                               **config))
     monkeypatch.setattr(beam_io, "read_counters", lambda result: {})
