@@ -10,10 +10,12 @@ are made the file's from the line counts of the splits before), drops exact dupl
 N). Documents in split order are the corpus's, so the output is byte-identical for any
 --num_workers and --chunk_mb.
 
-Memory: a few splits' results in flight (a split is --chunk_mb of input, or a whole file
-when compressed or with --document_per=file), and with --dedup 8 bytes per distinct document (64-bit
-BLAKE2b hashes in sorted arrays; two distinct documents share a hash with probability
-about n^2 / 2^65, 3e-4 for n = 100 million).
+A compressed file, and a file with --document_per=file, is one split, read by one worker:
+give several files to use several workers on them.
+
+Memory: a few splits' results in flight (a split is --chunk_mb of input; a whole file's
+results past 64 MB wait in a file on local disk: `data_tools.split_results`), and with
+--dedup 8 bytes per distinct document (`data_tools.seen_hashes`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import shutil
+import tempfile
 import time
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
@@ -30,6 +34,7 @@ from absl import logging
 from bert_tf.errors import UserError
 from data_tools import parallel, raw_corpus, sentences, splits, tfrecord_writer
 from data_tools.seen_hashes import SeenHashes
+from data_tools.split_results import SplitResult, process_split
 
 _MAX_WARNINGS = 5  # broken JSON lines reported one by one; the rest are counted
 
@@ -250,27 +255,6 @@ class PrepareSummary:
 
 # ---- worker processes ------------------------------------------------------------------
 
-@dataclasses.dataclass
-class SplitResult:
-    """What a worker returns for one split: its chunks' results, and what it read (the lines,
-    text bytes and invalid UTF-8 sequences the split owns: `raw_corpus.split_items`)."""
-
-    chunks: List[ChunkResult]
-    stats: raw_corpus.ReadStats
-
-
-def process_split(split: splits.Split, config: PrepareConfig) -> SplitResult:
-    """Reads one split and processes its chunks (`process_chunk`).
-
-    Raises:
-        UserError: unreadable input; LocatedError: a JSON object without --text_field.
-    """
-    stats = raw_corpus.ReadStats()
-    chunks = [process_chunk(chunk, config) for chunk in raw_corpus.split_chunks(
-        split, config.input_format, config.document_per, config.chunk_bytes, stats)]
-    return SplitResult(chunks, stats)
-
-
 _WORKER: Dict[str, PrepareConfig] = {}
 
 
@@ -278,19 +262,22 @@ def _init_worker(config: PrepareConfig) -> None:
     _WORKER["config"] = config
 
 
-def _worker_task(split: splits.Split) -> SplitResult:
-    return process_split(split, _WORKER["config"])
+def _worker_task(split: splits.Split, spill_dir: str) -> SplitResult:
+    return process_split(split, _WORKER["config"], process_chunk, spill_dir)
 
 
-def _split_results(config: PrepareConfig, split_plan: Sequence[splits.Split]
+def _split_results(config: PrepareConfig, split_plan: Sequence[splits.Split], spill_dir: str
                    ) -> Iterator[Tuple[splits.Split, SplitResult, int]]:
     """(split, its result, lines of its file before it) in split order, the splits read by
-    the workers; a located error is worded with its file's line number."""
+    the workers (`split_results.process_split`); a located error is worded with its file's
+    line number."""
     if config.num_workers <= 1:
-        results = (process_split(split, config) for split in split_plan)
+        results = (process_split(split, config, process_chunk, spill_dir)
+                   for split in split_plan)
     else:
-        results = parallel.map_ordered(_worker_task, ((split,) for split in split_plan),
-                                       config.num_workers, _init_worker, (config,))
+        results = parallel.map_ordered(
+            _worker_task, ((split, spill_dir) for split in split_plan), config.num_workers,
+            _init_worker, (config,))
     lines = [0] * len(config.input_files)
     for split in split_plan:
         try:
@@ -317,21 +304,39 @@ def run(config: PrepareConfig) -> PrepareSummary:
                  config.input_format, len(split_plan), len(config.output_files),
                  config.num_workers)
     stats = raw_corpus.ReadStats(files=len(config.input_files))
+    summary = PrepareSummary()
+    spill_dir = tempfile.mkdtemp(prefix="prepare-corpus-")  # local disk, for whole files
+    try:
+        _write_all(config, split_plan, spill_dir, stats, summary, total_bytes, start)
+    finally:
+        shutil.rmtree(spill_dir, ignore_errors=True)
+    summary.text_bytes = stats.text_bytes
+    summary.seconds = time.monotonic() - start
+    if summary.json_broken > len(summary.warnings):
+        raw_corpus.warn(stats, f"{summary.json_broken} broken JSON line(s) skipped in all")
+    summary.warnings = list(stats.warnings)
+    logging.info("%s", summary.describe(len(config.output_files)))
+    return summary
+
+
+def _write_all(config: PrepareConfig, split_plan: Sequence[splits.Split], spill_dir: str,
+               stats: raw_corpus.ReadStats, summary: PrepareSummary, total_bytes: int,
+               start: float) -> None:
+    """Consumes the splits' results in order and writes the shards (atomically)."""
     bad_utf8 = [0] * len(config.input_files)
     last_split = {split.file_index: split.index for split in split_plan}
-    summary = PrepareSummary()
     seen = SeenHashes() if config.dedup else None
     shards = len(config.output_files)
     last_progress = start
     json_ok = 0
     with tfrecord_writer.ShardedWriter(config.output_files) as writer:
-        for split, split_result, line_base in _split_results(config, split_plan):
+        for split, split_result, line_base in _split_results(config, split_plan, spill_dir):
             read = split_result.stats
             stats.lines += read.lines
             stats.bytes_read += read.bytes_read
             stats.text_bytes += read.text_bytes
             bad_utf8[split.file_index] += read.bad_utf8
-            for result in split_result.chunks:
+            for result in split_result.chunk_results():
                 for message in result.messages(config.input_files, line_base):
                     if len(summary.warnings) < _MAX_WARNINGS:
                         raw_corpus.warn(stats, message)
@@ -350,13 +355,6 @@ def run(config: PrepareConfig) -> PrepareSummary:
                              summary.documents, summary.sentences,
                              stats.text_bytes / 1e6 / max(now - start, 1e-9))
         _check_something_written(config, stats, summary, json_ok)
-    summary.text_bytes = stats.text_bytes
-    summary.seconds = time.monotonic() - start
-    if summary.json_broken > len(summary.warnings):
-        raw_corpus.warn(stats, f"{summary.json_broken} broken JSON line(s) skipped in all")
-    summary.warnings = list(stats.warnings)
-    logging.info("%s", summary.describe(shards))
-    return summary
 
 
 def _write(writer: tfrecord_writer.ShardedWriter, result: ChunkResult,

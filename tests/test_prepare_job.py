@@ -1,4 +1,4 @@
-"""Tests for data_tools.prepare_job: filtering, JSON handling, the dedup hash set, sharding,
+"""Tests for data_tools.prepare_job: filtering, JSON handling, sharding,
 determinism across workers and chunk sizes, remote paths, and data_tools.parallel."""
 
 import dataclasses
@@ -10,7 +10,7 @@ import pytest
 
 from bert_tf.errors import UserError
 from data_tools import prepare_job, raw_corpus
-from data_tools.prepare_job import PrepareConfig, SeenHashes
+from data_tools.prepare_job import PrepareConfig
 
 
 def _chunk(items, index=0):
@@ -52,22 +52,6 @@ def test_process_chunk_json_broken_lines_missing_and_non_string_fields():
     with pytest.raises(UserError, match=r"^--text_field='id' in dump\.jsonl:1 is a JSON int"):
         prepare_job.process_chunk(_chunk(['{"id": 7}']),
                                   dataclasses.replace(config, text_field="id"))
-
-
-def test_seen_hashes_matches_a_python_set_and_stays_compact():
-    rng = np.random.default_rng(0)
-    seen, reference = SeenHashes(), set()
-    for _ in range(300):
-        batch = rng.integers(0, 3000, size=rng.integers(0, 40)).astype(np.uint64)
-        batch[::7] = np.uint64(2**64 - 1 - int(rng.integers(0, 3)))  # high bit set too
-        new = seen.add_new(batch)
-        expected = []
-        for h in batch.tolist():
-            expected.append(h not in reference)
-            reference.add(h)
-        assert new.tolist() == expected
-    assert len(seen) == len(reference)
-    assert len(seen._levels) <= int(np.log2(len(reference))) + 1
 
 
 @pytest.mark.parametrize("field, message", [
