@@ -118,15 +118,17 @@ def iter_lines(path: str, stats: ReadStats, warn_bad: bool = True) -> Iterator[s
             warn(stats, f"{path}: {bad} invalid UTF-8 byte sequence(s) replaced by U+FFFD")
 
 
-def _items(lines: Iterable[Tuple[int, bool, str]], input_format: str, document_per: str,
+def _items(lines: Iterable[Tuple[bool, str]], input_format: str, document_per: str,
            skipping: bool = False) -> Iterator[Tuple[str, int]]:
-    """(item, line number of its first line) from (line number, in range, line): lines out
-    of range end a line-owned split; a blank-line document begun out of range is the next
-    split's, one begun before the range (`skipping`) the previous split's."""
+    """(item, line number of its first line) from (in range, line), lines numbered from 1
+    and stripped of a final "\r" (a "\r\n" ending): lines out of range end a line-owned
+    split; a blank-line document begun out of range is the next split's, one begun before
+    the range (`skipping`) the previous split's."""
     doc: List[str] = []
     first = 0
     per_line = input_format == FORMAT_JSONL or document_per == PER_LINE
-    for number, in_range, line in lines:
+    for number, (in_range, line) in enumerate(lines, 1):
+        line = line.rstrip("\r")
         blank = not line or line.isspace()
         if per_line:
             if not in_range:
@@ -160,8 +162,8 @@ def iter_documents(paths: Sequence[str], input_format: str, document_per: str,
     Blank lines and blank documents yield nothing.
     """
     for file_index, path in enumerate(paths):
-        numbered = ((n, True, line) for n, line in enumerate(iter_lines(path, stats), 1))
-        for item, line in _items(numbered, input_format, document_per):
+        lines = ((True, line) for line in iter_lines(path, stats))
+        for item, line in _items(lines, input_format, document_per):
             yield item, file_index, line
 
 
@@ -174,19 +176,15 @@ def split_items(split: splits.Split, input_format: str, document_per: str,
     them once per file).
     """
     if split.end < 0:  # a whole file
-        numbered = ((n, True, line) for n, line in
-                    enumerate(iter_lines(split.path, stats, warn_bad=False), 1))
-        yield from _items(numbered, input_format, document_per)
+        lines = ((True, line) for line in iter_lines(split.path, stats, warn_bad=False))
+        yield from _items(lines, input_format, document_per)
         return
     counts = splits.Counts()
     per_line = input_format == FORMAT_JSONL or document_per == PER_LINE
     skipping = not per_line and splits.begins_in_document(split)
     lines = splits.split_lines(split, counts, run_on=not per_line)
-    # "\r\n" endings: the "\r" goes, as the whole-file reader strips it.
-    numbered = ((n, in_range, line.rstrip("\r"))
-                for n, (in_range, line) in enumerate(lines, 1))
     try:
-        yield from _items(numbered, input_format, document_per, skipping)
+        yield from _items(lines, input_format, document_per, skipping)
     finally:
         stats.lines += counts.lines
         stats.bytes_read += split.size
