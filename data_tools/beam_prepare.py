@@ -54,7 +54,10 @@ class _Process(beam.DoFn):
         stats = raw_corpus.ReadStats()
         for chunk in raw_corpus.split_chunks(split, config.input_format, config.document_per,
                                              config.chunk_bytes, stats):
-            result = prepare_job.process_chunk(chunk, config)
+            try:
+                result = prepare_job.process_chunk(chunk, config)
+            except prepare_job.LocatedError as e:  # worded here: the runner reports a
+                raise UserError(str(e)) from None  # UserError's line (`beam_io.execute`)
             for message in result.messages(config.input_files):
                 logging.warning("%s", message)
             for name in ("empty", "short", "json_ok", "json_broken"):

@@ -275,3 +275,33 @@ def test_an_interrupt_while_the_job_is_submitted_says_it_may_run(caplog):
         beam_io.execute(Pipeline())
     assert "interrupted while the Beam job was being submitted: if the runner has started " \
         "it, cancel it there" in caplog.text
+
+
+def test_prepare_corpus_workers_locate_lines_and_count_bad_bytes_of_their_splits(
+        tmp_path, caplog):
+    """A split inside a file: its worker says "line n from byte b"; a bad --text_field there
+    fails on the worker with that line; invalid UTF-8 is counted per file from counters."""
+    lines = [json.dumps({"text": f"Document {i}. It has two sentences."}) for i in range(60)]
+    lines[40] = '{"text": "broken'
+    src = tmp_path / "in.jsonl"
+    src.write_bytes(("\n".join(lines) + "\n").encode() + b'{"text": "bad \xff byte."}\n')
+    config = dict(input_files=(str(src),), input_format="jsonl", chunk_bytes=1000,
+                  num_workers=1, progress_seconds=0)
+    local = prepare_job.run(prepare_job.PrepareConfig(
+        output_files=(str(tmp_path / "local"),), **config))
+    summary = beam_prepare.run(prepare_job.PrepareConfig(
+        output_files=(str(tmp_path / "beam"),), **config), "--runner=DirectRunner")
+    assert (tmp_path / "beam").read_bytes() == (tmp_path / "local").read_bytes()
+    assert summary.documents == local.documents == 60
+    assert summary.text_bytes == local.text_bytes == src.stat().st_size
+    bad = f"{src}: 1 invalid UTF-8 byte sequence(s) replaced by U+FFFD"
+    assert bad in summary.warnings and bad in local.warnings
+    assert f"{src}:41: broken JSON line skipped" in local.warnings[0]
+    offset = 1000 * (len("\n".join(lines[:40])) // 1000)  # the split holding line 41
+    assert f"{src}, line " in caplog.text and f"from byte {offset}: broken JSON" in caplog.text
+    lines[50] = json.dumps({"body": "x"})
+    src.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(beam_io.UserError, match=rf"no such field in {src}, line \d+ from "
+                                                r"byte \d+ \(its fields: body\)"):
+        beam_prepare.run(prepare_job.PrepareConfig(
+            output_files=(str(tmp_path / "beam2"),), **config), "--runner=DirectRunner")
