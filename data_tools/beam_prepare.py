@@ -203,10 +203,17 @@ def run(config: prepare_job.PrepareConfig, options: str) -> prepare_job.PrepareS
 
 def _try_first_chunk(split_plan: List[splits.Split], config: prepare_job.PrepareConfig
                      ) -> Optional[List[str]]:
-    """Processes the start of the job's first chunk here, so that a missing --text_field (a
-    worker's bad-input error) stops the job before the pipeline starts; returns its
-    warnings, or None when no split holds a document (nothing to run)."""
+    """Processes the start of the job's first chunk here (jsonl), so that a missing
+    --text_field (a worker's bad-input error) stops the job before the pipeline starts;
+    returns its warnings, or None when no split holds a document (nothing to run)."""
     stats = raw_corpus.ReadStats()
+    if config.input_format == raw_corpus.FORMAT_TEXT:
+        # No text fails on a worker: only whether there is any is checked, up to the first
+        # non-blank line (with --document_per=file a first document can be a whole file).
+        found = any(next(raw_corpus.split_items(split, raw_corpus.FORMAT_TEXT,
+                                                raw_corpus.PER_LINE, stats), None)
+                    for split in split_plan)
+        return [] if found else None
     for split in split_plan:
         chunk = next(raw_corpus.split_chunks(split, config.input_format, config.document_per,
                                              config.chunk_bytes, stats), None)

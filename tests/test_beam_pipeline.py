@@ -131,7 +131,7 @@ def test_bad_input_fails_with_one_line_before_the_pipeline(tmp_path, google_voca
                                    f"--output_file={tmp_path / 'out' / 'c.txt'}",
                                    f"--beam_pipeline_options={DIRECT}"], repo_root)
     assert "--text_field='text': no such field" in _error_line(proc)
-    assert "staged" not in proc.stderr  # stopped while staging, before the pipeline
+    assert "[while running" not in proc.stderr  # failed in the launcher, not on a worker
     assert not os.path.exists(out.parent) or not os.listdir(out.parent)
 
 
@@ -305,3 +305,11 @@ def test_prepare_corpus_workers_locate_lines_and_count_bad_bytes_of_their_splits
                                                 r"byte \d+ \(its fields: body\)"):
         beam_prepare.run(prepare_job.PrepareConfig(
             output_files=(str(tmp_path / "beam2"),), **config), "--runner=DirectRunner")
+    # Blank text only, in many splits: the launcher reads them all and says so.
+    blank = tmp_path / "blank.txt"
+    blank.write_text(" \n\n\t\n" * 500)
+    with pytest.raises(beam_io.UserError, match=r"^no text in the 1 input file\(s\)"):
+        beam_prepare.run(prepare_job.PrepareConfig(
+            input_files=(str(blank),), output_files=(str(tmp_path / "beam3"),),
+            chunk_bytes=100), "--runner=DirectRunner")
+    assert sorted(os.listdir(tmp_path)) == ["beam", "blank.txt", "in.jsonl", "local"]
