@@ -3,10 +3,8 @@
 create_pretraining_data (dupe_factor 10, 128 tokens, 4 shards) and prepare_corpus (--dedup, 4
 shards) run on the bundled corpus repeated --repeat times, with the local runner and with
 `--runner=DirectRunner --direct_running_mode=multi_processing`, for each worker count. Every
-Beam run is checked byte for byte against the local run. Also prints the launcher's staging
-pass alone (`corpus.iter_chunks` + pickle + zlib), the part of a Beam run that does not
-scale with workers. Beside wall-clock MB/s, MB per CPU-second (this process and its workers)
-shows the overhead when other jobs share the cores.
+Beam run is checked byte for byte against the local run. Beside wall-clock MB/s, MB per
+CPU-second (this process and its workers) shows the overhead when other jobs share the cores.
 
     python benchmarks/bench_beam.py [--repeat=2] [--workers=1,2]
 """
@@ -29,10 +27,8 @@ from absl import logging  # noqa: E402
 from machine import describe  # noqa: E402
 
 from data_tools import (  # noqa: E402
-    beam_io,
     beam_pipeline,
     beam_prepare,
-    corpus,
     pipeline,
     prepare_job,
 )
@@ -49,12 +45,6 @@ def _timed(fn):
     wall, cpu = time.monotonic(), _cpu_seconds()
     fn()
     return time.monotonic() - wall, _cpu_seconds() - cpu
-
-
-def staging_pass(src: str, tmp: str) -> tuple:
-    """(wall, CPU seconds) of the launcher's staging pass over `src`, in this process."""
-    return _timed(lambda: beam_io.stage_chunks(
-        corpus.iter_chunks([src], 512 * 1024), beam_io.staging_dir(tmp, src)))
 
 
 def _shards(paths):
@@ -80,9 +70,6 @@ def main() -> None:
             f.write(text * args.repeat)
         mb = os.path.getsize(src) / 1e6
         print(f"input: {mb:.1f} MB ({args.repeat} x {os.path.basename(args.corpus)})")
-
-        wall, _ = staging_pass(src, tmp)
-        print(f"launcher staging pass (iter_chunks + pickle + zlib): {mb / wall:.1f} MB/s")
 
         def jobs(name, n, beam):
             outs = tuple(os.path.join(tmp, name, f"{'beam' if beam else 'local'}{n}-{i}")

@@ -20,10 +20,10 @@ corpus distance and variety beside the original script's.
 3. **Beam launcher.** Each job is launched with `--beam_pipeline_options` naming
    `submit_only_runner.SubmitOnlyRunner`, which ends the process once the pipeline is built
    and serialised as a job submission: its CPU time is the launcher's own work (imports,
-   checks, planning, staging, graph), none of the workers'. On the bundled corpus x1 and x32
-   (2.3 and 74 MB, whatever --target_mb), the least of --launcher_repeats runs; the ratio's
-   goal is <= 1.5. Beside it, the CPU of today's staging pass alone at x32
-   (`bench_beam.staging_pass`, in this process).
+   checks, planning, the first chunk, graph), none of the workers'. On the bundled corpus x1
+   and x32 (2.3 and 74 MB, whatever --target_mb), the least of --launcher_repeats runs; the
+   ratio's goal is <= 1.5. --launchers_only runs this part alone (with the bundled
+   vocabulary for create_pretraining_data's launcher).
 4. **NSP negatives** (`bench_corpus_order.measure`, dupe_factor 5, 2 workers, on the bundled
    corpus in corpus order, sorted by topic and as 4 books): the IsRandom records' mean
    |i - j| / N between A's and B's documents (1/3 for a uniform draw), and distinct B
@@ -155,7 +155,7 @@ def launcher_cpu(stage: str, src: pathlib.Path, tmp: pathlib.Path,
 def measure_launchers(tmp: pathlib.Path, vocab: pathlib.Path, repeats: int
                       ) -> Dict[str, object]:
     """Launcher CPU seconds per job and scale (the least of `repeats` runs: the least
-    disturbed by other load), and the staging pass' CPU at the largest scale."""
+    disturbed by other load)."""
     found: Dict[str, object] = {}
     for scale in LAUNCHER_SCALES:
         src = scaled_corpus(CORPUS, scale, tmp)
@@ -165,12 +165,6 @@ def measure_launchers(tmp: pathlib.Path, vocab: pathlib.Path, repeats: int
             runs = [launcher_cpu(stage, src, tmp, vocab) for _ in range(repeats)]
             found[stage, scale] = min(runs)
             print(f"    CPU {' '.join(f'{c:.2f}' for c in runs)} s", flush=True)
-    from bench_beam import staging_pass  # imports Beam: only here
-
-    staging = tmp / "staging"
-    staging.mkdir()
-    _, found["staging_cpu"] = staging_pass(str(src), str(staging))
-    shutil.rmtree(staging, ignore_errors=True)
     return found
 
 
@@ -201,6 +195,16 @@ def negatives_table(negatives: List[Dict[str, object]],
         print(f"| {label} | {cell(ours)} | {cell(ref[0]) if ref else 'original: not run'} |")
 
 
+def launcher_table(launch: Dict[str, object]) -> None:
+    lo, hi = LAUNCHER_SCALES
+    print(f"\n| Beam launcher (CPU s) | x{lo} ({launch[f'mb{lo}']:.1f} MB) | x{hi} "
+          f"({launch[f'mb{hi}']:.0f} MB) | x{hi} / x{lo} (goal <= 1.5) |")
+    print("|---|---:|---:|---:|")
+    for stage in ("prepare_corpus", "build_vocab", "create_pretraining_data"):
+        a, b = launch[stage, lo], launch[stage, hi]
+        print(f"| {stage} | {a:.2f} | {b:.2f} | {b / a:.2f} |")
+
+
 def summary(stages: List[Dict[str, object]], launch: Dict[str, object],
             negatives: List[Dict[str, object]], args) -> None:
     print("\n## Summary\n")
@@ -218,14 +222,7 @@ def summary(stages: List[Dict[str, object]], launch: Dict[str, object],
               f"{r['mb_s']:.2f} | {speedup} | {r['cpu']:.1f} | "
               f"{r.get('main_peak_mb', 0):.0f} / {worker} | "
               f"{same if r['workers'] == 2 else ''} |")
-    lo, hi = LAUNCHER_SCALES
-    print(f"\n| Beam launcher (CPU s) | x{lo} ({launch[f'mb{lo}']:.1f} MB) | x{hi} "
-          f"({launch[f'mb{hi}']:.0f} MB) | x{hi} / x{lo} (goal <= 1.5) |")
-    print("|---|---:|---:|---:|")
-    for stage in ("prepare_corpus", "build_vocab", "create_pretraining_data"):
-        a, b = launch[stage, lo], launch[stage, hi]
-        print(f"| {stage} | {a:.2f} | {b:.2f} | {b / a:.2f} |")
-    print(f"\n(of which today's staging pass alone at x{hi}: {launch['staging_cpu']:.2f} CPU s)")
+    launcher_table(launch)
     print("\n| NSP negatives: mean \\|i - j\\| / N (uniform: 0.333) | ours | original |")
     print("|---|---:|---:|")
     negatives_table(negatives, lambda r: f"{r['distance']:.3f}")
@@ -254,6 +251,8 @@ def main() -> None:
                              "beside it), for the negatives")
     parser.add_argument("--launcher_repeats", type=int, default=3,
                         help="runs of each launcher measurement (the least CPU is kept)")
+    parser.add_argument("--launchers_only", action="store_true",
+                        help="measure the Beam launchers only (part 3)")
     parser.add_argument("--temp_dir", type=pathlib.Path, default=None,
                         help="where the corpus and outputs go (default: the system's)")
     args = parser.parse_args()
@@ -262,7 +261,15 @@ def main() -> None:
           f"{len(os.sched_getaffinity(0))} core(s) for this process")
     start = time.monotonic()
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="bench_scale_", dir=args.temp_dir))
+    # Google's uncased vocabulary, as bench_corpus_order uses (a worktree may not have the
+    # shared copy; the repository bundles one).
+    bundled = REPO / "data" / "vocab" / "bert-base-uncased-vocab.txt"
+    google_vocab = next((v for v in (DEFAULT_VOCAB, bundled) if v.is_file()), None)
     try:
+        if args.launchers_only:
+            print(f"\n## Beam launchers\n\n{machine.describe()}")
+            launcher_table(measure_launchers(tmp, google_vocab, args.launcher_repeats))
+            return
         raw = tmp / "raw.txt"
         mb = build_corpus(args.target_mb, raw)
         print(f"corpus: {mb:.1f} MB of raw text (the bundled WikiText repeated, shuffled), "
@@ -285,11 +292,7 @@ def main() -> None:
             out.unlink()  # records take ~4x the text per dupe: keep one run's at a time
         prepared.unlink()
         launch = measure_launchers(tmp, vocab, args.launcher_repeats)
-        # Google's uncased vocabulary, as bench_corpus_order uses (a worktree may not have
-        # the shared copy; the repository bundles one).
-        bundled = REPO / "data" / "vocab" / "bert-base-uncased-vocab.txt"
-        negatives = measure_negatives(args, next(
-            (v for v in (DEFAULT_VOCAB, bundled) if v.is_file()), vocab))
+        negatives = measure_negatives(args, google_vocab or vocab)
         summary(stages, launch, negatives, args)
         print(f"\nwhole run: {time.monotonic() - start:.0f} s")
     finally:

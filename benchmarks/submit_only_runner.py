@@ -2,7 +2,7 @@
 
 `--beam_pipeline_options=--runner=submit_only_runner.SubmitOnlyRunner` (with benchmarks/ on
 PYTHONPATH) makes a data job's launcher do everything it does before a job runs elsewhere:
-imports, flag and input checks, planning (and today's staging pass), building the graph and
+imports, flag and input checks, planning, the first chunk, building the graph and
 serialising it as a portable runner submits it. Then the process ends at once with exit
 status 0, so its CPU time (`benchmarks/bench_data_at_scale.py` reads it from
 `RUSAGE_CHILDREN`) is the launcher's own work, with no worker's work in it, as on Dataflow or

@@ -1,28 +1,27 @@
 """The machinery the Beam forms of the data jobs share (`data_tools.beam_pipeline`,
-`data_tools.beam_prepare`): options, staging, part files, shards, running and publishing.
+`data_tools.beam_prepare`): options, the temporary directory, part files, shards, running
+and publishing.
 
-The launcher stages the local runner's chunks (pickled, zlib-compressed) in files under a
-private temporary directory, so the workers get exactly the local tasks. Workers write each
-sorted group of a shard as one part file there; one step per shard concatenates its parts
-into a temporary file beside the output, and the launcher renames every shard once the
-pipeline succeeded (`publish`) and removes the temporaries whatever happened. Beam is
-imported here only (the optional `[beam]` extra); importing this module without it raises a
-one-line `UserError`.
+The launcher plans the local runner's splits (`data_tools.splits`) and the workers read
+them, so they run exactly the local tasks; the launcher reads no corpus. Workers write each
+sorted group of a shard as one part file under a private temporary directory; one step per
+shard concatenates its parts into a temporary file beside the output, and the launcher
+renames every shard once the pipeline succeeded (`publish`) and removes the temporaries
+whatever happened. Beam is imported here only (the optional `[beam]` extra); importing
+this module without it raises a one-line `UserError`.
 """
 
 from __future__ import annotations
 
 import logging as std_logging
 import os
-import pickle
 import re
 import shlex
 import shutil
 import uuid
 import zlib
-from typing import Dict, Iterable, Iterator, List, Sequence, Tuple
+from typing import Dict, Iterable, List, Sequence, Tuple
 
-import numpy as np
 from absl import logging
 
 from bert_tf import fileio
@@ -62,7 +61,6 @@ class _JobMessages(std_logging.Filter):
 std_logging.getLogger().addFilter(_JobMessages())
 
 NAMESPACE = "bert_tf"
-_STAGING_FILE_BYTES = 64 << 20  # compressed chunks per staging file
 _COPY_BLOCK = 16 << 20
 
 
@@ -95,7 +93,7 @@ def absolute(path: str) -> str:
 
 
 def staging_dir(temp_dir: str, first_output: str) -> str:
-    """A new private directory for staged chunks and part files (created here).
+    """A new private directory for part files and the token store (created here).
 
     Raises:
         UserError: it cannot be created.
@@ -121,64 +119,6 @@ def remove_tree(path: str) -> None:
             shutil.rmtree(path, ignore_errors=True)
     except Exception:  # cleanup must not hide the real error
         pass
-
-
-def stage_chunks(chunks: Iterable[object], directory: str) -> List[str]:
-    """Writes every chunk (pickled, zlib) into staging files; returns their paths.
-
-    Each staging file has an index beside it (`<file>.idx`: int64 [n, 2] offset, length).
-    """
-    paths: List[str] = []
-    f, index, size = None, [], 0
-
-    def close() -> None:
-        f.close()
-        with fileio.open_file(paths[-1] + ".idx", "wb") as idx:
-            idx.write(np.asarray(index, np.int64).reshape(-1, 2).tobytes())
-
-    try:
-        for chunk in chunks:
-            if f is None or size >= _STAGING_FILE_BYTES:
-                if f is not None:
-                    close()
-                paths.append(os.path.join(directory, f"chunks-{len(paths):06d}"))
-                f, index, size = fileio.open_file(paths[-1], "wb"), [], 0
-            blob = zlib.compress(pickle.dumps(chunk, protocol=pickle.HIGHEST_PROTOCOL), 1)
-            f.write(blob)
-            index.append((size, len(blob)))
-            size += len(blob)
-        if f is not None:
-            close()
-            f = None
-    except OSError as e:
-        raise UserError(f"cannot write temporary file in {directory}: {reason(e)}") from None
-    finally:
-        if f is not None:
-            f.close()
-    return paths
-
-
-def chunk_refs(path: str) -> Iterator[Tuple[str, int, int]]:
-    """(staging file, offset, length) of each chunk in one staging file."""
-    with fileio.open_file(path + ".idx", "rb") as f:
-        index = np.frombuffer(f.read(), np.int64).reshape(-1, 2)
-    for offset, length in index.tolist():
-        yield path, offset, length
-
-
-def load_chunk(ref: Tuple[str, int, int]):
-    """The chunk staged at `ref`."""
-    path, offset, length = ref
-    with fileio.open_file(path, "rb") as f:
-        f.seek(offset)
-        return pickle.loads(zlib.decompress(f.read(length)))
-
-
-def read_chunks(p, staging_paths: Sequence[str]):
-    """PCollection of chunk refs, spread over the workers."""
-    return (p | "StagingFiles" >> beam.Create(list(staging_paths))
-            | "ChunkRefs" >> beam.FlatMap(chunk_refs)
-            | "SpreadChunks" >> beam.Reshuffle())
 
 
 def write_part(directory: str, shard: int, bucket: int,

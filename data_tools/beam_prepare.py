@@ -1,31 +1,37 @@
 """The prepare-corpus job as an Apache Beam pipeline (`--beam_pipeline_options`).
 
-Writes the same bytes as `data_tools.prepare_job.run`: the launcher stages
-`raw_corpus.iter_chunks`' chunks (`data_tools.beam_io`); workers run
-`prepare_job.process_chunk` on each. With --dedup, the first occurrence of each document hash
-in (chunk, position) order is kept, as the local run keeps the first it reads: a
+Writes the same bytes as `data_tools.prepare_job.run`: the launcher plans the splits from
+file sizes alone (`raw_corpus.plan`, the local runner's plan) and runs the start of the first
+chunk itself, so that a missing --text_field fails before the pipeline; it reads nothing
+else of the corpus, so its work does not grow with it. Workers read their own splits
+(`Create(splits) | Reshuffle | ParDo`) and run `prepare_job.process_chunk` on each chunk;
+per-file counts go to counters by file index. With --dedup, the first occurrence of each
+document hash in (chunk, position) order is kept, as the local run keeps the first it reads: a
 `CombinePerKey(min)` over the hashes. The kept documents are numbered in corpus order from
 the kept count of every chunk (a side input of one int per chunk), so document k goes to
-shard k mod N as locally. Each shard's text is grouped by (shard, range of chunks) into
+shard k mod N as locally. Each shard's text is grouped by (shard, range of splits) into
 groups of about 64 MB, written as part files in chunk order and concatenated per shard.
 
-Memory per worker: one chunk and its result, one group (~64 MB of text), and the per-chunk
-kept counts (8 bytes per chunk), plus Beam's own buffers.
+Warnings say "path:line" in a split at the start of a file; a worker reading a later split
+does not know the lines before it and says "path, line n from byte b".
+
+Memory per worker: one chunk and its result, one group (~64 MB of text; more when one
+compressed file holds more than that of a shard's text), and the per-chunk kept counts (16
+bytes per chunk), plus Beam's own buffers.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 import numpy as np
 from absl import logging
 
-from bert_tf import fileio
 from bert_tf.errors import UserError
 from data_tools import beam_io as bp
-from data_tools import prepare_job, raw_corpus
+from data_tools import prepare_job, raw_corpus, splits
 from data_tools.beam_io import NAMESPACE, beam
 
 _GROUP_BYTES = 64 << 20  # text per (shard, chunk range) group
@@ -34,7 +40,8 @@ _COUNTERS = ("documents", "sentences", "empty", "short", "duplicates", "json_ok"
 
 
 class _Process(beam.DoFn):
-    """chunk ref -> (chunk index, ChunkResult) with the chunk's counters."""
+    """split -> (chunk index, ChunkResult) for each of its chunks, read by this worker; the
+    counts go to counters (the split's lines, text bytes and invalid UTF-8 per file)."""
 
     def __init__(self, config: prepare_job.PrepareConfig):
         self.config = config
@@ -42,13 +49,24 @@ class _Process(beam.DoFn):
     def setup(self) -> None:
         self.counters = {n: beam.metrics.Metrics.counter(NAMESPACE, n) for n in _COUNTERS}
 
-    def process(self, ref):
-        result = prepare_job.process_chunk(bp.load_chunk(ref), self.config)
-        for message in result.warnings:
-            logging.warning("%s", message)
-        for name in ("empty", "short", "json_ok", "json_broken"):
-            self.counters[name].inc(getattr(result, name))
-        yield result.index, result
+    def process(self, split: splits.Split):
+        config = self.config
+        stats = raw_corpus.ReadStats()
+        for chunk in raw_corpus.split_chunks(split, config.input_format, config.document_per,
+                                             config.chunk_bytes, stats):
+            try:
+                result = prepare_job.process_chunk(chunk, config)
+            except prepare_job.LocatedError as e:  # worded here: the runner reports a
+                raise UserError(str(e)) from None  # UserError's line (`beam_io.execute`)
+            for message in result.messages(config.input_files):
+                logging.warning("%s", message)
+            for name in ("empty", "short", "json_ok", "json_broken"):
+                self.counters[name].inc(getattr(result, name))
+            yield result.index, result
+        for name, value in (("lines", stats.lines), ("text_bytes", stats.text_bytes),
+                            (f"bad_utf8_{split.file_index}", stats.bad_utf8)):
+            if value:
+                beam.metrics.Metrics.counter(NAMESPACE, name).inc(value)
 
 
 def _hashes(item):
@@ -78,9 +96,9 @@ def _keep(item, dedup: bool):
 class _Deal(beam.DoFn):
     """(chunk, documents, counts) -> ((shard, chunk group), (chunk, text of the shard))."""
 
-    def __init__(self, num_shards: int, chunks_per_group: int):
+    def __init__(self, num_shards: int, splits_per_group: int):
         self.num_shards = num_shards
-        self.chunks_per_group = chunks_per_group
+        self.splits_per_group = splits_per_group
 
     def setup(self) -> None:
         self.offsets = None
@@ -89,14 +107,13 @@ class _Deal(beam.DoFn):
 
     def process(self, item, kept_counts):
         if self.offsets is None:  # documents kept before each chunk, once per worker
-            counts = dict(kept_counts)
-            n = max(counts) + 1 if counts else 0
-            per_chunk = np.array([counts.get(i, 0) for i in range(n)], np.int64)
-            self.offsets = np.cumsum(per_chunk) - per_chunk
+            pairs = np.array(sorted(kept_counts), np.int64).reshape(-1, 2)
+            self.chunks = pairs[:, 0]
+            self.offsets = np.cumsum(pairs[:, 1]) - pairs[:, 1]
         index, docs, counts = item
         self.documents.inc(len(docs))
         self.sentences.inc(sum(counts))
-        first = int(self.offsets[index])
+        first = int(self.offsets[np.searchsorted(self.chunks, index)])
         out: List[List[str]] = [[] for _ in range(self.num_shards)]
         for k, document in enumerate(docs, first):
             # A blank line between documents, none before a shard's first.
@@ -104,7 +121,7 @@ class _Deal(beam.DoFn):
                                             else "\n" + document)
         for shard, parts in enumerate(out):
             if parts:
-                yield ((shard, index // self.chunks_per_group),
+                yield ((shard, (index >> 32) // self.splits_per_group),
                        (index, "".join(parts).encode("utf-8")))
 
 
@@ -127,33 +144,29 @@ def run(config: prepare_job.PrepareConfig, options: str) -> prepare_job.PrepareS
         output_files=tuple(map(bp.absolute, config.output_files)))
     outputs = list(config.output_files)
     opts = bp.pipeline_options(options, list(config.input_files) + outputs)
-    total_bytes = sum(fileio.size(p) for p in config.input_files)
-    logging.info("Beam: reading %d input file(s), %.1f MB (%s); writing %d shard(s)",
-                 len(config.input_files), total_bytes / 1e6, config.input_format,
-                 len(outputs))
+    # The launcher reads file sizes and the start of the first chunk only.
+    split_plan, sizes = raw_corpus.plan(config.input_files, config.input_format,
+                                        config.document_per, config.chunk_bytes)
+    logging.info("Beam: reading %d input file(s), %.1f MB (%s) in %d split(s); writing %d "
+                 "shard(s)", len(config.input_files), sum(sizes) / 1e6, config.input_format,
+                 len(split_plan), len(outputs))
     temps = bp.prepare_outputs(outputs)
     staging = ""
-    stats = raw_corpus.ReadStats()
     try:
         staging = bp.staging_dir("", outputs[0])
-        chunks = raw_corpus.iter_chunks(config.input_files, config.input_format,
-                                        config.document_per, config.chunk_bytes, stats)
-        first_warnings: List[str] = []
-        staged = bp.stage_chunks(_checked(chunks, config, first_warnings), staging)
-        logging.info("staged %.1f MB of text in %d file(s) in %.1f s", stats.text_bytes / 1e6,
-                     len(staged), time.monotonic() - start)
+        first_warnings = _try_first_chunk(split_plan, config)
         counters: Dict[str, int] = {}
-        if staged:
-            counters = bp.execute(_build(beam.Pipeline(options=opts), config, staged,
+        if first_warnings is not None:
+            counters = bp.execute(_build(beam.Pipeline(options=opts), config, split_plan,
                                          staging, temps))
         summary = prepare_job.PrepareSummary(
             **{name: counters.get(name, 0) for name in _COUNTERS if name != "json_ok"},
-            warnings=first_warnings)
+            warnings=list(first_warnings or []))
         # Success is what was written: a runner may report no metrics at all (then the
         # counts are unknown, not zero).
         written = sum(bp.written_bytes(t) for t in temps)
-        if counters or not staged:
-            prepare_job._check_something_written(config, stats, summary,
+        if counters or first_warnings is None:
+            prepare_job._check_something_written(config, raw_corpus.ReadStats(), summary,
                                                  counters.get("json_ok", 0))
         elif not written:
             raise UserError(f"no document to write from the {len(config.input_files)} input "
@@ -166,33 +179,60 @@ def run(config: prepare_job.PrepareConfig, options: str) -> prepare_job.PrepareS
     finally:
         if staging:
             bp.remove_tree(staging)
+    stats = raw_corpus.ReadStats(files=len(sizes), lines=counters.get("lines", 0),
+                                 bytes_read=sum(sizes),
+                                 text_bytes=counters.get("text_bytes", 0),
+                                 warnings=summary.warnings)
+    for i, path in enumerate(config.input_files):
+        if counters.get(f"bad_utf8_{i}"):
+            stats.bad_utf8 += counters[f"bad_utf8_{i}"]
+            raw_corpus.warn(stats, f"{path}: {counters[f'bad_utf8_{i}']} invalid UTF-8 byte "
+                            "sequence(s) replaced by U+FFFD")
     summary.text_bytes = stats.text_bytes
     summary.seconds = time.monotonic() - start
-    summary.warnings = list(stats.warnings)
     if counters:
         logging.info("Beam: %s", summary.describe(len(outputs)))
     else:  # never "0 documents" beside complete shards
         logging.warning("the Beam runner reported no metrics: the outputs are complete, the "
                         "counts are not available")
-        logging.info("Beam: wrote %d shard(s), %.1f MB, from %.1f MB of text in %.1f s; %d "
-                     "warning(s)", len(outputs), written / 1e6, summary.text_bytes / 1e6,
+        logging.info("Beam: wrote %d shard(s), %.1f MB, from %.1f MB of input in %.1f s; %d "
+                     "warning(s)", len(outputs), written / 1e6, sum(sizes) / 1e6,
                      summary.seconds, len(summary.warnings))
     return summary
 
 
-def _checked(chunks, config: prepare_job.PrepareConfig, warnings: List[str]):
-    """The chunks; the start of the first is processed here too, so a missing --text_field
-    (a worker's bad-input error) stops the job before the pipeline starts."""
-    for chunk in chunks:
-        if chunk.index == 0:
-            warnings += prepare_job.process_chunk(raw_corpus.Chunk(
-                0, chunk.items[:100], chunk.sources[:100], 0), config).warnings
-        yield chunk
+def _try_first_chunk(split_plan: List[splits.Split], config: prepare_job.PrepareConfig
+                     ) -> Optional[List[str]]:
+    """Processes the start of the job's first chunk here (jsonl), so that a missing
+    --text_field (a worker's bad-input error) stops the job before the pipeline starts;
+    returns its warnings, or None when no split holds a document (nothing to run)."""
+    stats = raw_corpus.ReadStats()
+    if config.input_format == raw_corpus.FORMAT_TEXT:
+        # No text fails on a worker: only whether there is any is checked, up to the first
+        # non-blank line (with --document_per=file a first document can be a whole file).
+        found = any(next(raw_corpus.split_items(split, raw_corpus.FORMAT_TEXT,
+                                                raw_corpus.PER_LINE, stats), None)
+                    for split in split_plan)
+        return [] if found else None
+    for split in split_plan:
+        chunk = next(raw_corpus.split_chunks(split, config.input_format, config.document_per,
+                                             config.chunk_bytes, stats), None)
+        if chunk is not None:
+            head = dataclasses.replace(chunk, items=chunk.items[:100],
+                                       sources=chunk.sources[:100])
+            result = prepare_job.process_chunk(head, config)
+            messages = result.messages(config.input_files)
+            for message in messages:
+                logging.warning("%s", message)
+            return messages
+    return None
 
 
-def _build(p, config: prepare_job.PrepareConfig, staged: List[str], staging: str,
-           temps: List[str]):
-    results = bp.read_chunks(p, staged) | "Process" >> beam.ParDo(_Process(config))
+def _build(p, config: prepare_job.PrepareConfig, split_plan: List[splits.Split],
+           staging: str, temps: List[str]):
+    results = (p | "Splits" >> beam.Create(split_plan)
+               | "SpreadSplits" >> beam.Reshuffle()
+               | "Process" >> beam.ParDo(_Process(config)))
     kept = p | "NoDedup" >> beam.Create([])
     if config.dedup:
         kept = (results | "Hashes" >> beam.FlatMap(_hashes)
@@ -203,9 +243,9 @@ def _build(p, config: prepare_job.PrepareConfig, staged: List[str], staging: str
                  | "Keep" >> beam.Map(_keep, config.dedup))
     kept_counts = documents | "KeptCounts" >> beam.Map(lambda t: (t[0], len(t[1])))
     num_shards = len(temps)
-    chunks_per_group = max(1, _GROUP_BYTES * num_shards // config.chunk_bytes)
+    splits_per_group = max(1, _GROUP_BYTES * num_shards // config.chunk_bytes)
     parts = (documents
-             | "Deal" >> beam.ParDo(_Deal(num_shards, chunks_per_group),
+             | "Deal" >> beam.ParDo(_Deal(num_shards, splits_per_group),
                                     beam.pvalue.AsList(kept_counts))
              | "GroupChunks" >> beam.GroupByKey()
              | "WriteGroups" >> beam.Map(_write_group, staging))

@@ -261,7 +261,7 @@ def split_chunks(split: splits.Split, chunk_bytes: int, stats: CorpusStats
     for number, docs in ranges:
         yield from _range_chunks(docs, split.file_index, number, chunk_bytes, stats)
     read, bad = ((quiet.bytes_read, quiet.bad_utf8.get(split.path, 0)) if split.end < 0
-                 else (counts.input_bytes, counts.bad_utf8))
+                 else (counts.input_bytes, counts.range_bad))  # past the range: the next split's
     stats.bytes_read += read
     if bad:  # worded once per file by `CorpusStats.finish`
         stats.bad_utf8[split.path] = stats.bad_utf8.get(split.path, 0) + bad

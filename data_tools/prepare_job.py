@@ -1,15 +1,21 @@
 """The prepare-corpus job: raw documents -> one sentence per line, a blank line between them.
 
-The parent streams the inputs into chunks of whole documents (`data_tools.raw_corpus`); a
-pool of workers parses JSON, splits sentences (`data_tools.sentences`), drops empty and
-short documents and hashes the rest; the parent consumes the results in chunk order, drops
-exact duplicates (--dedup) and deals the documents to the output shards in turn (document
-k to shard k mod N). Nothing depends on the number of workers or the chunk size, so the
-output is byte-identical for any --num_workers.
+The parent plans the splits of the input from file sizes alone (`data_tools.raw_corpus.plan`)
+and reads no text: each worker reads its own splits (`raw_corpus.split_chunks`: every
+document is read by exactly one split), parses JSON, splits sentences
+(`data_tools.sentences`), drops empty and short documents and hashes the rest. The parent
+consumes the results in split order, adds up the per-file counts (line numbers in messages
+are made the file's from the line counts of the splits before), drops exact duplicates
+(--dedup) and deals the documents to the output shards in turn (document k to shard k mod
+N). Documents in split order are the corpus's, so the output is byte-identical for any
+--num_workers and --chunk_mb.
 
-Memory: a few chunks in flight, and with --dedup 8 bytes per distinct document (64-bit
-BLAKE2b hashes in sorted arrays; two distinct documents share a hash with probability
-about n^2 / 2^65, 3e-4 for n = 100 million).
+A compressed file, and a file with --document_per=file, is one split, read by one worker:
+give several files to use several workers on them.
+
+Memory: a few splits' results in flight (a split is --chunk_mb of input; a whole file's
+results past 64 MB wait in a file on local disk: `data_tools.split_results`), and with
+--dedup 8 bytes per distinct document (`data_tools.seen_hashes`).
 """
 
 from __future__ import annotations
@@ -17,15 +23,18 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import shutil
+import tempfile
 import time
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 from absl import logging
 
-from bert_tf import fileio
 from bert_tf.errors import UserError
-from data_tools import parallel, raw_corpus, sentences, tfrecord_writer
+from data_tools import parallel, raw_corpus, sentences, splits, tfrecord_writer
+from data_tools.seen_hashes import SeenHashes
+from data_tools.split_results import SplitResult, process_split
 
 _MAX_WARNINGS = 5  # broken JSON lines reported one by one; the rest are counted
 
@@ -96,7 +105,9 @@ class ChunkResult:
         hashes: `[len(documents)]` uint64 hashes of the documents (with dedup), else None.
         empty, short: documents dropped for having no sentence, or too few / too short.
         json_ok, json_broken: JSON lines parsed, and skipped as broken.
-        warnings: the first few messages about broken JSON lines.
+        warnings: the first few broken JSON lines: (source, message after the location),
+            the source as in `raw_corpus.Chunk.sources` (`message` words them).
+        line_base, split_start: the chunk's (`raw_corpus.Chunk`), to locate its sources.
     """
 
     index: int
@@ -107,14 +118,51 @@ class ChunkResult:
     short: int = 0
     json_ok: int = 0
     json_broken: int = 0
-    warnings: List[str] = dataclasses.field(default_factory=list)
+    warnings: List[Tuple[Tuple[int, int], str]] = dataclasses.field(default_factory=list)
+    line_base: Optional[int] = 0
+    split_start: int = 0
+
+    def messages(self, files: Sequence[str], line_base: Optional[int] = None) -> List[str]:
+        """The warnings worded, located with `line_base` (the lines of the file before the
+        chunk's split) when given, else with what the chunk knew."""
+        base = self.line_base if line_base is None else line_base
+        return [f"{where(files, source, base, self.split_start)}: {text}"
+                for source, text in self.warnings]
 
 
-def _text_of(line: str, where: str, field: str, result: ChunkResult) -> Optional[str]:
+def where(files: Sequence[str], source: Tuple[int, int], line_base: Optional[int],
+          split_start: int) -> str:
+    """"path:line" for an item's source; "path, line n from byte b" when the lines before
+    its split are not known (a Beam worker reading a split inside a file)."""
+    file_index, line = source
+    if line_base is not None:
+        return f"{files[file_index]}:{line_base + line}"
+    return f"{files[file_index]}, line {line} from byte {split_start}"
+
+
+class LocatedError(UserError):
+    """A bad-input error at a source line, worded again once the split's line base is
+    known (`at`)."""
+
+    def __init__(self, template: str, files: Sequence[str], source: Tuple[int, int],
+                 line_base: Optional[int], split_start: int):
+        super().__init__(template.format(where=where(files, source, line_base, split_start)))
+        self.details = (template, tuple(files), source, line_base, split_start)
+
+    def __reduce__(self):  # to cross the worker pipe with its details
+        return LocatedError, self.details
+
+    def at(self, line_base: int) -> UserError:
+        template, files, source, _, split_start = self.details
+        return UserError(template.format(where=where(files, source, line_base, split_start)))
+
+
+def _text_of(line: str, source: Tuple[int, int], chunk: raw_corpus.Chunk,
+             config: "PrepareConfig", result: ChunkResult) -> Optional[str]:
     """The text of one JSON line; None (counted, and a warning) when the line is broken.
 
     Raises:
-        UserError: the object has no `field`, or it is not a string.
+        LocatedError: the object has no --text_field, or it is not a string.
     """
     try:
         obj = json.loads(line)
@@ -123,21 +171,29 @@ def _text_of(line: str, where: str, field: str, result: ChunkResult) -> Optional
     except ValueError as e:  # json.JSONDecodeError is a ValueError
         result.json_broken += 1
         if len(result.warnings) < _MAX_WARNINGS:
-            result.warnings.append(f"{where}: broken JSON line skipped "
-                                   f"({getattr(e, 'msg', None) or e})")
+            result.warnings.append((source, "broken JSON line skipped "
+                                    f"({getattr(e, 'msg', None) or e})"))
         return None
     result.json_ok += 1
-    if field not in obj:
-        fields = ", ".join(list(obj)[:10]) or "none"
-        raise UserError(f"--text_field={field!r}: no such field in {where} (its fields: "
-                        f"{fields})")
-    text = obj[field]
-    if text is None:
-        return ""
-    if not isinstance(text, str):
-        raise UserError(f"--text_field={field!r} in {where} is a JSON "
-                        f"{type(text).__name__}, not a string")
-    return text
+    field = _literal(repr(config.text_field))
+    if config.text_field not in obj:
+        fields = _literal(", ".join(list(obj)[:10]) or "none")
+        template = f"--text_field={field}: no such field in {{where}} (its fields: {fields})"
+    else:
+        text = obj[config.text_field]
+        if text is None:
+            return ""
+        if isinstance(text, str):
+            return text
+        template = (f"--text_field={field} in {{where}} is a JSON {type(text).__name__}, "
+                    "not a string")
+    raise LocatedError(template, config.input_files, source, chunk.line_base,
+                       chunk.split_start)
+
+
+def _literal(text: str) -> str:
+    """`text` as a literal part of a str.format template."""
+    return text.replace("{", "{{").replace("}", "}}")
 
 
 def process_chunk(chunk: raw_corpus.Chunk, config: PrepareConfig) -> ChunkResult:
@@ -146,14 +202,14 @@ def process_chunk(chunk: raw_corpus.Chunk, config: PrepareConfig) -> ChunkResult
     Raises:
         UserError: a JSON object without --text_field (or a non-string one).
     """
-    result = ChunkResult(chunk.index, [], [], None)
+    result = ChunkResult(chunk.index, [], [], None, line_base=chunk.line_base,
+                         split_start=chunk.split_start)
     jsonl = config.input_format == raw_corpus.FORMAT_JSONL
     digests = []
-    for item, (file_index, line) in zip(chunk.items, chunk.sources):
+    for item, source in zip(chunk.items, chunk.sources):
         text = item
         if jsonl:
-            where = f"{config.input_files[file_index]}:{line}"
-            text = _text_of(item, where, config.text_field, result)
+            text = _text_of(item, source, chunk, config, result)
             if text is None:
                 continue
         found = sentences.split_document(text, config.language)
@@ -172,39 +228,6 @@ def process_chunk(chunk: raw_corpus.Chunk, config: PrepareConfig) -> ChunkResult
     if config.dedup:
         result.hashes = np.frombuffer(b"".join(digests), dtype="<u8")
     return result
-
-
-class SeenHashes:
-    """A set of 64-bit hashes in sorted arrays of geometric sizes (8 bytes per hash).
-
-    Adding a batch sorts it into a new array, then merges the newest arrays while the last
-    is at least as large as the one before, so there are about log2(n) arrays and each hash
-    is copied about log2(n) times in all.
-    """
-
-    def __init__(self) -> None:
-        self._levels: List[np.ndarray] = []
-
-    def __len__(self) -> int:
-        return sum(len(level) for level in self._levels)
-
-    def add_new(self, hashes: np.ndarray) -> np.ndarray:
-        """Adds a batch; returns `[len(hashes)]` bool: True where a hash was not seen before
-        (in earlier batches, or earlier in this one)."""
-        hashes = np.asarray(hashes, dtype=np.uint64)
-        new = np.zeros(len(hashes), dtype=bool)
-        if not len(hashes):
-            return new
-        new[np.unique(hashes, return_index=True)[1]] = True
-        for level in self._levels:
-            at = np.minimum(np.searchsorted(level, hashes), len(level) - 1)
-            new &= level[at] != hashes
-        if new.any():
-            self._levels.append(np.sort(hashes[new]))
-        while len(self._levels) > 1 and len(self._levels[-1]) >= len(self._levels[-2]):
-            last = self._levels.pop()
-            self._levels[-1] = np.sort(np.concatenate([self._levels[-1], last]), kind="stable")
-        return new
 
 
 @dataclasses.dataclass
@@ -239,8 +262,30 @@ def _init_worker(config: PrepareConfig) -> None:
     _WORKER["config"] = config
 
 
-def _worker_task(chunk: raw_corpus.Chunk) -> ChunkResult:
-    return process_chunk(chunk, _WORKER["config"])
+def _worker_task(split: splits.Split, spill_dir: str) -> SplitResult:
+    return process_split(split, _WORKER["config"], process_chunk, spill_dir)
+
+
+def _split_results(config: PrepareConfig, split_plan: Sequence[splits.Split], spill_dir: str
+                   ) -> Iterator[Tuple[splits.Split, SplitResult, int]]:
+    """(split, its result, lines of its file before it) in split order, the splits read by
+    the workers (`split_results.process_split`); a located error is worded with its file's
+    line number."""
+    if config.num_workers <= 1:
+        results = (process_split(split, config, process_chunk, spill_dir)
+                   for split in split_plan)
+    else:
+        results = parallel.map_ordered(
+            _worker_task, ((split, spill_dir) for split in split_plan), config.num_workers,
+            _init_worker, (config,))
+    lines = [0] * len(config.input_files)
+    for split in split_plan:
+        try:
+            result = next(results)
+        except LocatedError as e:
+            raise e.at(lines[split.file_index]) from None
+        yield split, result, lines[split.file_index]
+        lines[split.file_index] += result.stats.lines
 
 
 def run(config: PrepareConfig) -> PrepareSummary:
@@ -251,48 +296,57 @@ def run(config: PrepareConfig) -> PrepareSummary:
             broken, every document dropped, or an unwritable output.
     """
     start = time.monotonic()
-    total_bytes = max(sum(fileio.size(p) for p in config.input_files), 1)
-    logging.info("reading %d input file(s), %.1f MB (%s); writing %d shard(s); %d worker(s)",
-                 len(config.input_files), total_bytes / 1e6, config.input_format,
-                 len(config.output_files), config.num_workers)
-    stats = raw_corpus.ReadStats()
+    split_plan, sizes = raw_corpus.plan(config.input_files, config.input_format,
+                                        config.document_per, config.chunk_bytes)
+    total_bytes = max(sum(sizes), 1)
+    logging.info("reading %d input file(s), %.1f MB (%s) in %d split(s); writing %d "
+                 "shard(s); %d worker(s)", len(config.input_files), total_bytes / 1e6,
+                 config.input_format, len(split_plan), len(config.output_files),
+                 config.num_workers)
+    stats = raw_corpus.ReadStats(files=len(config.input_files))
     summary = PrepareSummary()
+    spill_dir = tempfile.mkdtemp(prefix="prepare-corpus-")  # local disk, for whole files
+    try:
+        _write_all(config, split_plan, spill_dir, stats, summary, total_bytes, start)
+    finally:
+        shutil.rmtree(spill_dir, ignore_errors=True)
+    summary.text_bytes = stats.text_bytes
+    summary.seconds = time.monotonic() - start
+    if summary.json_broken > len(summary.warnings):
+        raw_corpus.warn(stats, f"{summary.json_broken} broken JSON line(s) skipped in all")
+    summary.warnings = list(stats.warnings)
+    logging.info("%s", summary.describe(len(config.output_files)))
+    return summary
+
+
+def _write_all(config: PrepareConfig, split_plan: Sequence[splits.Split], spill_dir: str,
+               stats: raw_corpus.ReadStats, summary: PrepareSummary, total_bytes: int,
+               start: float) -> None:
+    """Consumes the splits' results in order and writes the shards (atomically)."""
+    bad_utf8 = [0] * len(config.input_files)
+    last_split = {split.file_index: split.index for split in split_plan}
     seen = SeenHashes() if config.dedup else None
     shards = len(config.output_files)
     last_progress = start
-    chunks = raw_corpus.iter_chunks(config.input_files, config.input_format,
-                                    config.document_per, config.chunk_bytes, stats)
-    if config.num_workers <= 1:
-        results = (process_chunk(chunk, config) for chunk in chunks)
-    else:
-        results = parallel.map_ordered(_worker_task, ((chunk,) for chunk in chunks),
-                                       config.num_workers, _init_worker, (config,))
     json_ok = 0
     with tfrecord_writer.ShardedWriter(config.output_files) as writer:
-        for result in results:
-            for message in result.warnings:
-                if len(summary.warnings) < _MAX_WARNINGS:
-                    raw_corpus.warn(stats, message)
-                    summary.warnings.append(message)
-            json_ok += result.json_ok
-            summary.json_broken += result.json_broken
-            summary.empty += result.empty
-            summary.short += result.short
-            keep = (seen.add_new(result.hashes) if seen is not None
-                    else np.ones(len(result.documents), dtype=bool))
-            summary.duplicates += int((~keep).sum())
-            out: List[List[str]] = [[] for _ in range(shards)]
-            for document, count, kept in zip(result.documents, result.sentence_counts, keep):
-                if kept:
-                    shard = summary.documents % shards
-                    # A blank line between documents, none before a shard's first.
-                    out[shard].append(document if summary.documents < shards
-                                      else "\n" + document)
-                    summary.documents += 1
-                    summary.sentences += count
-            for shard, parts in enumerate(out):
-                if parts:
-                    writer.write(shard, "".join(parts).encode("utf-8"))
+        for split, split_result, line_base in _split_results(config, split_plan, spill_dir):
+            read = split_result.stats
+            stats.lines += read.lines
+            stats.bytes_read += read.bytes_read
+            stats.text_bytes += read.text_bytes
+            bad_utf8[split.file_index] += read.bad_utf8
+            for result in split_result.chunk_results():
+                for message in result.messages(config.input_files, line_base):
+                    if len(summary.warnings) < _MAX_WARNINGS:
+                        raw_corpus.warn(stats, message)
+                        summary.warnings.append(message)
+                json_ok += result.json_ok
+                _write(writer, result, seen, shards, summary)
+            if last_split[split.file_index] == split.index and bad_utf8[split.file_index]:
+                stats.bad_utf8 += bad_utf8[split.file_index]
+                raw_corpus.warn(stats, f"{split.path}: {bad_utf8[split.file_index]} invalid "
+                                "UTF-8 byte sequence(s) replaced by U+FFFD")
             now = time.monotonic()
             if config.progress_seconds > 0 and now - last_progress >= config.progress_seconds:
                 last_progress = now
@@ -301,13 +355,28 @@ def run(config: PrepareConfig) -> PrepareSummary:
                              summary.documents, summary.sentences,
                              stats.text_bytes / 1e6 / max(now - start, 1e-9))
         _check_something_written(config, stats, summary, json_ok)
-    summary.text_bytes = stats.text_bytes
-    summary.seconds = time.monotonic() - start
-    if summary.json_broken > len(summary.warnings):
-        raw_corpus.warn(stats, f"{summary.json_broken} broken JSON line(s) skipped in all")
-    summary.warnings = list(stats.warnings)
-    logging.info("%s", summary.describe(shards))
-    return summary
+
+
+def _write(writer: tfrecord_writer.ShardedWriter, result: ChunkResult,
+           seen: Optional[SeenHashes], shards: int, summary: PrepareSummary) -> None:
+    """Counts one chunk's result, drops its duplicates and deals its documents in turn."""
+    summary.json_broken += result.json_broken
+    summary.empty += result.empty
+    summary.short += result.short
+    keep = (seen.add_new(result.hashes) if seen is not None
+            else np.ones(len(result.documents), dtype=bool))
+    summary.duplicates += int((~keep).sum())
+    out: List[List[str]] = [[] for _ in range(shards)]
+    for document, count, kept in zip(result.documents, result.sentence_counts, keep):
+        if kept:
+            shard = summary.documents % shards
+            # A blank line between documents, none before a shard's first.
+            out[shard].append(document if summary.documents < shards else "\n" + document)
+            summary.documents += 1
+            summary.sentences += count
+    for shard, parts in enumerate(out):
+        if parts:
+            writer.write(shard, "".join(parts).encode("utf-8"))
 
 
 def _check_something_written(config: PrepareConfig, stats: raw_corpus.ReadStats,

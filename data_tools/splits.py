@@ -11,10 +11,15 @@ Two kinds of ownership, as Hadoop splits text:
 - lines (`range_blocks`, for `build_vocab`): a range owns the lines whose first byte lies in
   it: it begins at the first line that starts at or after its offset and ends with the line
   that runs past its end;
-- documents (`split_documents`, for `create_pretraining_data`; a blank line between
-  documents, the end of a file also ends one): a split owns the documents whose first line
-  starts in its range. It skips the end of a document begun before its offset, and reads
-  past its end to finish its last document. So every document is read by exactly one split.
+- documents (`split_documents`, for `create_pretraining_data`, and `prepare_corpus`'s
+  --document_per=blank_line; a blank line between documents, the end of a file also ends
+  one): a split owns the documents whose first line starts in its range. It skips the end of
+  a document begun before its offset, and reads past its end to finish its last document.
+  So every document is read by exactly one split.
+
+`split_lines` is the one reader of a plain split (decoded lines, the BOM and UTF-8 rules of
+`data_tools.text_files`); it counts the lines, bytes and invalid sequences the range owns, so
+per-file counts add up exactly over the splits.
 """
 
 from __future__ import annotations
@@ -87,8 +92,10 @@ def _head(path: str) -> Tuple[bool, int]:
                     if not packed and head.startswith(text_files.BOM_UTF8) else 0)
 
 
-def plan(files: Sequence[str], split_bytes: int) -> Tuple[List[Split], List[int]]:
-    """The splits of `files`, and the file sizes.
+def plan(files: Sequence[str], split_bytes: int, whole_files: bool = False
+         ) -> Tuple[List[Split], List[int]]:
+    """The splits of `files`, and the file sizes; with `whole_files` every file is one split
+    (a document per file), as a compressed file always is.
 
     Raises:
         UserError: a file cannot be read.
@@ -107,7 +114,7 @@ def plan(files: Sequence[str], split_bytes: int) -> Tuple[List[Split], List[int]
         except Exception as e:  # OSError locally, tf.errors remotely
             raise UserError(f"cannot read input file {path}: {reason(e)}") from None
         sizes.append(size)
-        if packed:
+        if packed or (whole_files and size):
             splits.append(Split(len(splits), path, i, 0, -1, size))
             continue
         if size and (size - bom - 1) // split_bytes >= 1 << _RANGE_BITS:
@@ -157,16 +164,23 @@ def _after_blank_line(f, pos: int) -> bool:
 
 
 class Counts:
-    """What reading a split saw: bytes read as stored, invalid UTF-8 sequences replaced."""
+    """What reading a split saw: bytes read as stored and invalid UTF-8 sequences replaced
+    (both with the lines read past the range), and the lines, bytes and invalid sequences of
+    the lines the range owns (these add up to the file's over its splits)."""
 
     def __init__(self):
         self.input_bytes = 0
         self.bad_utf8 = 0
+        self.lines = 0
+        self.range_bytes = 0
+        self.range_bad = 0
 
 
-def split_lines(split: Split, counts: Counts) -> Iterator[Tuple[bool, str]]:
-    """(in range, line) for the lines of a plain split's range, then the lines after it to
-    the end of the file (a document begun in the range may run on; the caller stops)."""
+def split_lines(split: Split, counts: Counts, run_on: bool = True
+                ) -> Iterator[Tuple[bool, str]]:
+    """(in range, line) for the lines of a plain split's range (without the "\n"), then with
+    `run_on` the lines after it to the end of the file (a document begun in the range may run
+    on; the caller stops)."""
     try:
         f = fileio.open_file(split.path, "rb")
     except Exception as e:  # OSError locally, tf.errors remotely
@@ -176,8 +190,10 @@ def split_lines(split: Split, counts: Counts) -> Iterator[Tuple[bool, str]]:
         try:
             # Past the range, lines come in blocks of about 64 KB: usually the rest of one
             # document is all that is read there.
-            for in_range, blocks in ((True, range_blocks(f, split.start, split.end)),
-                                     (False, _rest(f, split.end))):
+            parts = [(True, range_blocks(f, split.start, split.end))]
+            if run_on:
+                parts.append((False, _rest(f, split.end)))
+            for in_range, blocks in parts:
                 for data in blocks:
                     counts.input_bytes += len(data)
                     text, bad = text_files.decode(data)
@@ -187,6 +203,10 @@ def split_lines(split: Split, counts: Counts) -> Iterator[Tuple[bool, str]]:
                     lines = text.split("\n")
                     if text.endswith("\n"):
                         lines.pop()
+                    if in_range:
+                        counts.range_bytes += len(data)
+                        counts.range_bad += bad
+                        counts.lines += len(lines)
                     for line in lines:
                         yield in_range, line
         except UserError:
@@ -209,16 +229,25 @@ def _rest(f, end: int) -> Iterator[bytes]:
         yield data
 
 
+def begins_in_document(split: Split) -> bool:
+    """Whether the first line a plain split owns continues a document begun before it (the
+    previous split reads that document to its end)."""
+    if split.start <= 0:
+        return False
+    try:
+        with fileio.open_file(split.path, "rb") as f:
+            f.seek(split.start - 1)
+            start = split.start - 1 + len(f.readline())
+            return not _after_blank_line(f, start)
+    except Exception as e:  # noqa: BLE001 - a read failure: one line
+        text_files.reraise(split.path, e)
+        raise
+
+
 def split_documents(split: Split, counts: Counts) -> Iterator[List[str]]:
     """The documents a plain split owns: lists of stripped, non-blank lines."""
     doc: List[str] = []
-    with fileio.open_file(split.path, "rb") as f:
-        # A split that begins inside a document skips it: the previous split reads it.
-        start = split.start
-        if start > 0:
-            f.seek(start - 1)
-            start = start - 1 + len(f.readline())
-        skipping = not _after_blank_line(f, start)
+    skipping = begins_in_document(split)
     for in_range, raw in split_lines(split, counts):
         line = raw.strip()
         if not line:

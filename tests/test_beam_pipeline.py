@@ -131,7 +131,7 @@ def test_bad_input_fails_with_one_line_before_the_pipeline(tmp_path, google_voca
                                    f"--output_file={tmp_path / 'out' / 'c.txt'}",
                                    f"--beam_pipeline_options={DIRECT}"], repo_root)
     assert "--text_field='text': no such field" in _error_line(proc)
-    assert "staged" not in proc.stderr  # stopped while staging, before the pipeline
+    assert "[while running" not in proc.stderr  # failed in the launcher, not on a worker
     assert not os.path.exists(out.parent) or not os.listdir(out.parent)
 
 
@@ -221,7 +221,9 @@ def test_a_shard_whose_temporary_file_the_launcher_removed_is_not_written_again(
 def test_prepare_corpus_succeeds_from_its_outputs_when_the_runner_reports_no_metrics(
         tmp_path, corpus_lines, monkeypatch, caplog):
     src = _small_corpus(tmp_path, corpus_lines, 400)
-    config = dict(input_files=(str(src),), dedup=True, num_workers=1, progress_seconds=0)
+    # Splits of 3 KB: blank-line documents cross split boundaries.
+    config = dict(input_files=(str(src),), dedup=True, num_workers=1, progress_seconds=0,
+                  chunk_bytes=3000)
     prepare_job.run(prepare_job.PrepareConfig(output_files=(str(tmp_path / "local"),),
                                               **config))
     monkeypatch.setattr(beam_io, "read_counters", lambda result: {})
@@ -273,3 +275,41 @@ def test_an_interrupt_while_the_job_is_submitted_says_it_may_run(caplog):
         beam_io.execute(Pipeline())
     assert "interrupted while the Beam job was being submitted: if the runner has started " \
         "it, cancel it there" in caplog.text
+
+
+def test_prepare_corpus_workers_locate_lines_and_count_bad_bytes_of_their_splits(
+        tmp_path, caplog):
+    """A split inside a file: its worker says "line n from byte b"; a bad --text_field there
+    fails on the worker with that line; invalid UTF-8 is counted per file from counters."""
+    lines = [json.dumps({"text": f"Document {i}. It has two sentences."}) for i in range(60)]
+    lines[40] = '{"text": "broken'
+    src = tmp_path / "in.jsonl"
+    src.write_bytes(("\n".join(lines) + "\n").encode() + b'{"text": "bad \xff byte."}\n')
+    config = dict(input_files=(str(src),), input_format="jsonl", chunk_bytes=1000,
+                  num_workers=1, progress_seconds=0)
+    local = prepare_job.run(prepare_job.PrepareConfig(
+        output_files=(str(tmp_path / "local"),), **config))
+    summary = beam_prepare.run(prepare_job.PrepareConfig(
+        output_files=(str(tmp_path / "beam"),), **config), "--runner=DirectRunner")
+    assert (tmp_path / "beam").read_bytes() == (tmp_path / "local").read_bytes()
+    assert summary.documents == local.documents == 60
+    assert summary.text_bytes == local.text_bytes == src.stat().st_size
+    bad = f"{src}: 1 invalid UTF-8 byte sequence(s) replaced by U+FFFD"
+    assert bad in summary.warnings and bad in local.warnings
+    assert f"{src}:41: broken JSON line skipped" in local.warnings[0]
+    offset = 1000 * (len("\n".join(lines[:40])) // 1000)  # the split holding line 41
+    assert f"{src}, line " in caplog.text and f"from byte {offset}: broken JSON" in caplog.text
+    lines[50] = json.dumps({"body": "x"})
+    src.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(beam_io.UserError, match=rf"no such field in {src}, line \d+ from "
+                                                r"byte \d+ \(its fields: body\)"):
+        beam_prepare.run(prepare_job.PrepareConfig(
+            output_files=(str(tmp_path / "beam2"),), **config), "--runner=DirectRunner")
+    # Blank text only, in many splits: the launcher reads them all and says so.
+    blank = tmp_path / "blank.txt"
+    blank.write_text(" \n\n\t\n" * 500)
+    with pytest.raises(beam_io.UserError, match=r"^no text in the 1 input file\(s\)"):
+        beam_prepare.run(prepare_job.PrepareConfig(
+            input_files=(str(blank),), output_files=(str(tmp_path / "beam3"),),
+            chunk_bytes=100), "--runner=DirectRunner")
+    assert sorted(os.listdir(tmp_path)) == ["beam", "blank.txt", "in.jsonl", "local"]

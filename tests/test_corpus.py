@@ -153,7 +153,8 @@ def test_compressed_and_bom_files_give_the_plain_files_chunks(tmp_path):
     docs = [[f"d{i} l{j} é" + "x" * int(rng.integers(0, 60)) for j in range(rng.integers(1, 12))]
             for i in range(30)]
     text = "".join("\n".join(d) + ("\n\n", "\n  \n", "\r\n\r\n")[i % 3]
-                   for i, d in enumerate(docs)).encode("utf-8").replace(b"x", b"\xff", 1)
+                   for i, d in enumerate(docs)).encode("utf-8").replace(b"xxxxx", b"xxxx\xff")
+    bad = text.count(b"\xff")  # each an invalid sequence of its own, counted once per file
     paths = {name: _write(tmp_path, name, data) for name, data in input_variants(text).items()}
     for chunk_bytes in (1, 5, 40, 300, 1 << 20):
         got = {}
@@ -163,4 +164,5 @@ def test_compressed_and_bom_files_give_the_plain_files_chunks(tmp_path):
                          for c in corpus.iter_chunks([path], chunk_bytes, stats)]
             got[name].append((stats.lines, stats.documents, stats.bad_utf8[path]))
         assert all(g == got["plain.txt"] for g in got.values()), chunk_bytes
+        assert got["plain.txt"][-1][2] == bad > 20
         assert len(got["plain.txt"]) > (2 if chunk_bytes < 1000 else 1)

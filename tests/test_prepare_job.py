@@ -1,7 +1,8 @@
-"""Tests for data_tools.prepare_job: filtering, JSON handling, the dedup hash set, sharding,
+"""Tests for data_tools.prepare_job: filtering, JSON handling, sharding,
 determinism across workers and chunk sizes, remote paths, and data_tools.parallel."""
 
 import dataclasses
+import json
 import os
 
 import numpy as np
@@ -9,7 +10,7 @@ import pytest
 
 from bert_tf.errors import UserError
 from data_tools import prepare_job, raw_corpus
-from data_tools.prepare_job import PrepareConfig, SeenHashes
+from data_tools.prepare_job import PrepareConfig
 
 
 def _chunk(items, index=0):
@@ -38,9 +39,11 @@ def test_process_chunk_json_broken_lines_missing_and_non_string_fields():
     result = prepare_job.process_chunk(_chunk(lines), config)
     assert result.documents == ["Hello there.\nBye.\n"] * 2
     assert (result.json_ok, result.json_broken, result.empty) == (3, 2, 1)
-    assert result.warnings[0].startswith("dump.jsonl:2: broken JSON line skipped (")
-    assert result.warnings[1] == "dump.jsonl:3: broken JSON line skipped (a JSON list, not " \
-                                 "an object)"
+    messages = result.messages(config.input_files)
+    assert messages[0].startswith("dump.jsonl:2: broken JSON line skipped (")
+    assert messages[1] == "dump.jsonl:3: broken JSON line skipped (a JSON list, not an object)"
+    # Lines counted from a split's start, worded with the lines of the file before it.
+    assert result.messages(config.input_files, 40)[0].startswith("dump.jsonl:42: broken")
     assert result.hashes.dtype == np.dtype("<u8") and result.hashes[0] == result.hashes[1]
     with pytest.raises(UserError, match=r"^--text_field='body': no such field in "
                                         r"dump\.jsonl:1 \(its fields: id, text\)$"):
@@ -49,22 +52,6 @@ def test_process_chunk_json_broken_lines_missing_and_non_string_fields():
     with pytest.raises(UserError, match=r"^--text_field='id' in dump\.jsonl:1 is a JSON int"):
         prepare_job.process_chunk(_chunk(['{"id": 7}']),
                                   dataclasses.replace(config, text_field="id"))
-
-
-def test_seen_hashes_matches_a_python_set_and_stays_compact():
-    rng = np.random.default_rng(0)
-    seen, reference = SeenHashes(), set()
-    for _ in range(300):
-        batch = rng.integers(0, 3000, size=rng.integers(0, 40)).astype(np.uint64)
-        batch[::7] = np.uint64(2**64 - 1 - int(rng.integers(0, 3)))  # high bit set too
-        new = seen.add_new(batch)
-        expected = []
-        for h in batch.tolist():
-            expected.append(h not in reference)
-            reference.add(h)
-        assert new.tolist() == expected
-    assert len(seen) == len(reference)
-    assert len(seen._levels) <= int(np.log2(len(reference))) + 1
 
 
 @pytest.mark.parametrize("field, message", [
@@ -124,13 +111,15 @@ def test_run_is_identical_for_any_workers_and_chunk_size(tmp_path, corpus_lines)
 
 
 def test_run_reads_and_writes_remote_paths(corpus_lines):
+    """ram:// goes through tf.io.gfile like gs://; its files live in this process's memory,
+    so the job runs here (worker processes read their own splits, which gs:// allows)."""
     import tensorflow as tf
     src = "ram://prepare_job_test/in.txt"
     with tf.io.gfile.GFile(src, "w") as f:
         f.write("\n".join(corpus_lines[:300]) + "\n")
     outs = ("ram://prepare_job_test/out/a.txt", "ram://prepare_job_test/out/b.txt")
     summary = prepare_job.run(PrepareConfig((src,), outs, document_per="file",
-                                            num_workers=2, chunk_bytes=1000))
+                                            num_workers=1, chunk_bytes=1000))
     assert sorted(tf.io.gfile.listdir("ram://prepare_job_test/out")) == ["a.txt", "b.txt"]
     with tf.io.gfile.GFile(outs[0]) as f:
         text = f.read()
@@ -139,3 +128,23 @@ def test_run_reads_and_writes_remote_paths(corpus_lines):
         assert f.read() == ""  # fewer documents than shards: an empty shard
 
 
+
+
+def test_messages_give_file_line_numbers_from_any_split(tmp_path):
+    """Workers count lines from their split's start; the parent words the file's numbers."""
+    src = tmp_path / "in.jsonl"
+    lines = [json.dumps({"text": f"Document {i}. It has two sentences."}) for i in range(40)]
+    lines[29] = '{"text": "broken'
+    src.write_text("\n".join(lines) + "\n\n", encoding="utf-8")
+    for workers in (1, 2):
+        outs = (str(tmp_path / f"out{workers}.txt"),)
+        config = PrepareConfig((str(src),), outs, input_format="jsonl",
+                               num_workers=workers, chunk_bytes=100)
+        summary = prepare_job.run(config)
+        assert summary.warnings[0].startswith(f"{src}:30: broken JSON line skipped (")
+        assert summary.documents == 39
+        bad = tmp_path / "bad.jsonl"
+        bad.write_text("\n".join(lines[:35] + ['{"body": "x"}']) + "\n", encoding="utf-8")
+        with pytest.raises(UserError, match=rf"^--text_field='text': no such field in "
+                                            rf"{bad}:36 \(its fields: body\)$"):
+            prepare_job.run(dataclasses.replace(config, input_files=(str(bad),)))

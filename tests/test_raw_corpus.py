@@ -79,13 +79,71 @@ def test_jsonl_items_are_raw_lines_with_line_numbers(tmp_path):
 def test_chunks_hold_whole_documents_of_at_least_chunk_bytes(tmp_path):
     path = tmp_path / "many.txt"
     path.write_text("".join(f"Document number {i}.\n\n" for i in range(100)), encoding="utf-8")
-    chunks = list(raw_corpus.iter_chunks([str(path)], "text", "blank_line", 200, ReadStats()))
-    assert [c.index for c in chunks] == list(range(len(chunks)))
-    assert all(c.num_bytes >= 200 for c in chunks[:-1]) and len(chunks) > 5
+    stats = ReadStats()
+    chunks = list(raw_corpus.iter_chunks([str(path)], "text", "blank_line", 200, stats))
+    # Split index << 32 plus the chunk's number in its split: increasing, from the plan only.
+    assert [c.index >> 32 for c in chunks] == list(range(len(chunks)))
+    assert [c.index & 0xFFFFFFFF for c in chunks] == [0] * len(chunks)
+    # A 200-byte split owns 9 or 10 documents of 19-20 bytes (their blank lines not counted).
+    assert all(171 <= c.num_bytes <= 200 for c in chunks[:-1]) and len(chunks) > 5
     assert all(c.num_bytes == sum(len(d) for d in c.items) for c in chunks)
     items = [d for c in chunks for d in c.items]
     assert items == [f"Document number {i}." for i in range(100)]
-    assert [s for c in chunks for s in c.sources] == [(0, 1 + 2 * i) for i in range(100)]
+    assert [(f, c.line_base + n) for c in chunks for f, n in c.sources] == [
+        (0, 1 + 2 * i) for i in range(100)]
+    assert (stats.files, stats.lines, stats.text_bytes) == (1, 200, path.stat().st_size)
+    # One split (a gzip file) of many chunks, each at least chunk_bytes.
+    packed = tmp_path / "many.txt.gz"
+    packed.write_bytes(gzip.compress(path.read_bytes()))
+    chunks = list(raw_corpus.iter_chunks([str(packed)], "text", "blank_line", 200, ReadStats()))
+    assert [c.index for c in chunks] == list(range(len(chunks))) and len(chunks) > 5
+    assert all(c.num_bytes >= 200 for c in chunks)  # 1890 bytes: 9 chunks of 209 or 210
+    assert [d for c in chunks for d in c.items] == items
+
+
+CASES = [
+    b"\xef\xbb\xbfCaf\xe9 one.\r\nok \xff\xfe two.\r\n\r\nnext\r\n",  # BOM, CRLF, bad UTF-8
+    "First doc line one.\nline two.\n\n\nSecond doc.\n \nThird doc.\n".encode(),
+    "\u00e9 doc\n\u00fc b\n \t \n\n\u65e5\u672c\u8a9e x\n\u3000\n\n\nlast, no newline".encode(),
+    b'{"text": "a"}\n\n{"text": "b"}\n  \n{"x": 1}\r\n\n',  # jsonl with blank lines
+    b"", b"\n\n \n",
+]
+
+
+@pytest.mark.parametrize("fmt, per", [("text", "blank_line"), ("text", "line"),
+                                      ("text", "file"), ("jsonl", "blank_line")])
+def test_every_document_is_read_once_by_one_split_whatever_the_split_size(tmp_path, fmt, per):
+    """The splits' documents, in split order, are the whole file's (read at once), with the
+    same line numbers and counts, for splits of 1 byte to more than the file."""
+    paths = []
+    for i, data in enumerate(CASES):
+        paths.append(str(tmp_path / f"c{i}.txt"))
+        (tmp_path / f"c{i}.txt").write_bytes(data)
+    expected_stats = ReadStats()
+    expected = list(raw_corpus.iter_documents(paths, fmt, per, expected_stats))
+    assert len(expected) >= (4 if per == "file" else 8)
+    for split_bytes in (1, 2, 3, 5, 7, 13, 1000):
+        stats = ReadStats()
+        got = [(item, f, chunk.line_base + n)
+               for chunk in raw_corpus.iter_chunks(paths, fmt, per, split_bytes, stats)
+               for item, (f, n) in zip(chunk.items, chunk.sources)]
+        assert got == expected, split_bytes
+        assert ((stats.lines, stats.text_bytes, stats.bad_utf8, stats.bytes_read)
+                == (expected_stats.lines, expected_stats.text_bytes, expected_stats.bad_utf8,
+                    expected_stats.bytes_read)), split_bytes
+
+
+def test_document_per_file_and_compressed_files_are_whole_splits(tmp_path):
+    plain, packed = tmp_path / "p.txt", tmp_path / "z.txt.gz"
+    plain.write_text(TEXT, encoding="utf-8")
+    packed.write_bytes(gzip.compress(TEXT.encode()))
+    paths = [str(plain), str(packed)]
+    by_line, _ = raw_corpus.plan(paths, "text", "line", 10)
+    assert [(s.start, s.end) for s in by_line] == [
+        (i, min(i + 10, len(TEXT))) for i in range(0, len(TEXT), 10)] + [(0, -1)]
+    by_file, _ = raw_corpus.plan(paths, "text", "file", 10)
+    assert [(s.path, s.start, s.end) for s in by_file] == [(p, 0, -1) for p in paths]
+    assert raw_corpus.plan(paths, "jsonl", "file", 10)[0] == by_line  # per line for jsonl
 
 
 def test_missing_file_is_one_user_error(tmp_path):
