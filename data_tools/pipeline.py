@@ -349,7 +349,7 @@ def shuffle_temp_dir(config: PipelineConfig) -> str:
     where = temp_location(config)
     what = "the shuffle's records beyond --shuffle_memory_mb"
     if config.packing.nsp:
-        what = f"the tokenized corpus (about 4 bytes per token) and {what}"
+        what = f"the tokenized corpus (about 2.5 bytes per token) and {what}"
     logging.info("temporary files: %s, under %s (--temp_dir to change)", what, where)
     return where
 

@@ -16,8 +16,9 @@ the corpus in chunks instead, so the create job runs in two passes over the chun
 A chunk file holds, after a header of four int64 (magic, documents, sentences, tokens):
 the chunk's corpus document ids (int64 [documents]), each document's first sentence
 (int64 [documents + 1]), each sentence's first token (int64 [sentences + 1]) and the token
-ids (int32 [tokens]); documents and sentences without tokens are not stored. The disk
-space is about 4 bytes per token (0.8-0.9x the text of English).
+ids (uint16 [tokens] when they all fit, as with any vocab of up to 65,536 tokens, else
+int32); documents and sentences without tokens are not stored. The disk space is about
+2.5 bytes per token with uint16 ids (about half the text of English).
 """
 
 from __future__ import annotations
@@ -32,7 +33,11 @@ import numpy as np
 
 from bert_tf import fileio
 
-_MAGIC = 0x42455254544F4B31  # "BERTTOK1"
+# The first header field names the ids' type: uint16 when every id fits (a vocab of at most
+# 65,536 tokens: half the disk), else int32.
+_MAGIC = {0x42455254544F4B31: np.dtype(np.int32),  # "BERTTOK1"
+          0x42455254544F4B32: np.dtype(np.uint16)}  # "BERTTOK2"
+_MAGIC_OF = {dtype: magic for magic, dtype in _MAGIC.items()}
 _HEADER = 32
 _TABLE_ROW = 16  # int64 (global first sentence, number of sentences) per document
 
@@ -87,12 +92,15 @@ def write_chunk(directory: str, index: int, documents: Sequence[Sequence[Sequenc
             continue
         kept_ids.append(doc_id)
         lengths.extend(len(s) for s in sents)
-        flat.extend(np.asarray(s, np.int32) for s in sents)
+        flat.extend(np.asarray(s, np.int64) for s in sents)
         doc_first.append(len(lengths))
     sent_off = np.zeros(len(lengths) + 1, np.int64)
     np.cumsum(lengths, out=sent_off[1:])
-    ids = np.concatenate(flat) if flat else np.zeros(0, np.int32)
-    header = np.array([_MAGIC, len(kept_ids), len(lengths), len(ids)], np.int64)
+    ids = np.concatenate(flat) if flat else np.zeros(0, np.int64)
+    dtype = np.dtype(np.uint16 if not len(ids) or (ids.min() >= 0 and ids.max() < 1 << 16)
+                     else np.int32)
+    ids = ids.astype(dtype)
+    header = np.array([_MAGIC_OF[dtype], len(kept_ids), len(lengths), len(ids)], np.int64)
     with fileio.atomic_output(chunk_path(directory, index)) as f:
         for part in (header, np.asarray(kept_ids, np.int64), np.asarray(doc_first, np.int64),
                      sent_off, ids):
@@ -104,18 +112,19 @@ def write_chunk(directory: str, index: int, documents: Sequence[Sequence[Sequenc
 def read_chunk(directory: str, index: int
                ) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """A whole stored chunk: (doc_ids int64 [d], doc_first int64 [d + 1], sent_off int64
-    [s + 1], ids int32 [t])."""
+    [s + 1], ids int32 [t], whatever their type on disk)."""
     with fileio.open_file(chunk_path(directory, index), "rb") as f:
         data = f.read()
     magic, n_docs, n_sents, n_tokens = np.frombuffer(data, np.int64, 4).tolist()
-    if magic != _MAGIC:
+    if magic not in _MAGIC:
         raise ValueError(f"{chunk_path(directory, index)}: not a token store chunk")
     at = _HEADER
     out = []
     for count, dtype in ((n_docs, np.int64), (n_docs + 1, np.int64), (n_sents + 1, np.int64),
-                         (n_tokens, np.int32)):
+                         (n_tokens, _MAGIC[magic])):
         out.append(np.frombuffer(data, dtype, count, at))
         at += count * np.dtype(dtype).itemsize
+    out[-1] = out[-1].astype(np.int32)
     return tuple(out)  # type: ignore[return-value]
 
 
@@ -258,7 +267,8 @@ class Reader:
         self.directory = local_directory(index.directory)
         self._table = os.open(table_path(self.directory), os.O_RDONLY)
         self._files: "collections.OrderedDict[int, int]" = collections.OrderedDict()
-        self._layout: Dict[int, Tuple[int, int]] = {}  # chunk -> (offsets at, ids at)
+        # chunk -> (offsets at, ids at, ids' dtype)
+        self._layout: Dict[int, Tuple[int, int, np.dtype]] = {}
 
     def close(self) -> None:
         for fd in [self._table] + list(self._files.values()):
@@ -289,7 +299,8 @@ class Reader:
             n_docs = int(self.index.docs_per_chunk[chunk])
             n_sents = int(self.index.sent_base[chunk + 1] - self.index.sent_base[chunk])
             offsets_at = _HEADER + 8 * (2 * n_docs + 1)
-            self._layout[chunk] = (offsets_at, offsets_at + 8 * (n_sents + 1))
+            magic = int(np.frombuffer(os.pread(fd, 8, 0), np.int64)[0])
+            self._layout[chunk] = (offsets_at, offsets_at + 8 * (n_sents + 1), _MAGIC[magic])
         return fd
 
     def sentence_offsets(self, chunk: int, lo: int, hi: int) -> np.ndarray:
@@ -302,5 +313,7 @@ class Reader:
     def tokens(self, chunk: int, lo: int, hi: int) -> np.ndarray:
         """int32 [hi - lo]: token ids lo..hi-1 of chunk `chunk`."""
         fd = self._fd(chunk)
-        at = self._layout[chunk][1] + 4 * lo
-        return np.frombuffer(os.pread(fd, 4 * (hi - lo), at), np.int32)
+        _, ids_at, dtype = self._layout[chunk]
+        size = dtype.itemsize
+        return np.frombuffer(os.pread(fd, size * (hi - lo), ids_at + size * lo),
+                             dtype).astype(np.int32)

@@ -263,3 +263,18 @@ def test_a_remote_store_is_read_from_a_local_copy(store):
     assert reader.tokens(chunk, int(offsets[0]), int(offsets[1])).tolist() == docs[3][0]
     assert token_store.local_directory(remote) == reader.directory  # copied once
     reader.close()
+
+
+@pytest.mark.parametrize("big", [False, True], ids=["uint16", "int32"])
+def test_ids_are_stored_in_two_bytes_when_they_fit(tmp_path, big):
+    top = 70_000 if big else 65_535
+    docs = [[[1, 2, top], [top - 1]], [[0]]]
+    builder = token_store.IndexBuilder(str(tmp_path))
+    builder.add(token_store.write_chunk(str(tmp_path), 0, docs, [0, 1]))
+    reader = token_store.Reader(builder.finish())
+    builder.close()
+    size = (tmp_path / "chunk-00000000000000000000.tok").stat().st_size
+    assert size == 32 + 8 * 2 + 8 * 3 + 8 * 4 + (4 if big else 2) * 5
+    assert token_store.read_chunk(str(tmp_path), 0)[3].tolist() == [1, 2, top, top - 1, 0]
+    assert reader.tokens(0, 1, 4).tolist() == [2, top, top - 1]
+    reader.close()
