@@ -52,13 +52,15 @@ def _shards(directory):
     return names, [(directory / n).read_bytes() for n in names]
 
 
+@pytest.mark.parametrize("packing", [[], ["--no_nsp", "--do_whole_word_mask"]],
+                         ids=["nsp", "mlm_only"])
 def test_create_pretraining_data_on_direct_runner_writes_the_local_bytes(
-        tmp_path, corpus_lines, google_vocab_path, repo_root):
+        tmp_path, corpus_lines, google_vocab_path, repo_root, packing):
     small = _small_corpus(tmp_path, corpus_lines, 3000)
     # 2.3 MB of records in 2 shards with a 1 MB budget: 2 key buckets per shard.
     args = [f"--input_file={small}", f"--vocab_file={google_vocab_path}", "--dupe_factor=3",
             "--num_output_shards=2", "--chunk_mb=0.05", "--shuffle_memory_mb=1",
-            "--progress_seconds=0", "--log_examples=0"]
+            "--progress_seconds=0", "--log_examples=0"] + packing
     out = {}
     for mode, extra in (("local", ["--num_workers=2"]),
                         ("beam", [f"--beam_pipeline_options={DIRECT}"])):
