@@ -88,8 +88,7 @@ class CorpusStats:
                 mine[path] = mine.get(path, 0) + n
 
     def finish(self, paths: Sequence[str], sizes: Sequence[int]) -> None:
-        """The per-file warnings of a job read in splits, once every split is counted (as
-        `iter_pieces` words them)."""
+        """The per-file warnings of a job read in splits, once every split is counted."""
         self.files = len(paths)
         for path, size in zip(paths, sizes):
             if self.bad_utf8.get(path):
@@ -161,66 +160,6 @@ def iter_lines_at(path: str, stats: CorpusStats, block_size: int = text_files.BL
     if bad:
         stats.bad_utf8[path] = stats.bad_utf8.get(path, 0) + bad
         _warn(stats, f"{path}: {bad} invalid UTF-8 byte sequence(s) replaced")
-
-
-def iter_pieces(
-    paths: Sequence[str], stats: CorpusStats, max_document_bytes: int = 0
-) -> Iterator[Tuple[int, List[str]]]:
-    """Yields (document id, lines) of all files, in order; see `iter_documents`.
-
-    Ids count documents from 0; the pieces of a document cut at `max_document_bytes` share
-    its id.
-    """
-    doc_id = 0
-    for path in paths:
-        stats.files += 1
-        lines_before = stats.lines
-        start_bytes = stats.bytes_read
-        doc: List[str] = []
-        doc_bytes = 0
-        cut = False  # the current document was already cut at least once
-        for raw in iter_lines(path, stats):
-            line = raw.strip()
-            if not line:
-                if doc:
-                    stats.documents += 1
-                    yield doc_id, doc
-                if doc or cut:
-                    doc_id += 1
-                doc, doc_bytes, cut = [], 0, False
-                continue
-            stats.lines += 1
-            doc.append(line)
-            doc_bytes += utf8_len(raw) + 1
-            if max_document_bytes and doc_bytes >= max_document_bytes:
-                stats.documents += 1
-                stats.split_documents += 1
-                yield doc_id, doc
-                doc, doc_bytes, cut = [], 0, True
-        if doc:
-            stats.documents += 1
-            yield doc_id, doc
-        if doc or cut:
-            doc_id += 1
-        if stats.bytes_read == start_bytes:
-            _warn(stats, f"{path}: empty file, skipped")
-        elif stats.lines == lines_before:
-            _warn(stats, f"{path}: only blank lines, skipped")
-
-
-def iter_documents(
-    paths: Sequence[str], stats: CorpusStats, max_document_bytes: int = 0
-) -> Iterator[List[str]]:
-    """Yields documents (lists of stripped, non-blank lines) of all files, in order.
-
-    Args:
-        paths: input files.
-        stats: counters and warnings, updated as files are read.
-        max_document_bytes: if > 0, a document is cut after the line that makes it at least
-            this long.
-    """
-    for _, doc in iter_pieces(paths, stats, max_document_bytes):
-        yield doc
 
 
 def iter_chunks(

@@ -13,11 +13,24 @@ def _write(tmp_path, name, data: bytes):
     return str(path)
 
 
+def _documents(paths, stats, chunk_bytes=1 << 20):
+    """The job's documents, pieces joined back by id."""
+    docs, last = [], None
+    for chunk in corpus.iter_chunks(paths, chunk_bytes, stats):
+        for doc_id, doc in zip(chunk.doc_ids, chunk.documents):
+            if doc_id == last:
+                docs[-1] = docs[-1] + doc
+            else:
+                docs.append(list(doc))
+            last = doc_id
+    return docs
+
+
 def test_documents_blank_lines_crlf_and_end_of_file(tmp_path):
     a = _write(tmp_path, "a.txt", b"s1\r\n  s2  \n\n\n \t\ns3\n\x1c\nlast")
     b = _write(tmp_path, "b.txt", b"\nb1\nb2\n")
     stats = corpus.CorpusStats()
-    docs = list(corpus.iter_documents([a, b], stats))
+    docs = _documents([a, b], stats)
     # "\x1c" is stripped by str.strip() (the original's blank-line test), so it ends a document;
     # the end of a.txt ends "last"'s document.
     assert docs == [["s1", "s2"], ["s3"], ["last"], ["b1", "b2"]]
@@ -29,7 +42,7 @@ def test_invalid_utf8_is_replaced_counted_and_warned_once_per_file(tmp_path):
     # Two invalid sequences, and one genuine U+FFFD that must not be counted.
     path = _write(tmp_path, "bad.txt", b"ok \xff\xfe word\n\xc3\n\xef\xbf\xbd real\n")
     stats = corpus.CorpusStats()
-    docs = list(corpus.iter_documents([path], stats))
+    docs = _documents([path], stats)
     assert docs == [["ok \ufffd\ufffd word", "\ufffd", "\ufffd real"]]
     assert stats.warnings == [f"{path}: 3 invalid UTF-8 byte sequence(s) replaced"]
 
@@ -54,14 +67,14 @@ def test_empty_and_blank_only_files_warn(tmp_path):
     empty = _write(tmp_path, "empty.txt", b"")
     blank = _write(tmp_path, "blank.txt", b"\n  \n\t\n")
     stats = corpus.CorpusStats()
-    assert list(corpus.iter_documents([empty, blank], stats)) == []
+    assert _documents([empty, blank], stats) == []
     assert stats.warnings == [f"{empty}: empty file, skipped",
                               f"{blank}: only blank lines, skipped"]
 
 
 def test_missing_file_is_a_user_error(tmp_path):
     with pytest.raises(UserError, match="cannot read input file"):
-        list(corpus.iter_documents([str(tmp_path / "nope.txt")], corpus.CorpusStats()))
+        _documents([str(tmp_path / "nope.txt")], corpus.CorpusStats())
 
 
 def _doc_file(tmp_path, sizes):
@@ -109,17 +122,20 @@ def test_every_document_is_read_once_whatever_the_split_size(tmp_path):
 
 
 def test_document_longer_than_a_chunk_is_cut_at_a_line(tmp_path):
-    path = _doc_file(tmp_path, [100])
+    path = _doc_file(tmp_path, [100])  # 1,000 bytes: it starts in the first range of 250
     stats = corpus.CorpusStats()
-    docs = list(corpus.iter_documents([path], stats, max_document_bytes=250))
-    assert [len(d) for d in docs] == [25, 25, 25, 25]
-    assert stats.split_documents == 4 and stats.documents == 4
+    chunks = list(corpus.iter_chunks([path], 250, stats))
+    assert [len(d) for c in chunks for d in c.documents] == [25, 25, 25, 25]
+    assert stats.split_documents == 3 and stats.documents == 1
 
 
 def test_pieces_of_a_long_document_share_its_id(tmp_path):
     path = _doc_file(tmp_path, [100, 3, 50])  # 1000, 30 and 500 bytes
-    pieces = list(corpus.iter_pieces([path], corpus.CorpusStats(), max_document_bytes=250))
-    assert [(i, len(d)) for i, d in pieces] == [(0, 25)] * 4 + [(1, 3), (2, 25), (2, 25)]
+    pieces = [(i, len(d)) for c in corpus.iter_chunks([path], 250, corpus.CorpusStats())
+              for i, d in zip(c.doc_ids, c.documents)]
+    # Documents 1 and 2 start at bytes 1,002 and 1,034: the range of 1,000-1,249 (number 4).
+    first = splits.doc_id(0, 4, 0)
+    assert pieces == [(0, 25)] * 4 + [(first, 3), (first + 1, 25), (first + 1, 25)]
 
 
 def test_chunk_sizes_count_utf8_bytes(tmp_path):
