@@ -146,6 +146,19 @@ def range_blocks(f, start: int, end: int) -> Iterator[bytes]:
         yield data
 
 
+def block_lines(data: bytes, first: bool) -> Tuple[List[str], int]:
+    """The lines of a block of whole lines (without their "\n"; the last one may lack it
+    at the end of a file), and the invalid UTF-8 sequences replaced in it. `first`: the
+    block starts the file, so a byte-order mark is dropped."""
+    text, bad = text_files.decode(data)
+    if first:
+        text = text_files.strip_bom(text)
+    lines = text.split("\n")
+    if text.endswith("\n"):
+        lines.pop()
+    return lines, bad
+
+
 def _after_blank_line(f, pos: int) -> bool:
     """Whether the line that ends just before byte `pos` (a line start) is blank, or `pos`
     is the start of the file."""
@@ -196,13 +209,9 @@ def split_lines(split: Split, counts: Counts, run_on: bool = True
             for in_range, blocks in parts:
                 for data in blocks:
                     counts.input_bytes += len(data)
-                    text, bad = text_files.decode(data)
+                    lines, bad = block_lines(data, first)
+                    first = False
                     counts.bad_utf8 += bad
-                    if first:
-                        text, first = text_files.strip_bom(text), False
-                    lines = text.split("\n")
-                    if text.endswith("\n"):
-                        lines.pop()
                     if in_range:
                         counts.range_bytes += len(data)
                         counts.range_bad += bad

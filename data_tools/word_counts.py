@@ -207,14 +207,10 @@ def _task_lines(task: Task, counts: TaskCounts) -> Iterator[str]:
                 if data is None:
                     break
                 counts.input_bytes += len(data)
-                text, bad = text_files.decode(data)
-                if first:
-                    text, first = text_files.strip_bom(text), False
+                lines, bad = splits.block_lines(data, first)
+                first = False
                 if bad:
                     counts.bad_utf8[task.path] = counts.bad_utf8.get(task.path, 0) + bad
-                lines = text.split("\n")
-                if text.endswith("\n"):
-                    lines.pop()
                 yield from lines
 
 
