@@ -189,7 +189,6 @@ def split_chunks(split: splits.Split, chunk_bytes: int, stats: CorpusStats
     """
     if chunk_bytes <= 0:
         raise ValueError("chunk_bytes must be > 0")
-    stats.files = max(stats.files, 1)
     lines_before = stats.lines
     if split.end < 0:
         quiet = CorpusStats(quiet=True)

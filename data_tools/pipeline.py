@@ -153,7 +153,7 @@ def job_results(config: PipelineConfig, tokenizer: tokenization.FullTokenizer,
         tasks: List[StoredTask] = []
         try:
             for split, (stored, stats) in zip(split_plan, _map(
-                    _store_task, lambda s, d: store_split(s, config, tokenizer, d),
+                    _store_task, _store_task,
                     ((split, directory) for split in split_plan), config, tokenizer)):
                 corpus_stats.add(stats)
                 for task in stored:
