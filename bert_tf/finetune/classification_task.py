@@ -53,6 +53,8 @@ class ClassificationTask:
     kind = "classifier"
     input_keys = ("input_ids", "input_mask", "segment_ids")
     label_keys = ("label_ids",)
+    # Per-position arrays a training batch may be cut to its longest row (inputs.trim_batch).
+    trim_keys = input_keys
 
     def __init__(self, settings: ClassificationSettings):
         self.settings = settings

@@ -8,6 +8,15 @@ input pipeline (one per worker) takes every k-th index. So the order is a functi
 seed alone, the tf.data iterator's saved state is a few integers (no shuffle buffer), and a
 resumed run continues exactly where it stopped.
 
+Padding: the featurizers pad every row to --max_seq_length, which TPUs need (static shapes).
+Elsewhere a training batch is cut to its longest row, rounded up to a multiple of
+`TRIM_MULTIPLE` (`trim_keys`: the arrays with one entry per position). The padded positions
+are masked out of attention and carry no loss, so the cut changes no value, only the work.
+WNUT-17's training sentences have 31 pieces on average: batches of 16 cut to 56 positions
+on average instead of 128 (2.3x fewer); SST-2 at 64, 1.5x; MRPC at 128, 1.5x. The multiple
+bounds the distinct shapes a step sees (at most max_seq_length / 8). SQuAD keeps the full
+length: its span softmax covers the padding, as in the original run_squad.
+
 Prediction: the arrays are padded to whole global batches (TPUs need static shapes) with
 rows whose "example_index" is -1; the objectives ignore those rows and the host drops them.
 """
@@ -24,19 +33,45 @@ from bert_tf.finetune.objectives import EXAMPLE_INDEX
 
 DatasetFn = Callable[[tf.distribute.InputContext, int], tf.data.Dataset]
 
+# Trimmed batch lengths are multiples of this (see the module docstring).
+TRIM_MULTIPLE = 8
+
 
 def _select(arrays: Mapping[str, np.ndarray], keys: Sequence[str]) -> Dict[str, np.ndarray]:
     return {k: np.asarray(arrays[k]) for k in keys if k in arrays}
 
 
+def trim_batch(batch: Dict[str, tf.Tensor], trim_keys: Sequence[str]
+               ) -> Dict[str, tf.Tensor]:
+    """`batch` with the arrays named in `trim_keys` cut to the longest row's length.
+
+    Args:
+        batch: {name: [batch, max_seq_length, ...] or [batch, ...]}; "input_mask" [batch,
+            max_seq_length] marks the real positions (1) of each row.
+        trim_keys: the per-position arrays to cut (dimension 1).
+
+    Returns:
+        The batch, the `trim_keys` arrays [batch, length, ...] with length the longest row's
+        count of real positions rounded up to a multiple of TRIM_MULTIPLE (at most
+        max_seq_length); the other arrays as they were.
+    """
+    mask = batch["input_mask"]
+    longest = tf.reduce_max(tf.reduce_sum(tf.cast(mask > 0, tf.int32), axis=1))
+    length = tf.minimum(tf.shape(mask)[1],
+                        (longest + TRIM_MULTIPLE - 1) // TRIM_MULTIPLE * TRIM_MULTIPLE)
+    return {k: (v[:, :length] if k in trim_keys else v) for k, v in batch.items()}
+
+
 def train_dataset_fn(arrays: Mapping[str, np.ndarray], keys: Sequence[str],
-                     seed: int) -> DatasetFn:
+                     seed: int, trim_keys: Sequence[str] = ()) -> DatasetFn:
     """Endless seeded epochs over `arrays` (the model inputs and labels named in `keys`).
 
     Args:
         arrays: {name: array [num_examples, ...]}.
         keys: the arrays the model and the loss read.
         seed: the run's seed; epoch e's order is a function of (seed, e).
+        trim_keys: per-position arrays cut to each batch's longest row (`trim_batch`);
+            empty keeps every batch at the featurizers' length.
     """
     data = _select(arrays, keys)
     n = len(next(iter(data.values())))
@@ -54,8 +89,12 @@ def train_dataset_fn(arrays: Mapping[str, np.ndarray], keys: Sequence[str],
         if context.num_input_pipelines > 1:
             indices = indices.shard(context.num_input_pipelines, context.input_pipeline_id)
         batches = indices.batch(per_replica_batch, drop_remainder=True)
-        return batches.map(lambda idx: {k: tf.gather(t, idx) for k, t in tensors.items()},
-                           num_parallel_calls=tf.data.AUTOTUNE,
+
+        def gather(idx):
+            batch = {k: tf.gather(t, idx) for k, t in tensors.items()}
+            return trim_batch(batch, trim_keys) if trim_keys else batch
+
+        return batches.map(gather, num_parallel_calls=tf.data.AUTOTUNE,
                            deterministic=True).prefetch(2)
 
     return dataset_fn

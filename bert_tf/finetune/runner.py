@@ -35,6 +35,7 @@ class Task(Protocol):
     kind: str
     input_keys: tuple
     label_keys: tuple
+    trim_keys: tuple
 
     def num_labels(self) -> int: ...
     def objective(self) -> objectives.Objective: ...
@@ -213,8 +214,10 @@ def run(config: FinetuneConfig, task: Task) -> Outcome:
         logging.info("fine-tuning on %d examples: %d steps of %d, %d warmup",
                      len(train_arrays["input_ids"]), steps, config.train_batch_size,
                      optimizer.num_warmup_steps)
+        # TPUs compile one program per input shape: keep their batches at full length.
+        trim = () if distribution.is_tpu_strategy(strategy) else task.trim_keys
         runner.train(inputs.train_dataset_fn(
-            train_arrays, task.input_keys + task.label_keys, config.seed))
+            train_arrays, task.input_keys + task.label_keys, config.seed, trim))
     else:
         runner.restore_for_eval()
     eval_results: Dict[str, float] = {}

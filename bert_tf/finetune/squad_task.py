@@ -45,6 +45,9 @@ class SquadTask:
     kind = "span"
     input_keys = ("input_ids", "input_mask", "segment_ids")
     label_keys = ("start_positions", "end_positions")
+    # None: the span softmax covers the padding, as in the original run_squad, so a batch
+    # keeps the full --max_seq_length (see inputs.trim_batch).
+    trim_keys = ()
 
     def __init__(self, settings: SquadSettings):
         self.settings = settings

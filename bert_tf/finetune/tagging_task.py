@@ -41,6 +41,8 @@ class TaggingTask:
     kind = "tagger"
     input_keys = ("input_ids", "input_mask", "segment_ids")
     label_keys = ("label_ids", "label_weights")
+    # Per-position arrays a training batch may be cut to its longest row (inputs.trim_batch).
+    trim_keys = input_keys + label_keys
 
     def __init__(self, settings: TaggingSettings):
         self.settings = settings
