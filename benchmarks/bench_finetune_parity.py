@@ -102,15 +102,17 @@ def main() -> None:
     parser.add_argument("--data_dir", type=pathlib.Path, required=True)
     parser.add_argument("--tasks", default="sst2,mrpc,wnut17,squad")
     parser.add_argument("--seeds", default="1,2,3")
+    parser.add_argument("--systems", default="bert_tf,transformers",
+                        help="which sides to run (one alone: its own figures, no gap)")
     args = parser.parse_args()
-    if not HF_PYTHON.exists():
+    if "transformers" in args.systems and not HF_PYTHON.exists():
         sys.exit(f"{HF_PYTHON} is missing: run bash benchmarks/hf_env.sh first")
     recipes = json.loads((args.data_dir / "recipes.json").read_text())
     print(machine.describe())
     seeds = [int(s) for s in args.seeds.split(",")]
     table = []
     for task in args.tasks.split(","):
-        runs = {"bert_tf": [], "transformers": []}
+        runs = {name: [] for name in args.systems.split(",")}
         for seed in seeds:
             for name in runs:
                 out = tempfile.mkdtemp(prefix=f"parity_{task}_{seed}_{name}_")
@@ -122,6 +124,8 @@ def main() -> None:
                 print(f"{task} seed {seed} {name:<12} " + ", ".join(
                     f"{m} {v:.2f}" for m, v in zip(METRICS[task][0], values))
                     + f" ({time.monotonic() - start:.0f} s)", flush=True)
+        if len(runs) < 2:
+            continue
         for i, metric in enumerate(METRICS[task][0]):
             a = np.array([r[i] for r in runs["bert_tf"]])
             b = np.array([r[i] for r in runs["transformers"]])
