@@ -69,17 +69,17 @@ def child(trace_dir: str, argv: list) -> None:
         np.savez(os.path.join(trace_dir, "head.npz"), kernel=kernel)
         return model
 
-    def train_dataset_fn(arrays, keys, seed):
+    def train_dataset_fn(arrays, keys, seed, trim_keys=()):
         # The rows the real pipeline draws: the same function, fed one more array (the row).
         n = len(arrays["input_ids"])
         # "full": the run's own step count (runner.num_train_steps).
         steps = (int(n / batch * float(flag("num_train_epochs"))) if steps_text == "full"
                  else int(steps_text))
         rows = dataset_fn_of(dict(arrays, trace_row=np.arange(n)), tuple(keys) + (
-            "trace_row",), seed)(tf.distribute.InputContext(), batch)
+            "trace_row",), seed, trim_keys)(tf.distribute.InputContext(), batch)
         order = [b["trace_row"].numpy() for b in rows.take(steps)]
         np.save(os.path.join(trace_dir, "order.npy"), np.concatenate(order))
-        return dataset_fn_of(arrays, keys, seed)
+        return dataset_fn_of(arrays, keys, seed, trim_keys)
 
     heads.build_model, inputs.train_dataset_fn = build_model, train_dataset_fn
     module = {"bert_tf.run_classifier": "run_classifier", "bert_tf.run_tagging": "run_tagging",
