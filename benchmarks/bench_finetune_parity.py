@@ -131,6 +131,8 @@ def main() -> None:
             b = np.array([r[i] for r in runs["transformers"]])
             table.append(f"| {task} | {metric} | {a.mean():.2f} ± {a.std():.2f} | "
                          f"{b.mean():.2f} ± {b.std():.2f} | {a.mean() - b.mean():+.2f} |")
+    if not table:
+        return
     print(f"\n| task | metric | bert_tf (mean ± std, {len(seeds)} seeds) | transformers | gap |")
     print("| --- | --- | --- | --- | --- |")
     print("\n".join(table))
