@@ -105,14 +105,15 @@ def main() -> None:
     parser.add_argument("--systems", default="bert_tf,transformers",
                         help="which sides to run (one alone: its own figures, no gap)")
     args = parser.parse_args()
-    if "transformers" in args.systems and not HF_PYTHON.exists():
+    systems = args.systems.split(",")
+    if "transformers" in systems and not HF_PYTHON.exists():
         sys.exit(f"{HF_PYTHON} is missing: run bash benchmarks/hf_env.sh first")
     recipes = json.loads((args.data_dir / "recipes.json").read_text())
     print(machine.describe())
     seeds = [int(s) for s in args.seeds.split(",")]
     table = []
     for task in args.tasks.split(","):
-        runs = {name: [] for name in args.systems.split(",")}
+        runs = {name: [] for name in systems}
         for seed in seeds:
             for name in runs:
                 out = tempfile.mkdtemp(prefix=f"parity_{task}_{seed}_{name}_")
