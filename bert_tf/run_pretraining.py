@@ -92,6 +92,12 @@ flags.DEFINE_bool("skip_corrupt_records", False,
                   "Go on past a damaged input record (TensorFlow's reader then skips the rest "
                   "of its file for that pass) instead of stopping; the progress lines and the "
                   "end of the run report how many records were skipped.")
+flags.DEFINE_enum("input_position", "auto", ["auto", "iterator", "arithmetic"],
+                  "How a resumed run finds its place in the training input. iterator: a "
+                  "shuffle buffer, the tf.data iterator saved with each checkpoint. arithmetic: "
+                  "a seeded file order and a window shuffle, reopened at a computed record "
+                  "(each file's records are counted once, cached in --output_dir). auto: "
+                  "arithmetic under TPUStrategy (its iterator cannot be saved), else iterator.")
 flags.DEFINE_integer("seed", 12345, "Seeds initialization, dropout, shuffling and dynamic masks.")
 flags.DEFINE_integer("log_every_n_steps", 100,
                      "Progress line every N steps; also after the first loop and every 30 s "
@@ -118,6 +124,7 @@ class RunConfig:
         train_input: the training input (None without do_train).
         eval_input: the eval input (None without do_eval).
         do_train, do_eval: what to run.
+        input_position: --input_position ("auto" is resolved once the strategy exists).
     """
 
     bert_config: "BertConfig"
@@ -128,6 +135,7 @@ class RunConfig:
     eval_input: Optional["InputConfig"]
     do_train: bool
     do_eval: bool
+    input_position: str = "auto"
 
 
 def _required(name: str) -> str:
@@ -279,7 +287,7 @@ def config_from_flags() -> RunConfig:
         checkpointing.resolve_checkpoint(FLAGS.init_checkpoint)
     check_output_dir(output_dir)
     return RunConfig(bert_config, train, optimizer, dist, train_input, eval_input,
-                     FLAGS.do_train, FLAGS.do_eval)
+                     FLAGS.do_train, FLAGS.do_eval, FLAGS.input_position)
 
 
 def run(config: RunConfig) -> Optional[dict]:
@@ -306,7 +314,7 @@ def run(config: RunConfig) -> Optional[dict]:
         optimizer_fn=lambda: optimization.create_optimizer(config.optimizer),
     )
     if config.do_train:
-        runner.train(trainer.pretraining_dataset_fn(config.train_input))
+        runner.train(trainer.pretraining_dataset_fn(_positioned(config, strategy)))
         _report_skipped("training", config.train_input)
     if config.do_eval:
         eval_input = config.eval_input
@@ -317,6 +325,20 @@ def run(config: RunConfig) -> Optional[dict]:
         _report_skipped("eval", config.eval_input)
         return results
     return None
+
+
+def _positioned(config: RunConfig, strategy) -> "InputConfig":
+    """The training input with --input_position resolved, and with each file's record count
+    when the position is arithmetic (cached in output_dir)."""
+    from bert_tf.data import record_positions
+    from bert_tf.training import distribution
+
+    position = config.input_position
+    if position == "auto":
+        position = "arithmetic" if distribution.is_tpu_strategy(strategy) else "iterator"
+    train_input = dataclasses.replace(config.train_input, input_position=position)
+    cache = os.path.join(config.trainer.output_dir, record_positions.COUNTS_FILE)
+    return record_positions.with_counts(train_input, cache)
 
 
 def _report_skipped(what: str, input_config: "InputConfig") -> None:

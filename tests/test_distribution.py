@@ -274,3 +274,12 @@ def test_xla_default_is_off_on_cpu_and_explicit_choice_wins():
     cpu = tf.distribute.OneDeviceStrategy("/cpu:0")
     assert distribution.resolve_use_xla(distribution.DistributionConfig(), cpu) is False
     assert distribution.resolve_use_xla(distribution.DistributionConfig(use_xla=True), cpu) is True
+
+
+def test_per_replica_batch_sizes_must_divide():
+    assert distribution.per_replica_batch_size(32, 4, 2) == 4
+    with pytest.raises(UserError, match=r"--train_batch_size=30 is not divisible by 4 replicas "
+                                        r"x 2 accumulation steps \(= 8\)"):
+        distribution.per_replica_batch_size(30, 4, 2)
+    with pytest.raises(UserError, match="--eval_batch_size=3 is not divisible by 2 replicas"):
+        distribution.per_replica_batch_size(3, 2, what="eval_batch_size")

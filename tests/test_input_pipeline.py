@@ -639,3 +639,15 @@ def test_validation_does_not_start_the_tensorflow_runtime(tmp_path):
         env=dict(os.environ, PYTHONPATH=repo, TF_CPP_MIN_LOG_LEVEL="2"))
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.split() == ["2", "2"]
+
+
+def test_a_file_gone_after_validation_is_a_one_line_error_not_a_hang(tmp_path):
+    write_files(tmp_path, num_files=2, per_file=3)
+    cfg = config(tmp_path, is_training=False, drop_remainder=False)
+    cfg = dataclasses.replace(cfg, resolved_files=input_validation.validate_input_files(cfg))
+    os.remove(tmp_path / "data-1.tfrecord")  # TensorFlow's ignore_errors retried it for ever
+    with pytest.raises(tf.errors.NotFoundError) as raised:
+        collect(make_pretraining_dataset(cfg))
+    message = str(input_validation.user_error_from(raised.value))
+    assert message.startswith("cannot read an input TFRecord: ") and "data-1.tfrecord" in message
+    assert "\n" not in message

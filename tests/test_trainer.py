@@ -316,12 +316,12 @@ def test_progress_is_written_as_tensorboard_scalars(baseline):
 
 
 def test_batch_sizes_must_divide(tmp_path):
-    assert trainer.per_replica_batch_size(32, 4, 2) == 4
-    with pytest.raises(UserError, match=r"--train_batch_size=30 is not divisible by 4 replicas "
-                                        r"x 2 accumulation steps \(= 8\)"):
-        trainer.per_replica_batch_size(30, 4, 2)
-    with pytest.raises(UserError, match="--eval_batch_size=3 is not divisible by 2 replicas"):
-        trainer.per_replica_batch_size(3, 2, what="eval_batch_size")
+    # Checked before anything is built (the arithmetic is in test_distribution.py).
+    with pytest.raises(UserError, match=r"--train_batch_size=30 is not divisible by 1 replicas "
+                                        r"x 4 accumulation steps \(= 4\)"):
+        trainer.Trainer(trainer.TrainerConfig(
+            output_dir=os.fspath(tmp_path), train_batch_size=30, gradient_accumulation_steps=4),
+            tf.distribute.OneDeviceStrategy("/cpu:0"), None, None)
     with pytest.raises(UserError, match="--steps_per_loop must be positive"):
         trainer.TrainerConfig(output_dir=os.fspath(tmp_path), steps_per_loop=0)
 

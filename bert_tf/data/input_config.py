@@ -61,6 +61,12 @@ class InputConfig:
             what was skipped.
         corrupt_records: the count of skipped records (set by the config when
             skip_corrupt_records; kept by `dataclasses.replace`).
+        input_position: how training finds its place when resumed: "iterator" (a shuffle
+            buffer; the trainer saves the tf.data iterator) or "arithmetic" (a seeded file
+            order and window shuffle, reopened at a computed record: see
+            `bert_tf.data.record_positions`).
+        record_counts: per file of resolved_files, its records (arithmetic positions need
+            them; `record_positions.with_counts` fills them in).
     """
 
     input_patterns: str
@@ -80,6 +86,8 @@ class InputConfig:
     resolved_files: Optional[InputFiles] = None
     skip_corrupt_records: bool = False
     corrupt_records: Optional[CorruptRecords] = dataclasses.field(default=None, compare=False)
+    input_position: str = "iterator"
+    record_counts: Optional[Tuple[int, ...]] = None
 
     def __post_init__(self) -> None:
         if self.skip_corrupt_records and self.corrupt_records is None:
@@ -95,6 +103,9 @@ class InputConfig:
             )
         if self.compression.lower() == "gzip":  # data_tools' --output_compression spelling
             object.__setattr__(self, "compression", "GZIP")
+        if self.input_position not in ("iterator", "arithmetic"):
+            raise UserError(f"--input_position must be iterator or arithmetic, got "
+                            f"{self.input_position!r}")
         if self.compression not in _COMPRESSIONS:
             raise UserError(f"compression must be one of {_COMPRESSIONS}, got {self.compression!r}")
         if self.use_v2_feature_names not in ("auto", True, False):

@@ -31,7 +31,7 @@ from typing import Dict, Optional, Tuple
 
 import tensorflow as tf
 
-from bert_tf.data import dynamic_masking, schema, tfrecord_format
+from bert_tf.data import dynamic_masking, record_positions, schema, tfrecord_format
 from bert_tf.data.input_config import InputConfig, InputFiles
 from bert_tf.data.input_validation import (
     INPUT_ERROR_PREFIX,
@@ -160,7 +160,10 @@ def read_files(files: tf.data.Dataset, config: InputConfig, inputs: InputFiles,
         # In blocks, so that the accounting costs a few ops per block, not per record; an
         # empty block marks the end of the file (a real block is never empty).
         blocks = tf.data.TFRecordDataset(path, compression_type=compression).ignore_errors()
-        blocks = blocks.batch(_READ_BLOCK).concatenate(
+        # ignore_errors would retry a file that cannot be opened (deleted or moved since
+        # validation, no permission) for ever: open it once without, reading one raw byte.
+        opened = tf.data.FixedLengthRecordDataset(path, 1).take(1).filter(lambda _: False)
+        blocks = opened.batch(1).concatenate(blocks.batch(_READ_BLOCK)).concatenate(
             tf.data.Dataset.from_tensors(tf.zeros([0], tf.string)))
 
         def at_end(offset, count):
@@ -220,7 +223,8 @@ def _shard_mode(num_files: int, input_context: Optional[tf.distribute.InputConte
 
 
 def make_pretraining_dataset(
-    config: InputConfig, input_context: Optional[tf.distribute.InputContext] = None
+    config: InputConfig, input_context: Optional[tf.distribute.InputContext] = None,
+    first_batch: int = 0,
 ) -> tf.data.Dataset:
     """Builds the pretraining dataset.
 
@@ -232,9 +236,15 @@ def make_pretraining_dataset(
     Either way the shards are disjoint and together cover the data (with record sharding in
     training, within each epoch: the file order, hence the split, changes between epochs).
 
+    Training with `config.input_position == "arithmetic"` reads in the order of
+    `bert_tf.data.record_positions` (seeded file order, window shuffle) instead of a shuffle
+    buffer, and can start at any batch without reading the ones before.
+
     Args:
         config: the input settings; batch_size is per replica.
         input_context: from `strategy.distribute_datasets_from_function`, or None.
+        first_batch: the batch of this pipeline to start at (arithmetic positions only;
+            masks drawn by dynamic masking follow the batch number, so they match too).
 
     Returns:
         A dataset of feature dicts (see the module docstring); shapes are fully static when
@@ -259,10 +269,18 @@ def make_pretraining_dataset(
     if config.is_training:
         # Same seed on every pipeline: with record sharding they must agree on the order.
         files = files.shuffle(num_files, seed=config.seed, reshuffle_each_iteration=True)
-    records = read_files(files, config, inputs, num_files)
-    if mode == "records":
+    arithmetic = config.is_training and config.input_position == "arithmetic"
+    if first_batch and not arithmetic:
+        raise ValueError("first_batch needs a training input with an arithmetic position")
+    if arithmetic:
+        records = record_positions.positioned_records(
+            config, inputs, read_files, pipeline_id, num_pipelines, mode == "records",
+            first_batch * config.batch_size)
+    else:
+        records = read_files(files, config, inputs, num_files)
+    if mode == "records" and not arithmetic:
         records = records.shard(num_pipelines, pipeline_id)
-    if config.is_training:
+    if config.is_training and not arithmetic:
         # Repeat after the interleave, so each epoch reads every record exactly once and a
         # new file order is drawn per epoch; the record shuffle then spans epoch boundaries.
         records = records.repeat()
@@ -290,7 +308,7 @@ def make_pretraining_dataset(
             features = dynamic_masking.remask_batch(features, seed, masking)
         return features
 
-    dataset = batches.enumerate().map(
+    dataset = batches.enumerate(start=first_batch).map(
         to_features, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True
     ).prefetch(tf.data.AUTOTUNE)
     options = tf.data.Options()

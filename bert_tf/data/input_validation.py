@@ -261,6 +261,8 @@ def user_error_from(error: BaseException) -> Optional[UserError]:
             return UserError(_with_damage(message))
     if isinstance(error, tf.errors.DataLossError):
         return UserError(f"corrupted input TFRecord: {errors.reason(error)}")
+    if isinstance(error, (tf.errors.NotFoundError, tf.errors.PermissionDeniedError)):
+        return UserError(f"cannot read an input TFRecord: {errors.reason(error)}")
     # tf.io.parse_example on a record of other lengths or without a feature.
     match = re.search(r"Key: (\w+), Index: \d+\.\s+(.*?)(\n|$)", text)
     if isinstance(error, tf.errors.InvalidArgumentError) and match:

@@ -272,3 +272,18 @@ def worker_info(strategy: tf.distribute.Strategy) -> tuple[int, int]:
 def is_chief(strategy: tf.distribute.Strategy) -> bool:
     """True on the process that writes summaries, eval results and the main checkpoint."""
     return worker_info(strategy)[0] == 0
+
+
+def per_replica_batch_size(global_batch: int, num_replicas: int, accumulation: int = 1,
+                           what: str = "train_batch_size") -> int:
+    """Examples per replica per micro-batch.
+
+    Raises:
+        UserError: the global batch does not divide evenly.
+    """
+    parts = num_replicas * accumulation
+    if global_batch % parts:
+        detail = f"{num_replicas} replicas" + (
+            f" x {accumulation} accumulation steps" if accumulation > 1 else "")
+        raise UserError(f"--{what}={global_batch} is not divisible by {detail} (= {parts})")
+    return global_batch // parts

@@ -75,6 +75,13 @@ def unsupported_reason(strategy: tf.distribute.Strategy) -> Optional[str]:
     return None
 
 
+def arithmetic(dataset_fn) -> bool:
+    """Whether `dataset_fn` reopens its input at any batch (a third argument: the batch of
+    each pipeline to start at; `bert_tf.data.record_positions`) instead of being skipped or
+    restored from a saved iterator."""
+    return bool(getattr(dataset_fn, "arithmetic_position", False))
+
+
 def positions_dir(output_dir: str, worker_index: int, num_workers: int) -> str:
     """Where worker `worker_index` of `num_workers` saves its input positions."""
     return os.path.join(output_dir, POSITIONS_DIR, f"worker-{worker_index}-of-{num_workers}")

@@ -132,29 +132,16 @@ class TrainResult:
 def pretraining_dataset_fn(config: input_config.InputConfig) -> DatasetFn:
     """A DatasetFn reading TFRecords with `config` (its batch_size is replaced per call)."""
 
-    def dataset_fn(context: tf.distribute.InputContext, per_replica_batch: int) -> tf.data.Dataset:
+    def dataset_fn(context: tf.distribute.InputContext, per_replica_batch: int,
+                   first_batch: int = 0) -> tf.data.Dataset:
         return input_pipeline.make_pretraining_dataset(
-            dataclasses.replace(config, batch_size=per_replica_batch), context
-        )
+            dataclasses.replace(config, batch_size=per_replica_batch), context, first_batch)
 
     # For the progress lines (--skip_corrupt_records).
     dataset_fn.skipped_records = config.corrupt_records and config.corrupt_records.count
+    # Reopened at a batch (the third argument) on resume; see resume.arithmetic.
+    dataset_fn.arithmetic_position = config.is_training and config.input_position == "arithmetic"
     return dataset_fn
-
-
-def per_replica_batch_size(global_batch: int, num_replicas: int, accumulation: int = 1,
-                           what: str = "train_batch_size") -> int:
-    """Examples per replica per micro-batch.
-
-    Raises:
-        UserError: the global batch does not divide evenly.
-    """
-    parts = num_replicas * accumulation
-    if global_batch % parts:
-        detail = f"{num_replicas} replicas" + (
-            f" x {accumulation} accumulation steps" if accumulation > 1 else "")
-        raise UserError(f"--{what}={global_batch} is not divisible by {detail} (= {parts})")
-    return global_batch // parts
 
 
 class Trainer:
@@ -184,9 +171,9 @@ class Trainer:
         self.strategy = strategy
         self.num_replicas = strategy.num_replicas_in_sync
         # Check the batch sizes before building anything.
-        self.micro_batch_size = per_replica_batch_size(
+        self.micro_batch_size = distribution.per_replica_batch_size(
             config.train_batch_size, self.num_replicas, config.gradient_accumulation_steps)
-        self.eval_batch_per_replica = per_replica_batch_size(
+        self.eval_batch_per_replica = distribution.per_replica_batch_size(
             config.eval_batch_size, self.num_replicas, what="eval_batch_size")
         self.worker_index, self.num_workers = distribution.worker_info(strategy)
         self.is_chief = self.worker_index == 0
@@ -206,19 +193,19 @@ class Trainer:
 
     def distribute_dataset(self, dataset_fn: DatasetFn, per_replica_batch: int,
                            skip_steps: int = 0):
-        """The distributed dataset, `skip_steps` steps' worth of batches skipped.
+        """The distributed dataset, at `skip_steps` steps' worth of batches.
 
-        A step takes one batch per replica and a pipeline (one per worker) feeds
-        num_replicas / num_pipelines replicas: resuming at step s skips that many batches
-        times s in every pipeline, and the deterministic input continues where it was.
+        A step takes one batch per replica and a pipeline (one per worker or host) feeds
+        num_replicas / num_pipelines replicas: resuming at step s starts every pipeline that
+        many batches times s in, by reopening the input there when its position is
+        arithmetic, else by skipping them (the deterministic input continues where it was).
         """
 
         def per_pipeline(context: tf.distribute.InputContext) -> tf.data.Dataset:
-            dataset = dataset_fn(context, per_replica_batch)
-            if skip_steps:
-                per_step = context.num_replicas_in_sync // context.num_input_pipelines
-                dataset = dataset.skip(skip_steps * per_step)
-            return dataset
+            batches = skip_steps * (context.num_replicas_in_sync // context.num_input_pipelines)
+            if resume.arithmetic(dataset_fn):
+                return dataset_fn(context, per_replica_batch, batches)
+            return dataset_fn(context, per_replica_batch).skip(batches)
 
         return self.strategy.distribute_datasets_from_function(per_pipeline)
 
@@ -247,8 +234,9 @@ class Trainer:
         """
         cfg = self.config
         per_replica_batch = self.micro_batch_size * cfg.gradient_accumulation_steps
-        unsupported = resume.unsupported_reason(self.strategy)
-        train_input = None if unsupported else resume.TrainInput(
+        arithmetic = resume.arithmetic(dataset_fn)
+        unsupported = None if arithmetic else resume.unsupported_reason(self.strategy)
+        train_input = None if arithmetic or unsupported else resume.TrainInput(
             self.strategy, dataset_fn, per_replica_batch, cfg.output_dir, cfg.keep_checkpoint_max)
         checkpoint = tf.train.Checkpoint(
             model=self.model, optimizer=self.optimizer, step=self.step,
@@ -270,11 +258,12 @@ class Trainer:
         else:
             logging.info("resuming from %s at step %d", saver.latest, restored)
         start = int(self.step.numpy())
-        if start and problem:
+        if start and arithmetic:
+            logging.info("input reopened at step %d from its record counts", start)
+        elif start and problem:
             logging.info("input position not restored (%s): skipping the %d steps' batches "
                          "already consumed", problem, start)
-        if train_input is None:
-            # The input position is a function of the step (see distribute_dataset).
+        if train_input is None:  # The position is a function of the step (distribute_dataset).
             return saver, iter(self.distribute_dataset(dataset_fn, per_replica_batch, start)), start
         if start:
             train_input.resume_at(start, latest, problem)
