@@ -4,6 +4,8 @@ tests/test_resume.py: trains the tiny BERT on TFRecords through the real input p
     TF_CONFIG=... python tests/_resume_worker.py --phase=first --data=dir/part-*.tfrecord \\
         --output_dir=out --out=w0-first.npz
 
+--position=arithmetic reads in training order with an arithmetic position
+(bert_tf.data.record_positions) instead of in file order with a saved iterator.
 --phase=first trains an uninterrupted run (out/straight) and the first part of a split run
 (out/split, stopped after SPLIT steps); --phase=second, a new process, resumes out/split to
 STEPS. The losses of each run go to --out.
@@ -12,6 +14,7 @@ STEPS. The losses of each run go to --out.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 
@@ -45,9 +48,10 @@ def main() -> None:
     parser.add_argument("--data", required=True)
     parser.add_argument("--output_dir", required=True)
     parser.add_argument("--out", required=True)
+    parser.add_argument("--position", choices=("iterator", "arithmetic"), default="iterator")
     args = parser.parse_args()
 
-    from bert_tf.data import input_config
+    from bert_tf.data import input_config, record_positions
     from bert_tf.training import distribution, trainer
 
     strategy = distribution.create_strategy(distribution.DistributionConfig(
@@ -55,10 +59,19 @@ def main() -> None:
     # The real reader in file order (no shuffle, no repeat): each worker reads its own file,
     # and the records of a step are known, so the test can make exactly those unreadable.
     # validate_files would read every file's first record before training.
-    data = trainer.pretraining_dataset_fn(input_config.InputConfig(
+    config = input_config.InputConfig(
         input_patterns=args.data, batch_size=1, max_seq_length=SEQ,
         max_predictions_per_seq=PREDS, vocab_size=VOCAB, is_training=False, compression="",
-        use_v2_feature_names=False, validate_files=False))
+        use_v2_feature_names=False, validate_files=False)
+    if args.position == "arithmetic":
+        os.makedirs(args.output_dir, exist_ok=True)
+        # Training order (seeded file order, windows of 4 shuffled), reopened from the
+        # record counts, which the first phase caches in output_dir.
+        config = record_positions.with_counts(
+            dataclasses.replace(config, is_training=True, input_position="arithmetic",
+                                shuffle_buffer_size=4, seed=3),
+            os.path.join(args.output_dir, record_positions.COUNTS_FILE))
+    data = trainer.pretraining_dataset_fn(config)
     split_dir = os.path.join(args.output_dir, "split")
     arrays = {}
     if args.phase == "first":

@@ -4,20 +4,31 @@ loopback, each reading its own TFRecord file through the real input pipeline.
 A run stopped at step 2 and resumed in new processes follows the uninterrupted run's
 losses, although the records of steps 1-2 are made unreadable before the resume: each
 worker restores its own saved iterator instead of re-reading them (a skip would fail). The
-single-worker case is in test_trainer.py. TPUStrategy has no CPU-testable form here
-(TensorFlow's TPUStrategy needs a TPU system to initialise), and it still resumes by
-skipping (see the resume module's docstring).
+single-worker case is in test_trainer.py.
+
+With an arithmetic input position (bert_tf.data.record_positions), the input TPUStrategy
+uses, the same holds in training order: the workers reopen their input from the record
+counts, through tf.distribute's distributed dataset as on TPUs. TensorFlow's TPUStrategy
+needs a TPU system to initialise, so this is the closest CPU-testable form.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
-from _pretraining_helpers import run_on_loopback, synthetic_examples, write_tfrecords
+from _pretraining_helpers import (
+    PREDS,
+    SEQ,
+    VOCAB,
+    run_on_loopback,
+    synthetic_examples,
+    write_tfrecords,
+)
 
 from bert_tf.training import resume
 
@@ -26,10 +37,11 @@ WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_resume_worke
 SPLIT, PER_REPLICA_BATCH = 2, 4
 
 
-def run_workers(phase, data, output_dir, tmp_path):
+def run_workers(phase, data, output_dir, tmp_path, position="iterator"):
     procs = run_on_loopback([
         [sys.executable, WORKER, f"--phase={phase}", f"--data={data}",
-         f"--output_dir={output_dir}", f"--out={tmp_path / f'{phase}-{index}.npz'}"]
+         f"--output_dir={output_dir}", f"--out={tmp_path / f'{phase}-{index}.npz'}",
+         f"--position={position}"]
         for index in range(2)])
     for proc in procs:
         assert proc.returncode == 0, proc.stderr[-3000:]
@@ -79,3 +91,46 @@ def test_two_workers_resume_from_their_own_positions_on_the_same_trajectory(tmp_
             np.concatenate([first[worker]["part1"], second[worker]["part2"]]),
             first[worker]["straight"], rtol=1e-6)
     np.testing.assert_array_equal(first[0]["straight"], first[1]["straight"])
+
+
+@pytest.mark.slow
+def test_two_workers_reopen_an_arithmetic_position_on_the_same_trajectory(tmp_path):
+    from bert_tf.data import input_config, record_positions
+    from bert_tf.data.input_pipeline import make_pretraining_dataset
+
+    # 8 files of 4 records: worker i reads files i, i+2, ... (file sharding); a window of 4
+    # records is one file and one step's batch, in a seeded file order.
+    examples = synthetic_examples(32, seed=1)
+    files = [write_tfrecords(tmp_path / f"part-{i}.tfrecord",
+                             {k: v[4 * i:4 * (i + 1)] for k, v in examples.items()})
+             for i in range(8)]
+    data = os.fspath(tmp_path / "part-*.tfrecord")
+    output_dir = tmp_path / "out"
+    first = run_workers("first", data, output_dir, tmp_path, "arithmetic")
+    assert json.load(open(output_dir / record_positions.COUNTS_FILE))["files"][files[5]][1] == 4
+    # No iterator is saved anywhere: the position is the step.
+    assert not (output_dir / "split" / resume.POSITIONS_DIR).exists()
+
+    # The files each worker's first SPLIT steps read, found from their records' token ids.
+    config = record_positions.with_counts(input_config.InputConfig(
+        input_patterns=data, batch_size=PER_REPLICA_BATCH, max_seq_length=SEQ,
+        max_predictions_per_seq=PREDS, vocab_size=VOCAB, compression="",
+        use_v2_feature_names=False, input_position="arithmetic", shuffle_buffer_size=4, seed=3))
+    file_of = {tuple(row): i // 4 for i, row in enumerate(examples["input_ids"])}
+    consumed = set()
+    for worker in range(2):
+        batches = make_pretraining_dataset(config, tf.distribute.InputContext(2, worker, 2))
+        for batch in batches.take(SPLIT):
+            consumed |= {file_of[tuple(row)] for row in batch["input_ids"].numpy()}
+    assert len(consumed) == 2 * SPLIT  # whole files: 2 per worker
+    for f in consumed:
+        corrupt_records(files[f], 4)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="is damaged"):  # from the start
+        for _ in make_pretraining_dataset(config, tf.distribute.InputContext(2, 0, 2)).take(4):
+            pass
+    second = run_workers("second", data, output_dir, tmp_path, "arithmetic")
+    for worker in range(2):
+        assert second[worker]["part2_steps"].tolist() == [SPLIT, 4]
+        np.testing.assert_allclose(
+            np.concatenate([first[worker]["part1"], second[worker]["part2"]]),
+            first[worker]["straight"], rtol=1e-6)
