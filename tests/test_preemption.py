@@ -325,3 +325,32 @@ def test_sigterm_to_one_of_two_workers_stops_both_at_the_same_step(data, tmp_pat
         assert progress_steps(text) == [stopped + 1, stopped + 2]
     np.testing.assert_allclose(progress_losses(rerun0), progress_losses(reference0)[stopped:],
                                rtol=2e-6)
+
+
+@pytest.mark.slow
+def test_sigterm_during_the_first_call_ends_the_run_at_once(data, tmp_path):
+    # A model whose first call (tracing and one step of batch 1024: hidden 512, 4 layers)
+    # takes well over the few seconds waited below; on a TPU it is XLA's compilation.
+    config = write_bert_config(tmp_path / "bert_config.json", hidden_size=512,
+                               num_hidden_layers=4, num_attention_heads=8,
+                               intermediate_size=2048)
+    out, log = tmp_path / "run", tmp_path / "run.log"
+    proc = start(flags(data, out, bert_config_file=config, train_batch_size=1024), log)
+    try:
+        wait_for_line(log, r"training steps 1 to 100000", [proc])
+        time.sleep(2)
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        end, = finish([proc], timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    text = log.read_text()
+    assert proc.returncode == 143, text[-3000:]
+    assert end - sent < 10, end - sent
+    assert "first train call (graph tracing" not in text  # it exited inside the call
+    assert text.rstrip().splitlines()[-1] == (
+        "stopped by SIGTERM at step 0 before its first train call ended: nothing to save "
+        "since the start; rerun with the same output_dir to continue")
+    assert tf.train.latest_checkpoint(os.fspath(out)) is None

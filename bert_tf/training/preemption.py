@@ -30,6 +30,13 @@ TensorFlow's teardown (the tf.data iterator waits for its autotuning thread) too
 
 TPUStrategy takes the same path (one client: no agreement needed); it cannot be run here.
 
+The first call of a run traces the step, compiles it (minutes with XLA on a TPU) and runs one
+step, so a notice during it would be read too late. Nothing has been trained since the last
+checkpoint then, so with one client `exit_before_first_step` ends the process at once: a
+thread reads the signal from `signal.set_wakeup_fd`, which the C-level handler writes while
+the main thread is still inside TensorFlow. Several workers keep the agreement above (one
+worker leaving alone would stall the others' collectives).
+
 Why not `tf.distribute.experimental.PreemptionCheckpointHandler`: it checks for the signal
 only between calls too (its `run` counts calls and wants single-step functions), so it
 would not remove the host-loop problem by itself; on Cloud TPU and GCE CPU VMs (the
@@ -45,13 +52,18 @@ we need, and is one small collective.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import threading
 import time
-from typing import Callable, Dict, List, Tuple
+from typing import Callable, Dict, Iterator, List, Tuple
 
 import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from bert_tf import errors
 from bert_tf.training import train_loop
 
 # Wall time aimed at per host call: short against a 30 s preemption notice, long against a
@@ -100,8 +112,10 @@ class HostLoop:
                  stop_requested: Callable[[], bool],
                  time_up: Callable[[], bool] = lambda: False,
                  target_seconds: float = TARGET_CALL_SECONDS,
-                 clock: Callable[[], float] = time.perf_counter):
+                 clock: Callable[[], float] = time.perf_counter,
+                 on_first_call: Callable[[], None] = lambda: None):
         self._clock = clock
+        self._on_first_call = on_first_call
         self._strategy = strategy
         self._num_workers = num_workers
         self._stop_requested = stop_requested
@@ -153,6 +167,7 @@ class HostLoop:
             done += len(call_losses)
             self.calls += 1
             if self.calls == 1:
+                self._on_first_call()
                 logging.info("first train call (graph tracing and 1 step) took %.1f s; then "
                              "calls of about %g s, between which SIGTERM is answered",
                              elapsed, self._target)
@@ -192,3 +207,50 @@ class HostLoop:
                      "the training time", self.calls,
                      1e3 * self._agree_seconds / (self._agreements - 1),
                      100 * self._agree_seconds / max(self._train_seconds, 1e-9))
+
+
+@contextlib.contextmanager
+def exit_before_first_step(message: str, code: int) -> Iterator[Callable[[], None]]:
+    """Until the returned `disarm` is called, SIGTERM ends the process at once with
+    `message` and exit `code` (`errors.exit_at_once`), even while the main thread is inside
+    a TensorFlow call. For the first train call of a one-client run: nothing to save yet.
+
+    Needs a Python handler for SIGTERM (`checkpointing.sigterm_requests`): Python writes the
+    signal number to the wakeup fd only for signals it handles. Outside the main thread
+    nothing is installed.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield lambda: None
+        return
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    armed = threading.Event()
+    armed.set()
+    previous = signal.set_wakeup_fd(write_end)
+
+    def watch() -> None:
+        while True:
+            got = os.read(read_end, 64)
+            if not got:  # disarmed: the write end is closed
+                return
+            if signal.SIGTERM in got and armed.is_set():
+                errors.exit_at_once(message, code)
+
+    watcher = threading.Thread(target=watch, name="sigterm-before-first-step", daemon=True)
+    watcher.start()
+    disarmed = []
+
+    def disarm() -> None:
+        if disarmed:
+            return
+        disarmed.append(True)
+        armed.clear()
+        signal.set_wakeup_fd(previous)
+        os.close(write_end)
+        watcher.join()
+        os.close(read_end)
+
+    try:
+        yield disarm
+    finally:
+        disarm()

@@ -18,6 +18,7 @@ worker) saves the step reached after the current call, on every worker, and stop
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import time
@@ -295,10 +296,17 @@ class Trainer:
         if start >= cfg.num_train_steps:
             logging.info("already trained to step %d (num_train_steps=%d)", start, stop)
         train_start = time.monotonic()
-        with checkpointing.sigterm_requests() as sigterm:
+        before_first = (f"stopped by SIGTERM at step {start} before its first train call ended: "
+                        f"nothing to save since {saver.latest or 'the start'}; rerun with the "
+                        "same output_dir to continue")
+        with checkpointing.sigterm_requests() as sigterm, (
+                preemption.exit_before_first_step(before_first, 143) if self.num_workers == 1
+                else contextlib.nullcontext(lambda: None)) as disarm:
             limit = 60 * cfg.max_train_minutes
             host_loop = preemption.HostLoop(self.strategy, self.num_workers, lambda: bool(
-                sigterm), lambda: bool(limit and time.monotonic() - train_start >= limit))
+                sigterm), lambda: bool(limit and time.monotonic() - train_start >= limit),
+                on_first_call=disarm)
+            logging.info("training steps %d to %d (the first call traces the step)", start + 1, stop)
             try:
                 while step < stop:
                     to_save = cfg.save_checkpoints_steps - step % cfg.save_checkpoints_steps
