@@ -9,17 +9,22 @@ of its first step, with the input position restored from the checkpoint and with
 skip (the checkpoint's input state ignored). It also prints how much the input state adds to
 a checkpoint. The last line is the saved position's far/near time ratio (`resume ratio: X`).
 
+--input_position=arithmetic times the input TPUStrategy uses (bert_tf.data.record_positions):
+no iterator is saved; the resumed run reads the record counts from their cache and reopens
+the files at the computed record, against the same input read from its start and skipped.
+
 --strategy=one_device runs in this process. --strategy=multi_worker_mirrored starts
 --num_workers copies of this script as the workers of a cluster on 127.0.0.1 (one replica
 each, each reading its share of the files); each worker restores its own saved position,
 and a time is that of the slowest worker (the first step's all-reduce joins them anyway).
 
     python benchmarks/bench_resume.py [--strategy=one_device] [--batch_size=4096] [--far_step=256]
-        [--repeats=1]
+        [--repeats=1] [--input_position=iterator]
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -39,7 +44,7 @@ import tensorflow as tf  # noqa: E402
 from absl import app, flags, logging  # noqa: E402
 from machine import describe  # noqa: E402
 
-from bert_tf.data import input_config, schema  # noqa: E402
+from bert_tf.data import input_config, record_positions, schema  # noqa: E402
 from bert_tf.modeling.config import BertConfig  # noqa: E402
 from bert_tf.modeling.pretraining_model import BertPretrainingModel  # noqa: E402
 from bert_tf.training import distribution, optimization, resume, trainer  # noqa: E402
@@ -53,6 +58,9 @@ flags.DEFINE_enum("strategy", "one_device", ["one_device", "multi_worker_mirrore
                   "Where the resumed runs train.")
 flags.DEFINE_integer("num_workers", 2, "Workers on loopback (multi_worker_mirrored).")
 flags.DEFINE_integer("repeats", 1, "Restarts timed per figure (the fastest is printed).")
+flags.DEFINE_enum("input_position", "iterator", ["iterator", "arithmetic"],
+                  "iterator: the saved tf.data iterator; arithmetic: reopened from the record "
+                  "counts (bert_tf.data.record_positions; TPUStrategy's input).")
 flags.DEFINE_string("worker_dir", "", "Internal: the work directory of a worker process.")
 
 SEQ, PREDS, VOCAB = 32, 5, 1000
@@ -108,7 +116,7 @@ def copy_checkpoint(source_dir: str, step: int, target_dir: str, strategy) -> No
     then all wait for each other (the resumed run reads the chief's copy)."""
     index, num_workers = distribution.worker_info(strategy)
     copies = [("", index == 0)]
-    if num_workers > 1:
+    if num_workers > 1 and FLAGS.input_position == "iterator":
         copies.append((os.path.relpath(resume.positions_dir("", index, num_workers)), True))
     for sub, mine in copies:
         os.makedirs(os.path.join(target_dir, sub), exist_ok=True)
@@ -135,13 +143,14 @@ def advance_to(strategy, run_dir: str, step: int, dataset_fn) -> None:
     those of the latest checkpoint: training to `step` would only make the benchmark slow)."""
     t = make_trainer(strategy, run_dir)
     saver, train_input, start = t._restore_training_state(dataset_fn)
-    for _ in range((step - start) * train_input.local_replicas):
-        next(train_input.state.iterator)
+    if not resume.arithmetic(dataset_fn):  # An arithmetic position is the step itself.
+        for _ in range((step - start) * train_input.local_replicas):
+            next(train_input.state.iterator)
     t.step.assign(step)
     saver.save()
 
 
-def time_resume(strategy, source_dir: str, step: int, target_dir: str, dataset_fn,
+def time_resume(strategy, source_dir: str, step: int, target_dir: str, config,
                 old: bool) -> float:
     """Seconds from a new Trainer to the end of the first step after `step`."""
     copy_checkpoint(source_dir, step, target_dir, strategy)
@@ -150,6 +159,11 @@ def time_resume(strategy, source_dir: str, step: int, target_dir: str, dataset_f
         resume.unsupported_reason = lambda strategy: "benchmark: the old skip"
     try:
         began = time.perf_counter()
+        # With an arithmetic position, the run reads the record counts from their cache.
+        config = record_positions.with_counts(config, counts_cache(source_dir))
+        dataset_fn = trainer.pretraining_dataset_fn(config)
+        if old and resume.arithmetic(dataset_fn):  # the same input, skipped to its position
+            dataset_fn = functools.partial(dataset_fn, first_batch=0)
         result = make_trainer(strategy, target_dir, max_steps_per_run=1).train(dataset_fn)
         elapsed = time.perf_counter() - began
     finally:
@@ -158,14 +172,20 @@ def time_resume(strategy, source_dir: str, step: int, target_dir: str, dataset_f
     return elapsed
 
 
+def counts_cache(run_dir: str) -> str:
+    return os.path.join(run_dir, record_positions.COUNTS_FILE)
+
+
 def measure(strategy, work: str, pattern: str) -> dict:
     """Trains, advances and times the resumed runs; returns this process's figures."""
     config = input_config.InputConfig(
         input_patterns=pattern, batch_size=1, max_seq_length=SEQ,
-        max_predictions_per_seq=PREDS, vocab_size=VOCAB)
-    dataset_fn = trainer.pretraining_dataset_fn(config)
+        max_predictions_per_seq=PREDS, vocab_size=VOCAB, input_position=FLAGS.input_position)
     run_dir = os.path.join(work, "run")
+    os.makedirs(run_dir, exist_ok=True)
     began = time.perf_counter()
+    dataset_fn = trainer.pretraining_dataset_fn(
+        record_positions.with_counts(config, counts_cache(run_dir)))  # counted once, here
     make_trainer(strategy, run_dir, max_steps_per_run=NEAR_STEP).train(dataset_fn)
     advance_to(strategy, run_dir, FLAGS.far_step, dataset_fn)
     prepared = time.perf_counter() - began
@@ -174,7 +194,7 @@ def measure(strategy, work: str, pattern: str) -> dict:
         # The fastest of --repeats restarts: other jobs on the machine only add time.
         new, old = (min(time_resume(strategy, run_dir, step,
                                     os.path.join(work, f"{kind}-{step}" + f"-{r}" * (r > 0)),
-                                    dataset_fn, kind == "old")
+                                    config, kind == "old")
                         for r in range(FLAGS.repeats))
                     for kind in ("new", "old"))
         rows.append((step, step * FLAGS.batch_size, new, old))
@@ -182,7 +202,9 @@ def measure(strategy, work: str, pattern: str) -> dict:
     far = FLAGS.far_step + 1
     index, num_workers = distribution.worker_info(strategy)
     new_dir, old_dir = (os.path.join(work, f"{m}-{FLAGS.far_step}") for m in ("new", "old"))
-    if num_workers == 1:
+    if FLAGS.input_position == "arithmetic":
+        input_bytes = 0
+    elif num_workers == 1:
         input_bytes = checkpoint_bytes(new_dir, far) - checkpoint_bytes(old_dir, far)
     else:
         input_bytes = checkpoint_bytes(resume.positions_dir(new_dir, index, num_workers), far)
@@ -202,6 +224,7 @@ def run_workers(work: str) -> list:
         args = [sys.executable, os.path.abspath(__file__), f"--worker_dir={work}",
                 f"--batch_size={FLAGS.batch_size}", f"--far_step={FLAGS.far_step}",
                 f"--num_records={FLAGS.num_records}", f"--repeats={FLAGS.repeats}",
+                f"--input_position={FLAGS.input_position}",
                 "--strategy=multi_worker_mirrored"]
         procs.append(subprocess.Popen(args, env=env, stdout=subprocess.PIPE,
                                       stderr=subprocess.STDOUT, text=True))
@@ -248,7 +271,9 @@ def main(argv) -> None:
         prepared = max(r["prepared"] for r in results)
         print(f"{where}: trained to step {NEAR_STEP}, input advanced to step {FLAGS.far_step} "
               f"(batch {FLAGS.batch_size}, seq {SEQ}) in {prepared:.0f} s")
-        print(f"{'resume at step':>14} {'records consumed':>17} {'saved position (s)':>19} "
+        how = "saved position" if FLAGS.input_position == "iterator" else "reopened"
+        print(f"input position: {FLAGS.input_position}")
+        print(f"{'resume at step':>14} {'records consumed':>17} {how + ' (s)':>19} "
               f"{'skip (s)':>9} {'skip/saved':>10}")
         for step, records, new, old in rows:
             print(f"{step:>14} {records:>17,} {new:>19.2f} {old:>9.2f} {old / new:>10.1f}x")

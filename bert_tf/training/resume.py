@@ -18,30 +18,25 @@ the step), and saves the iterator:
   this run's; otherwise that worker alone skips the consumed batches. Either way it reaches
   the same position, since the pipeline is deterministic, so workers need not agree.
 
-Why per-worker iterator files rather than an arithmetic position (a file order and in-file
-order that are functions of seed, epoch and step, the data reopened at a computed record):
-- TFRecords cannot be opened at a record number. TensorFlow's reader can start at a byte
-  offset, but only through the raw TFRecordDatasetV2 op (`byte_offsets`, not in
-  tf.data.TFRecordDataset), and in TF 2.21 that dataset cannot be serialized (its graph
-  definition drops the offsets), which tf.data's default graph rewrites and iterator
-  checkpoints need: it reads only with tf.data's optimizations off. And mapping a record
-  number to a byte offset needs each file's record sizes, i.e. an index written with the
-  data or a pass over the whole corpus: the files of the original create_pretraining_data.py
-  have none, and a gzip file cannot be entered in the middle at all.
-- An exact trajectory with a shuffle buffer needs the buffer's records, which only the
-  iterator state holds; an arithmetic position would drop the shuffle (or re-read a window of
-  records on resume), changing the input order every existing run and test relies on.
-- The iterator state is O(1) in the step (the buffer, not the records consumed) and costs
-  no new input code: `benchmarks/bench_resume.py --strategy=multi_worker_mirrored` measures
-  the resume time.
+Why per-worker iterator files by default rather than an arithmetic position (a file order
+and in-file order that are functions of seed, epoch and step, the data reopened at a computed
+record; `bert_tf.data.record_positions`, `--input_position=arithmetic`):
+- it needs each file's record count: TFRecords have no index, so the first run counts them
+  (one parallel pass over the data, then cached in output_dir);
+- TFRecords cannot be opened at a record number, so the reopened pipeline reads past the
+  earlier records of the file it enters (at most one file). TensorFlow's reader can start at
+  a byte offset only through the raw TFRecordDatasetV2 op, which TF 2.21 cannot serialize
+  (its graph definition drops the offsets), and a gzip file cannot be entered mid-way;
+- its window shuffle is another input order than the shuffle buffer's, which existing runs
+  and their checkpoints follow.
 
-TPUStrategy is the exception: it feeds its cores through tf.distribute's multi-device
-iterator (infeed prefetched on the devices), which cannot be saved, and the host's Python
-cannot see each input host's position. There the only O(1) route is an arithmetic position
-as above, which needs a record index written with the data; until then a resumed TPU run
-skips the batches already consumed (`trainer.Trainer.distribute_dataset`), reading them
-again, and so does a resume from a checkpoint without a usable input position: one log
-line says so.
+TPUStrategy is where the arithmetic position is needed: it feeds its cores through
+tf.distribute's multi-device iterator (infeed prefetched on the devices), which cannot be
+saved, and the host's Python cannot see each input host's position. `run_pretraining`'s
+`--input_position=auto` chooses it there. The trainer then reopens every pipeline at the
+step's batch (`trainer.Trainer.distribute_dataset`), and `TrainInput` is not used. A
+checkpoint without a usable saved iterator (another layout, an older checkpoint) is resumed
+by skipping the consumed batches: one log line says so.
 
 The saved state holds the shuffle buffer's records (about shuffle_buffer_size x the record
 size, e.g. 10,000 x ~0.5 KB for seq 128) and the prefetched batches; `benchmarks/bench_resume.py`
