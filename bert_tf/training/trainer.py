@@ -306,7 +306,8 @@ class Trainer:
             host_loop = preemption.HostLoop(self.strategy, self.num_workers, lambda: bool(
                 sigterm), lambda: bool(limit and time.monotonic() - train_start >= limit),
                 on_first_call=disarm)
-            logging.info("training steps %d to %d (the first call traces the step)", start + 1, stop)
+            logging.info("training steps %d to %d (the first call traces the step)",
+                         start + 1, stop)
             try:
                 while step < stop:
                     to_save = cfg.save_checkpoints_steps - step % cfg.save_checkpoints_steps
