@@ -48,6 +48,26 @@ def run_workers(phase, data, output_dir, tmp_path, position="iterator"):
     return [np.load(tmp_path / f"{phase}-{index}.npz") for index in range(2)]
 
 
+def write_parts(tmp_path, num_files, per_file):
+    """part-<i>.tfrecord files of `per_file` synthetic examples each: (the examples, the
+    paths, their glob)."""
+    examples = synthetic_examples(num_files * per_file, seed=1)
+    files = [write_tfrecords(tmp_path / f"part-{i}.tfrecord",
+                             {k: v[per_file * i:per_file * (i + 1)] for k, v in examples.items()})
+             for i in range(num_files)]
+    return examples, files, os.fspath(tmp_path / "part-*.tfrecord")
+
+
+def assert_on_the_uninterrupted_trajectory(first, second):
+    """Each worker's split run (steps 1-SPLIT, then the resumed SPLIT+1-4) has the losses of
+    its uninterrupted run."""
+    for worker in range(2):
+        assert second[worker]["part2_steps"].tolist() == [SPLIT, 4]
+        np.testing.assert_allclose(
+            np.concatenate([first[worker]["part1"], second[worker]["part2"]]),
+            first[worker]["straight"], rtol=1e-6)
+
+
 def corrupt_records(path, count):
     """Flips the first data byte of each of the first `count` records of a TFRecord file,
     in place: reading any of them fails its CRC check."""
@@ -62,11 +82,7 @@ def corrupt_records(path, count):
 
 @pytest.mark.slow
 def test_two_workers_resume_from_their_own_positions_on_the_same_trajectory(tmp_path):
-    examples = synthetic_examples(64, seed=1)
-    files = [write_tfrecords(tmp_path / f"part-{i}.tfrecord",
-                             {k: v[32 * i:32 * (i + 1)] for k, v in examples.items()})
-             for i in range(2)]
-    data = os.fspath(tmp_path / "part-*.tfrecord")
+    examples, files, data = write_parts(tmp_path, 2, 32)
     output_dir = tmp_path / "out"
     first = run_workers("first", data, output_dir, tmp_path)
     for worker in range(2):
@@ -85,11 +101,7 @@ def test_two_workers_resume_from_their_own_positions_on_the_same_trajectory(tmp_
         with pytest.raises(tf.errors.DataLossError):  # a skip would fail here
             next(iter(tf.data.TFRecordDataset(path)))
     second = run_workers("second", data, output_dir, tmp_path)
-    for worker in range(2):
-        assert second[worker]["part2_steps"].tolist() == [SPLIT, 4]
-        np.testing.assert_allclose(
-            np.concatenate([first[worker]["part1"], second[worker]["part2"]]),
-            first[worker]["straight"], rtol=1e-6)
+    assert_on_the_uninterrupted_trajectory(first, second)
     np.testing.assert_array_equal(first[0]["straight"], first[1]["straight"])
 
 
@@ -100,11 +112,7 @@ def test_two_workers_reopen_an_arithmetic_position_on_the_same_trajectory(tmp_pa
 
     # 8 files of 4 records: worker i reads files i, i+2, ... (file sharding); a window of 4
     # records is one file and one step's batch, in a seeded file order.
-    examples = synthetic_examples(32, seed=1)
-    files = [write_tfrecords(tmp_path / f"part-{i}.tfrecord",
-                             {k: v[4 * i:4 * (i + 1)] for k, v in examples.items()})
-             for i in range(8)]
-    data = os.fspath(tmp_path / "part-*.tfrecord")
+    examples, files, data = write_parts(tmp_path, 8, 4)
     output_dir = tmp_path / "out"
     first = run_workers("first", data, output_dir, tmp_path, "arithmetic")
     assert json.load(open(output_dir / record_positions.COUNTS_FILE))["files"][files[5]][1] == 4
@@ -129,8 +137,4 @@ def test_two_workers_reopen_an_arithmetic_position_on_the_same_trajectory(tmp_pa
         for _ in make_pretraining_dataset(config, tf.distribute.InputContext(2, 0, 2)).take(4):
             pass
     second = run_workers("second", data, output_dir, tmp_path, "arithmetic")
-    for worker in range(2):
-        assert second[worker]["part2_steps"].tolist() == [SPLIT, 4]
-        np.testing.assert_allclose(
-            np.concatenate([first[worker]["part1"], second[worker]["part2"]]),
-            first[worker]["straight"], rtol=1e-6)
+    assert_on_the_uninterrupted_trajectory(first, second)
