@@ -222,6 +222,34 @@ def _shard_mode(num_files: int, input_context: Optional[tf.distribute.InputConte
     return "files" if num_files >= input_context.num_input_pipelines else "records"
 
 
+def _shuffled_records(config: InputConfig, inputs: InputFiles, mode: str, pipeline_id: int,
+                      num_pipelines: int) -> tf.data.Dataset:
+    """This pipeline's records: in training, files shuffled per epoch, repeated, through a
+    shuffle buffer; in eval, one pass in file order. (record, file index, record index)."""
+    frame_bytes = list(inputs.frame_bytes) or [-1] * len(inputs.files)  # -1: not checked
+    files = tf.data.Dataset.from_tensor_slices((
+        list(inputs.files), list(inputs.compressions), tf.constant(frame_bytes, tf.int64),
+        tf.range(len(inputs.files), dtype=tf.int32)))
+    if mode == "files":
+        files = files.shard(num_pipelines, pipeline_id)
+    num_files = (len(inputs.files[pipeline_id::num_pipelines]) if mode == "files"
+                 else len(inputs.files))
+    if config.is_training:
+        # Same seed on every pipeline: with record sharding they must agree on the order.
+        files = files.shuffle(num_files, seed=config.seed, reshuffle_each_iteration=True)
+    records = read_files(files, config, inputs, num_files)
+    if mode == "records":
+        records = records.shard(num_pipelines, pipeline_id)
+    if config.is_training:
+        # Repeat after the interleave, so each epoch reads every record exactly once and a
+        # new file order is drawn per epoch; the record shuffle then spans epoch boundaries.
+        records = records.repeat()
+        records = records.shuffle(config.shuffle_buffer_size,
+                                  seed=config.seed + 1 + pipeline_id,
+                                  reshuffle_each_iteration=True)
+    return records
+
+
 def make_pretraining_dataset(
     config: InputConfig, input_context: Optional[tf.distribute.InputContext] = None,
     first_batch: int = 0,
@@ -258,17 +286,6 @@ def make_pretraining_dataset(
     num_pipelines = input_context.num_input_pipelines if input_context else 1
     pipeline_id = input_context.input_pipeline_id if input_context else 0
 
-    frame_bytes = list(inputs.frame_bytes) or [-1] * len(inputs.files)  # -1: not checked
-    files = tf.data.Dataset.from_tensor_slices((
-        list(inputs.files), list(inputs.compressions), tf.constant(frame_bytes, tf.int64),
-        tf.range(len(inputs.files), dtype=tf.int32)))
-    if mode == "files":
-        files = files.shard(num_pipelines, pipeline_id)
-    num_files = (len(inputs.files[pipeline_id::num_pipelines]) if mode == "files"
-                 else len(inputs.files))
-    if config.is_training:
-        # Same seed on every pipeline: with record sharding they must agree on the order.
-        files = files.shuffle(num_files, seed=config.seed, reshuffle_each_iteration=True)
     arithmetic = config.is_training and config.input_position == "arithmetic"
     if first_batch and not arithmetic:
         raise ValueError("first_batch needs a training input with an arithmetic position")
@@ -277,16 +294,7 @@ def make_pretraining_dataset(
             config, inputs, read_files, pipeline_id, num_pipelines, mode == "records",
             first_batch * config.batch_size)
     else:
-        records = read_files(files, config, inputs, num_files)
-    if mode == "records" and not arithmetic:
-        records = records.shard(num_pipelines, pipeline_id)
-    if config.is_training and not arithmetic:
-        # Repeat after the interleave, so each epoch reads every record exactly once and a
-        # new file order is drawn per epoch; the record shuffle then spans epoch boundaries.
-        records = records.repeat()
-        records = records.shuffle(config.shuffle_buffer_size,
-                                  seed=config.seed + 1 + pipeline_id,
-                                  reshuffle_each_iteration=True)
+        records = _shuffled_records(config, inputs, mode, pipeline_id, num_pipelines)
     batches = records.batch(config.batch_size, drop_remainder=config.drop_remainder)
 
     masking = config.masking if config.is_training else None
