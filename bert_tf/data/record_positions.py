@@ -171,7 +171,7 @@ def positioned_records(config: InputConfig, inputs: InputFiles, read_files,
     sequential = dataclasses.replace(config, cycle_length=1)
     base_seed = tf.constant([config.seed, pipeline_id], tf.int64)
 
-    def epoch_records(epoch: tf.Tensor, first_window: tf.Tensor) -> tf.Dataset:
+    def epoch_records(epoch: tf.Tensor, first_window: tf.Tensor) -> tf.data.Dataset:
         # The same file order on every pipeline (seed and epoch only).
         order = _permutation(len(own), tf.stack([tf.constant(config.seed, tf.int64), epoch]))
         sizes = tf.gather(counts_t, order)
