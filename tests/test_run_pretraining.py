@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import selectors
@@ -149,6 +150,28 @@ def test_a_resumed_run_follows_the_uninterrupted_trajectory(straight, data, tmp_
             assert ours[key] == ref[key], key
             continue
         np.testing.assert_allclose(ours[key], ref[key], rtol=1e-5, atol=1e-6, err_msg=key)
+
+
+def test_an_arithmetic_input_position_resumes_from_the_cached_record_counts(data, tmp_path):
+    arithmetic = dict(input_position="arithmetic")  # the TPU default (auto), forced here
+    reference = run_module(MODULE, common_flags(data, tmp_path / "reference", **arithmetic))
+    first = run_module(MODULE, common_flags(data, tmp_path / "split", max_steps_per_run=4,
+                                            **arithmetic))
+    assert reference.returncode == 0 and first.returncode == 0, first.stderr[-3000:]
+    assert re.search(r"counted the records of 2 input file\(s\) .*: 96 records", first.stderr)
+    counts = json.loads((tmp_path / "split" / "input_record_counts.json").read_text())["files"]
+    assert sorted(n for _, n in counts.values()) == [48, 48]
+    second = run_module(MODULE, common_flags(data, tmp_path / "split", **arithmetic))
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "input reopened at step 4 from its record counts" in second.stderr
+    assert "counted the records" not in second.stderr  # read from the cache
+    assert progress_steps(second.stderr) == [5, 6]
+    np.testing.assert_allclose(
+        progress_losses(first.stderr) + progress_losses(second.stderr),
+        progress_losses(reference.stderr), rtol=2e-6)
+    # No iterator is saved: the position is the step.
+    assert not any(k.startswith("input/") for k in checkpoint_tensors(
+        tmp_path / "split" / f"ckpt-{STEPS}"))
 
 
 def read_until(proc, pattern, timeout):
