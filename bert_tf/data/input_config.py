@@ -27,6 +27,10 @@ class InputFiles:
     # that ended early at a damaged record. Empty: not checked.
     frame_bytes: Tuple[int, ...] = ()
 
+    def frame_bytes_or_unchecked(self) -> Tuple[int, ...]:
+        """frame_bytes per file, -1 for every file when they were not read (not checked)."""
+        return self.frame_bytes or (-1,) * len(self.files)
+
 
 _COMPRESSIONS = ("auto", "", "GZIP")
 
@@ -88,6 +92,11 @@ class InputConfig:
     corrupt_records: Optional[CorruptRecords] = dataclasses.field(default=None, compare=False)
     input_position: str = "iterator"
     record_counts: Optional[Tuple[int, ...]] = None
+
+    @property
+    def arithmetic_position(self) -> bool:
+        """Training reads in the arithmetic order (input_position applies to training only)."""
+        return self.is_training and self.input_position == "arithmetic"
 
     def __post_init__(self) -> None:
         if self.skip_corrupt_records and self.corrupt_records is None:

@@ -226,9 +226,9 @@ def _shuffled_records(config: InputConfig, inputs: InputFiles, mode: str, pipeli
                       num_pipelines: int) -> tf.data.Dataset:
     """This pipeline's records: in training, files shuffled per epoch, repeated, through a
     shuffle buffer; in eval, one pass in file order. (record, file index, record index)."""
-    frame_bytes = list(inputs.frame_bytes) or [-1] * len(inputs.files)  # -1: not checked
     files = tf.data.Dataset.from_tensor_slices((
-        list(inputs.files), list(inputs.compressions), tf.constant(frame_bytes, tf.int64),
+        list(inputs.files), list(inputs.compressions),
+        tf.constant(inputs.frame_bytes_or_unchecked(), tf.int64),
         tf.range(len(inputs.files), dtype=tf.int32)))
     if mode == "files":
         files = files.shard(num_pipelines, pipeline_id)
@@ -286,10 +286,9 @@ def make_pretraining_dataset(
     num_pipelines = input_context.num_input_pipelines if input_context else 1
     pipeline_id = input_context.input_pipeline_id if input_context else 0
 
-    arithmetic = config.is_training and config.input_position == "arithmetic"
-    if first_batch and not arithmetic:
+    if first_batch and not config.arithmetic_position:
         raise ValueError("first_batch needs a training input with an arithmetic position")
-    if arithmetic:
+    if config.arithmetic_position:
         records = record_positions.positioned_records(
             config, inputs, read_files, pipeline_id, num_pipelines, mode == "records",
             first_batch * config.batch_size)

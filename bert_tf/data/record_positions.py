@@ -105,7 +105,7 @@ def count_records(inputs: InputFiles, cache_path: str = "") -> Tuple[int, ...]:
 def with_counts(config: InputConfig, cache_path: str = "") -> InputConfig:
     """`config` with `record_counts` filled in (see count_records), for an arithmetic
     position; unchanged otherwise."""
-    if config.input_position != "arithmetic" or not config.is_training:
+    if not config.arithmetic_position:
         return config
     inputs = config.resolved_files
     if inputs is None:
@@ -162,7 +162,7 @@ def positioned_records(config: InputConfig, inputs: InputFiles, read_files,
     epoch0, in_epoch = divmod(first_record, per_epoch)
     window0, skip = divmod(in_epoch, window)
 
-    frame_bytes = list(inputs.frame_bytes) or [-1] * len(inputs.files)
+    frame_bytes = inputs.frame_bytes_or_unchecked()
     columns = (tf.constant([inputs.files[i] for i in own]),
                tf.constant([inputs.compressions[i] for i in own]),
                tf.constant([frame_bytes[i] for i in own], tf.int64),

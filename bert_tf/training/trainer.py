@@ -141,7 +141,7 @@ def pretraining_dataset_fn(config: input_config.InputConfig) -> DatasetFn:
     # For the progress lines (--skip_corrupt_records).
     dataset_fn.skipped_records = config.corrupt_records and config.corrupt_records.count
     # Reopened at a batch (the third argument) on resume; see resume.arithmetic.
-    dataset_fn.arithmetic_position = config.is_training and config.input_position == "arithmetic"
+    dataset_fn.arithmetic_position = config.arithmetic_position
     return dataset_fn
 
 
