@@ -185,3 +185,11 @@ def test_bad_settings_are_one_line_errors(tmp_path):
     with pytest.raises(UserError, match="input pipeline 1 of 2 has no records to read: 1 "
                                         "file"):
         make_pretraining_dataset(one_record, tf.distribute.InputContext(2, 1, 2))
+
+
+def test_counting_a_file_gone_after_validation_fails_at_once(tmp_path):
+    write_uneven(tmp_path)
+    inputs = input_validation.validate_input_files(config(tmp_path))
+    os.remove(tmp_path / "data-2.tfrecord")  # ignore_errors alone retried it for ever
+    with pytest.raises(tf.errors.NotFoundError, match="data-2.tfrecord"):
+        record_positions._count_files(inputs.files, inputs.compressions)

@@ -36,6 +36,7 @@ from bert_tf.data.input_config import InputConfig, InputFiles
 from bert_tf.data.input_validation import (
     INPUT_ERROR_PREFIX,
     TOKEN_FEATURES,
+    read_past_damage,
     validate_input_files,
 )
 
@@ -159,11 +160,7 @@ def read_files(files: tf.data.Dataset, config: InputConfig, inputs: InputFiles,
     def read(path, compression, frame_bytes, index):
         # In blocks, so that the accounting costs a few ops per block, not per record; an
         # empty block marks the end of the file (a real block is never empty).
-        blocks = tf.data.TFRecordDataset(path, compression_type=compression).ignore_errors()
-        # ignore_errors would retry a file that cannot be opened (deleted or moved since
-        # validation, no permission) for ever: open it once without, reading one raw byte.
-        opened = tf.data.FixedLengthRecordDataset(path, 1).take(1).filter(lambda _: False)
-        blocks = opened.batch(1).concatenate(blocks.batch(_READ_BLOCK)).concatenate(
+        blocks = read_past_damage(path, compression).batch(_READ_BLOCK).concatenate(
             tf.data.Dataset.from_tensors(tf.zeros([0], tf.string)))
 
         def at_end(offset, count):

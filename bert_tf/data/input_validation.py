@@ -244,6 +244,21 @@ def _with_damage(message: str) -> str:
             f"the file cannot be read (--skip_corrupt_records skips them and goes on)")
 
 
+def read_past_damage(path: tf.Tensor, compression: tf.Tensor) -> tf.data.Dataset:
+    """TensorFlow's reader of one TFRecord file, ending the file at a damaged record instead
+    of failing (`ignore_errors`), and failing at once on a file it cannot open (deleted or
+    moved since validation, no permission), which `ignore_errors` would retry for ever:
+    the file is opened once without it, reading one raw byte. For use in tf.data functions;
+    the failure (NotFoundError, PermissionDeniedError) becomes one line in `user_error_from`.
+
+    Returns:
+        A dataset of the file's record strings up to its first damaged record.
+    """
+    opened = tf.data.FixedLengthRecordDataset(path, 1).take(1).filter(lambda _: False)
+    records = tf.data.TFRecordDataset(path, compression_type=compression).ignore_errors()
+    return opened.concatenate(records)
+
+
 def user_error_from(error: BaseException) -> Optional[UserError]:
     """Turns a tf.data failure caused by bad input into a one-line UserError (else None).
 

@@ -38,6 +38,7 @@ from absl import logging
 
 from bert_tf import fileio
 from bert_tf.data.input_config import InputConfig, InputFiles
+from bert_tf.data.input_validation import read_past_damage, validate_input_files
 from bert_tf.errors import UserError
 
 # Under a run's output_dir: the record count of every input file.
@@ -50,8 +51,7 @@ def _count_files(files: Sequence[str], compressions: Sequence[str]) -> List[int]
     them: TensorFlow's reader, which ends a file at a damaged record)."""
 
     def count(path, compression):
-        blocks = tf.data.TFRecordDataset(path, compression_type=compression).ignore_errors()
-        return blocks.batch(1024).reduce(
+        return read_past_damage(path, compression).batch(1024).reduce(
             tf.constant(0, tf.int64), lambda n, block: n + tf.size(block, out_type=tf.int64))
 
     paths = tf.data.Dataset.from_tensor_slices((list(files), list(compressions)))
@@ -107,11 +107,7 @@ def with_counts(config: InputConfig, cache_path: str = "") -> InputConfig:
     position; unchanged otherwise."""
     if not config.arithmetic_position:
         return config
-    inputs = config.resolved_files
-    if inputs is None:
-        from bert_tf.data.input_validation import validate_input_files
-
-        inputs = validate_input_files(config)
+    inputs = config.resolved_files or validate_input_files(config)
     return dataclasses.replace(config, resolved_files=inputs,
                                record_counts=count_records(inputs, cache_path))
 
