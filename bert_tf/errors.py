@@ -18,6 +18,9 @@ from typing import Any, Callable, List, NoReturn
 # Exit codes of the entry points.
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130
+# 128 + SIGTERM, the conventional status of a process ended by SIGTERM: schedulers see "not
+# finished" and restart it (a preempted run, after its checkpoint).
+EXIT_TERMINATED = 143
 
 
 class UserError(Exception):

@@ -28,7 +28,6 @@ if TYPE_CHECKING:  # these modules import TensorFlow; flag errors should not wai
     from bert_tf.training.trainer import TrainerConfig
 
 FLAGS = flags.FLAGS
-EXIT_TERMINATED = 143  # 128 + SIGTERM
 
 # --- the original run_pretraining.py flags
 flags.DEFINE_string("bert_config_file", None, "bert_config.json of the model to pre-train.")
@@ -358,10 +357,9 @@ def main(argv) -> None:
     try:
         run(config)
     except Terminated as e:
-        # Preempted (SIGTERM): a checkpoint was saved. Exit 128 + SIGTERM, the conventional
-        # status of a process ended by SIGTERM, so that schedulers see "not finished" and
-        # restart it; the rerun continues on the same trajectory.
-        errors.exit_at_once(str(e), EXIT_TERMINATED)
+        # Preempted (SIGTERM): a checkpoint was saved; the rerun continues on the same
+        # trajectory (errors.EXIT_TERMINATED says why 143).
+        errors.exit_at_once(str(e), errors.EXIT_TERMINATED)
 
 
 def console_main() -> None:

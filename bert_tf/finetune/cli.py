@@ -15,7 +15,6 @@ from bert_tf import errors
 from bert_tf.errors import UserError
 
 FLAGS = flags.FLAGS
-EXIT_TERMINATED = 143  # 128 + SIGTERM, as run_pretraining
 
 
 def define_common_flags(max_seq_length: int = 128, learning_rate: float = 5e-5,
@@ -107,7 +106,7 @@ def run_main(argv, make_task: Callable[[], object],
     try:
         outcome = runner.run(config, task)
     except Terminated as e:
-        errors.exit_at_once(str(e), EXIT_TERMINATED)  # the checkpoint is written and closed
+        errors.exit_at_once(str(e), errors.EXIT_TERMINATED)  # the checkpoint is written and closed
     if config.export_dir and outcome.is_chief:
         # bert_tf.finetune may not import bert_tf.export (data flows one way): the entry
         # point, which may import both, passes the exporter in.

@@ -238,12 +238,10 @@ def exit_before_first_step(message: str, code: int) -> Iterator[Callable[[], Non
 
     watcher = threading.Thread(target=watch, name="sigterm-before-first-step", daemon=True)
     watcher.start()
-    disarmed = []
 
     def disarm() -> None:
-        if disarmed:
+        if not armed.is_set():  # already disarmed
             return
-        disarmed.append(True)
         armed.clear()
         signal.set_wakeup_fd(previous)
         os.close(write_end)

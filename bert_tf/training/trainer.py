@@ -29,6 +29,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from bert_tf import errors
 from bert_tf.data import input_config, input_pipeline, input_validation
 from bert_tf.errors import UserError
 from bert_tf.training import (
@@ -300,8 +301,8 @@ class Trainer:
                         f"nothing to save since {saver.latest or 'the start'}; rerun with the "
                         "same output_dir to continue")
         with checkpointing.sigterm_requests() as sigterm, (
-                preemption.exit_before_first_step(before_first, 143) if self.num_workers == 1
-                else contextlib.nullcontext(lambda: None)) as disarm:
+                preemption.exit_before_first_step(before_first, errors.EXIT_TERMINATED)
+                if self.num_workers == 1 else contextlib.nullcontext(lambda: None)) as disarm:
             limit = 60 * cfg.max_train_minutes
             host_loop = preemption.HostLoop(self.strategy, self.num_workers, lambda: bool(
                 sigterm), lambda: bool(limit and time.monotonic() - train_start >= limit),
