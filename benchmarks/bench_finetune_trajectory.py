@@ -90,7 +90,7 @@ def child(trace_dir: str, argv: list) -> None:
 
 def trace(task: str, data: pathlib.Path, recipe: dict, steps: int, work: str,
           full: bool = False, dropout: bool = False, seed: int = 1,
-          own_head: bool = False) -> tuple:
+          own_head: bool = False, share: str = "both") -> tuple:
     """(bert_tf's losses, transformers' losses) over the first `steps` updates; with `full`,
     over the whole run, followed by both metrics (parity_bench.METRICS order)."""
     pathlib.Path(work, "steps.txt").write_text("full" if full else str(steps))
@@ -101,6 +101,7 @@ def trace(task: str, data: pathlib.Path, recipe: dict, steps: int, work: str,
              else (0.0, 0.0))
     if own_head:  # both start from the head bert_tf draws for this seed
         pathlib.Path(work, "own_head.txt").write_text("yes")
+    pathlib.Path(work, "share.txt").write_text(share)
     if dropout:  # the recipe's dropout on both sides (each draws its own masks)
         pathlib.Path(work, "dropout.txt").write_text("on")
     no_dropout = dict(config_from_hf(config, "MiniLM").to_dict(), hidden_dropout_prob=rates[0],
@@ -155,6 +156,11 @@ def main() -> None:
     parser.add_argument("--own_head", action="store_true",
                         help="start both sides from the head bert_tf initialises for --seed "
                              "(default: one normal(0, initializer_range) draw from NumPy seed 0)")
+    parser.add_argument("--share", choices=("both", "head", "order"), default="both",
+                        help="what transformers takes of bert_tf's start: both its head and "
+                             "its batch order; only the head (then its own order from --seed);"
+                             " or only the order (then its own head from --seed). With --full "
+                             "--dropout --own_head this tells which of the two decides a seed")
     args = parser.parse_args()
     if not HF_PYTHON.exists():
         sys.exit(f"{HF_PYTHON} is missing: run bash benchmarks/hf_env.sh first")
@@ -164,12 +170,14 @@ def main() -> None:
     for task in args.tasks.split(","):
         with tempfile.TemporaryDirectory(prefix=f"trajectory_{task}_") as work:
             traced = trace(task, args.data_dir, recipes[task], args.steps, work, args.full,
-                           args.dropout, args.seed, args.own_head)
+                           args.dropout, args.seed, args.own_head, args.share)
         ours, theirs = traced[:2]
         n = min(len(ours), len(theirs))
         if args.full:
+            shared = {"both": "the same head and order", "head": "the same head (each side "
+                      "its own order)", "order": "the same order (each side its own head)"}
             print(f"\n{task}, the whole recipe {'with' if args.dropout else 'without'} dropout "
-                  f"from the same head and order: "
+                  f"from {shared[args.share]}: "
                   f"{n} updates; " + "; ".join(
                       f"{m} bert_tf {a:.2f}, transformers {b:.2f} (gap {a - b:+.2f})"
                       for m, a, b in zip(METRICS[task][0], traced[2], traced[3])))

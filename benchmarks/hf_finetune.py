@@ -218,7 +218,9 @@ def train(model, n: int, make_batch, loss_fn, recipe: dict, seed: int) -> dict:
     """The recipe's loop. make_batch(indices) -> (model kwargs, targets).
 
     Under --trace_dir (TRACE set), batches follow TRACE["order"] (bert_tf's own order, rows
-    in the order it drew them) and the loop stops after TRACE["steps"] updates.
+    in the order it drew them, or with share.txt "head" this side's own seeded permutations,
+    one after another as bert_tf streams its epochs) and the loop stops after TRACE["steps"]
+    updates.
     """
     import torch
 
@@ -241,6 +243,9 @@ def train(model, n: int, make_batch, loss_fn, recipe: dict, seed: int) -> dict:
 
     sched = torch.optim.lr_scheduler.LambdaLR(opt, factor)
     rng = np.random.default_rng(seed)
+    if TRACE.get("share") == "head":  # bert_tf's head, this side's own seeded order
+        TRACE["order"] = np.concatenate([rng.permutation(n) for _ in range(
+            -(-TRACE["steps"] * batch // n))])
     model.train()
     losses, t_first, t0 = [], None, time.perf_counter()
     for _ in range(recipe["epochs"]):
@@ -457,7 +462,7 @@ def set_head(linear) -> None:
     """--trace_dir: the head bert_tf starts from (head.npz: kernel [in, out]; bias 0)."""
     import torch
 
-    if TRACE:
+    if TRACE and TRACE.get("share") != "order":  # "order": keep this side's own head
         with torch.no_grad():
             linear.weight.copy_(torch.from_numpy(TRACE["head"].T))
             linear.bias.zero_()
@@ -505,6 +510,8 @@ def main() -> None:
         steps = open(os.path.join(args.trace_dir, "steps.txt")).read()
         order = np.load(os.path.join(args.trace_dir, "order.npy"))
         TRACE["dropout"] = os.path.exists(os.path.join(args.trace_dir, "dropout.txt"))
+        share = os.path.join(args.trace_dir, "share.txt")  # what of bert_tf's start to take
+        TRACE["share"] = open(share).read() if os.path.exists(share) else "both"
         TRACE.update(order=order, head=np.load(os.path.join(args.trace_dir, "head.npz"))[
             "kernel"], evaluate=steps == "full", steps=(
                 len(order) // json.load(open(os.path.join(args.data_dir, "recipes.json")))[
