@@ -39,6 +39,32 @@ def test_epochs_are_seeded_permutations_of_every_example():
     assert [list(b["row"]) for b in other] != [list(b["row"]) for b in batches[:3]]
 
 
+def _chi2(table):
+    expected = table.sum() / table.size
+    return float(((table - expected) ** 2 / expected).sum())
+
+
+def test_epoch_orders_are_uniform_and_independent_of_the_previous_epoch():
+    # What decides a short fine-tuning run is its batch order (README, parity), so the
+    # orders must be uniform draws: 3,600 epochs of 6 examples (one batch per epoch) from one
+    # seed. chi-square bounds are the 0.001 quantiles; a fixed, rotated or repeated order, or
+    # an epoch that follows from the previous one, gives statistics in the thousands.
+    epochs = np.stack([b["row"] for b in _batches(_arrays([3] * 6), ["row"], seed=3,
+                                                  trim_keys=(), batch=6, count=3600)])
+    assert all(sorted(e) == list(range(6)) for e in epochs)
+    by_position = np.zeros((6, 6))
+    np.add.at(by_position, (np.tile(np.arange(6), len(epochs)), epochs.ravel()), 1)
+    assert _chi2(by_position) < 52.6  # item x position, 25 degrees of freedom
+    position = np.argsort(epochs, axis=1)  # [epoch, item] -> its position
+    following = np.zeros((6, 6))
+    np.add.at(following, (position[:-1].ravel(), position[1:].ravel()), 1)
+    assert _chi2(following) < 52.6  # an item's position in one epoch against the next
+    codes = epochs @ (6 ** np.arange(6))
+    counts = np.unique(codes, return_counts=True)[1]
+    whole = np.concatenate([counts, np.zeros(720 - len(counts))])
+    assert _chi2(whole) < 845  # all 720 orders, 719 degrees of freedom
+
+
 @pytest.mark.parametrize("longest, expected", [(1, 8), (8, 8), (9, 16), (17, 24), (31, 32),
                                                (32, 32)])
 def test_trim_cuts_to_the_longest_row_rounded_up_to_eight(longest, expected):
