@@ -13,16 +13,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import sys
 import tempfile
-import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 os.environ["PYTHONPATH"] = ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")  # workers
 
+import measure  # noqa: E402
 from absl import logging  # noqa: E402
 from machine import describe  # noqa: E402
 
@@ -33,18 +32,6 @@ from data_tools import (  # noqa: E402
     prepare_job,
 )
 from data_tools.job_config import PipelineConfig  # noqa: E402
-
-
-def _cpu_seconds() -> float:
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
-
-
-def _timed(fn):
-    wall, cpu = time.monotonic(), _cpu_seconds()
-    fn()
-    return time.monotonic() - wall, _cpu_seconds() - cpu
 
 
 def _shards(paths):
@@ -98,8 +85,8 @@ def main() -> None:
             for n in workers:
                 local_out, local_run = jobs(name, n, False)
                 beam_out, beam_run = jobs(name, n, True)
-                lw, lc = _timed(local_run)
-                bw, bc = _timed(beam_run)
+                _, lw, lc = measure.timed(local_run)
+                _, bw, bc = measure.timed(beam_run)
                 same = _shards(local_out) == _shards(beam_out)
                 label = ("create_pretraining_data" if name == "create" else "prepare_corpus")
                 print(f"{label:<26}{n:>8}{lw:>9.1f}{bw:>9.1f}{mb / lw / n:>14.2f}"

@@ -34,11 +34,10 @@ import pathlib
 import re
 import sys
 import tempfile
-import time
 from typing import Dict, List
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "benchmarks"))
+sys.path[:0] = [str(REPO / "benchmarks"), str(REPO)]  # measure, machine; data_tools
 import machine  # noqa: E402
 import measure  # noqa: E402
 
@@ -101,9 +100,6 @@ def learning_alone(scale: int, vocab_size: int) -> Dict[str, float]:
     """Wall and CPU seconds of the learning step alone (`learn_from_counts`: the replay of
     every counted word into `tokenizers`' trainer, then its merges), in this process, on the
     bundled corpus' word counts times `scale`, which are the corpus x(scale)'s counts."""
-    import resource
-
-    sys.path.insert(0, str(REPO))
     from data_tools import vocab_learner, word_counts
 
     stats = vocab_learner.LearnStats()
@@ -112,14 +108,10 @@ def learning_alone(scale: int, vocab_size: int) -> Dict[str, float]:
     counts = type(counts)({w: n * scale for w, n in counts.items()})
     stats.lines, stats.words = stats.lines * scale, stats.words * scale
 
-    def cpu() -> float:
-        usage = resource.getrusage(resource.RUSAGE_SELF)
-        return usage.ru_utime + usage.ru_stime
-
-    wall, used = time.perf_counter(), cpu()
-    vocab_learner.learn_from_counts(counts, word_counts.char_counts(counts), stats,
-                                    vocab_learner.VocabConfig(vocab_size=vocab_size))
-    return {"wall": time.perf_counter() - wall, "cpu": cpu() - used, "words": stats.words}
+    _, wall, cpu = measure.timed(lambda: vocab_learner.learn_from_counts(
+        counts, word_counts.char_counts(counts), stats,
+        vocab_learner.VocabConfig(vocab_size=vocab_size)))
+    return {"wall": wall, "cpu": cpu, "words": stats.words}
 
 
 def load() -> str:

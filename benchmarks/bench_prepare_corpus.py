@@ -15,11 +15,11 @@ share the cores.
 from __future__ import annotations
 
 import argparse
+import functools
 import gzip
 import json
 import os
 import random
-import resource
 import sys
 import tempfile
 import time
@@ -29,6 +29,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import measure  # noqa: E402
 from absl import logging  # noqa: E402
 from machine import describe  # noqa: E402
 
@@ -57,13 +58,6 @@ def shuffled_documents(docs: List[str], repeat: int) -> Iterator[str]:
         order = list(range(len(docs)))
         random.Random(r).shuffle(order)
         yield from (docs[i] for i in order)
-
-
-def _cpu_seconds() -> float:
-    """CPU time of this process and its finished children (the workers), user + system."""
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def main() -> None:
@@ -99,11 +93,7 @@ def main() -> None:
                 config = prepare_job.PrepareConfig((path,), (out,), input_format=fmt,
                                                    dedup=True, num_workers=workers,
                                                    progress_seconds=0)
-                cpu = _cpu_seconds()
-                start = time.perf_counter()
-                summary = prepare_job.run(config)
-                seconds = time.perf_counter() - start
-                cpu = _cpu_seconds() - cpu
+                summary, seconds, cpu = measure.timed(functools.partial(prepare_job.run, config))
                 print(f"{fmt:<6} {workers} worker(s): {seconds:6.2f} s, "
                       f"{summary.text_bytes / 1e6 / seconds:6.2f} MB/s of text "
                       f"({summary.text_bytes / 1e6 / cpu:5.2f} MB per CPU-second); "

@@ -1,4 +1,5 @@
-"""One job in a fresh process, with its wall time, CPU time and peak RSS.
+"""One job in a fresh process, with its wall time, CPU time and peak RSS; or a call in this
+process, with its wall and CPU time (`timed`).
 
 A tiny wrapper process runs the job, so that `RUSAGE_CHILDREN` covers that job only (its
 workers included: ru_maxrss is the largest of them, not their sum).
@@ -8,9 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import resource
 import subprocess
 import sys
-from typing import Dict, List, Optional
+import time
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 _WRAPPER = (
     "import json, resource, subprocess, sys, time\n"
@@ -45,3 +48,18 @@ def run_job(cmd: List[str], cwd: str, env: Optional[Dict[str, str]] = None) -> M
     if r["rc"] != 0:
         sys.exit(f"job failed ({' '.join(cmd[:4])} ...) in {cwd}:\n{p.stderr[-3000:]}")
     return Measured(r["wall"], r["cpu"], r["maxrss_kb"] * 1024 / 1e6, r["stdout"], p.stderr)
+
+
+def cpu_seconds() -> float:
+    """CPU time of this process (all its threads) and its finished children, user + system."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def timed(fn: Callable[[], Any]) -> Tuple[Any, float, float]:
+    """(fn's result, wall seconds, CPU seconds of this process and the children it waited
+    for) of one call of `fn` in this process."""
+    wall, cpu = time.perf_counter(), cpu_seconds()
+    result = fn()
+    return result, time.perf_counter() - wall, cpu_seconds() - cpu
