@@ -11,7 +11,7 @@ from bert_tf.modeling.config import BertConfig
 
 
 @pytest.mark.parametrize("kind", ["classifier", "tagger", "span"])
-def test_heads_start_from_the_originals_truncated_normal_and_zero_bias(kind):
+def test_heads_start_from_transformers_normal_and_zero_bias(kind):
     config = BertConfig(vocab_size=50, hidden_size=256, num_hidden_layers=1,
                         num_attention_heads=2, intermediate_size=32, initializer_range=0.02)
     keras.utils.set_random_seed(3)
@@ -20,9 +20,13 @@ def test_heads_start_from_the_originals_truncated_normal_and_zero_bias(kind):
              "span": lambda: heads.BertSpanExtractor(config)}[kind]()
     kernel = model.head.kernel.numpy()
     assert not model.head.bias.numpy().any()
-    # The original release's truncated_normal_initializer(0.02): nothing beyond 2 sigma, std
-    # 0.02 * 0.880 = 0.0176 (a normal(0, 0.02), transformers' choice, puts ~4.6% beyond).
-    # On WNUT-17 a normal head collapsed to all-O too (README, fine-tuning parity), so the
-    # original's stays.
-    assert np.abs(kernel).max() <= 0.04
-    assert abs(kernel.std() / 0.0176 - 1) < (0.06 if kind != "span" else 0.15)
+    # normal(0, 0.02), as transformers' heads: std 0.02 and ~4.55% of the weights beyond
+    # 2 sigma. The original release's truncated normal (std 0.0176, none beyond 0.04) fails
+    # both checks; it cost 2.5 entity-F1 points on WNUT-17 (README, fine-tuning parity).
+    beyond = np.mean(np.abs(kernel) > 0.04)
+    if kind == "span":  # 512 weights: std within ~4 standard errors, 23 +- 5 beyond
+        assert abs(kernel.std() / 0.02 - 1) < 0.13
+        assert 0.015 < beyond < 0.085
+    else:  # 10,240 weights
+        assert abs(kernel.std() / 0.02 - 1) < 0.03
+        assert 0.035 < beyond < 0.056

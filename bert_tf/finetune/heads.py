@@ -6,10 +6,13 @@
 * `BertSpanExtractor`: Dense(2) on the sequence output -> start and end logits (run_squad's
   head has no dropout of its own).
 
-Heads are initialised as the original release does (truncated normal, stddev
-`initializer_range`; zero bias) and compute in float32 under mixed precision, so the logits
-keep their resolution. Every model takes the encoder inputs {"input_ids", "input_mask",
-"segment_ids": int32 [batch, seq_len]} and ignores other keys of a batch (labels, indices).
+Heads start from normal(0, `initializer_range`) weights and a zero bias, as transformers'
+Bert*For* heads do, not from the original release's truncated normal (cut at 2 sigma, so its
+std is 0.88 * `initializer_range`): on WNUT-17 (README, fine-tuning parity) the truncated
+start cost 2.6 entity-F1 points over 9 seeds with the same batch order and dropout masks.
+They compute in float32 under mixed precision, so the logits keep their resolution. Every
+model takes the encoder inputs {"input_ids", "input_mask", "segment_ids": int32
+[batch, seq_len]} and ignores other keys of a batch (labels, indices).
 """
 
 from __future__ import annotations
@@ -19,10 +22,15 @@ from typing import Any, Dict, Optional
 import keras
 
 from bert_tf.modeling.config import BertConfig
-from bert_tf.modeling.encoder import BertEncoder, bert_initializer, constructor_args
+from bert_tf.modeling.encoder import BertEncoder, constructor_args
 
 INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
 KINDS = ("classifier", "tagger", "span")
+
+
+def head_initializer(config: BertConfig) -> keras.initializers.Initializer:
+    """normal(0, `config.initializer_range`): the task heads' start (module docstring)."""
+    return keras.initializers.RandomNormal(stddev=config.initializer_range)
 
 
 def _inputs() -> Dict[str, Any]:
@@ -65,7 +73,7 @@ class _DropoutDenseModel(_TaskModel):
             config = BertConfig.from_dict(config)
         encoder = BertEncoder(config, dtype=dtype)
         dropout = keras.layers.Dropout(config.hidden_dropout_prob, name=f"{head_name}_dropout")
-        dense = keras.layers.Dense(num_labels, kernel_initializer=bert_initializer(config),
+        dense = keras.layers.Dense(num_labels, kernel_initializer=head_initializer(config),
                                    dtype="float32", name=head_name)
         inputs = _inputs()
         logits = dense(dropout(encoder(inputs)[source]))
@@ -116,7 +124,7 @@ class BertSpanExtractor(_TaskModel):
         if isinstance(config, dict):
             config = BertConfig.from_dict(config)
         encoder = BertEncoder(config, dtype=dtype)
-        dense = keras.layers.Dense(2, kernel_initializer=bert_initializer(config),
+        dense = keras.layers.Dense(2, kernel_initializer=head_initializer(config),
                                    dtype="float32", name="span")
         inputs = _inputs()
         logits = dense(encoder(inputs)["sequence_output"])  # [batch, seq_len, 2]
