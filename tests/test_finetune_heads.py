@@ -30,3 +30,31 @@ def test_heads_start_from_transformers_normal_and_zero_bias(kind):
     else:  # 10,240 weights
         assert abs(kernel.std() / 0.02 - 1) < 0.03
         assert 0.035 < beyond < 0.056
+
+
+def test_classifier_computes_only_cls_in_the_last_block_with_the_full_graphs_logits():
+    config = BertConfig(vocab_size=60, hidden_size=32, num_hidden_layers=2,
+                        num_attention_heads=4, intermediate_size=64,
+                        hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
+    keras.utils.set_random_seed(5)
+    model = heads.BertClassifier(config, 3)
+    rng = np.random.default_rng(0)
+    mask = np.array([[1] * 9 + [0] * 3, [1] * 12, [1] * 4 + [0] * 8], np.int32)
+    inputs = {"input_ids": rng.integers(1, 60, (3, 12)).astype(np.int32) * mask,
+              "input_mask": mask,
+              "segment_ids": (np.arange(12)[None, :] >= 5).astype(np.int32) * mask,
+              "label_ids": np.zeros(3, np.int32)}  # pipeline batches carry labels too
+    # The reference: the whole sequence output of every block, then the pooler at [CLS].
+    full = model.encoder({k: inputs[k] for k in heads.INPUT_NAMES})
+    want = model.head(full["pooled_output"]).numpy()
+    got = model(inputs)["logits"].numpy()
+    assert got.shape == (3, 3)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    assert np.abs(want).max() > 1e-3  # not trivially equal
+    # Training mode draws dropout masks: the logits move, and gradients reach every weight.
+    import tensorflow as tf
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(model(inputs, training=True)["logits"] ** 2)
+    grads = tape.gradient(loss, model.trainable_variables)
+    missing = [v.path for v, g in zip(model.trainable_variables, grads) if g is None]
+    assert missing == []
