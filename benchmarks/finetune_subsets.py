@@ -13,6 +13,8 @@ Layout written under --output_dir (source: --data_dir, default ../shared/data/fi
     recipes.json            RECIPES below, keyed by task (both sides read it)
     manifest.json           counts, sources, seed, md5 of every file written
     sst2/train.tsv dev.tsv  GLUE layout, header `sentence<TAB>label`, lines copied verbatim
+    sst2_8k/train.tsv dev.tsv   the same with 8,000 training sentences (for
+                            bench_pretraining_helps.py, which has no recipe in recipes.json)
     mrpc/train.tsv dev.tsv  GLUE layout (5 columns, header with its UTF-8 BOM, as GLUE ships)
     rte/train.tsv dev.tsv   GLUE layout (index, sentence1, sentence2, label)
     wnut17/train.conll dev.conll test.conll   `token<TAB>tag`, empty line between sentences
@@ -42,6 +44,7 @@ SQUAD_TRAIN_ARTICLE_FRACTION = 0.6
 # (measured under background load; see the figures in hf_finetune.py's docstring).
 SUBSETS: Dict[str, Dict[str, int | None]] = {
     "sst2": {"train": 2000, "dev": None},          # dev: all 872
+    "sst2_8k": {"train": 8000, "dev": None},       # bench_pretraining_helps.py only
     "mrpc": {"train": 1800, "dev": None},          # dev: all 408
     "rte": {"train": 1200, "dev": None},           # dev: all 277 (extra; high seed variance)
     "wnut17": {"train": 2000, "dev": None, "test": None},  # of 3,394 / all 1,009 / all 1,287
@@ -208,7 +211,8 @@ def _squad(src: str, dst: str, sizes: Dict[str, int | None], rng: random.Random)
 
 def write_all(data_dir: str, output_dir: str) -> Dict:
     """Writes every subset and recipes.json; returns the manifest (also written)."""
-    jobs = (("sst2", "glue_sst2", _glue), ("mrpc", "glue_mrpc", _glue),
+    jobs = (("sst2", "glue_sst2", _glue), ("sst2_8k", "glue_sst2", _glue),
+            ("mrpc", "glue_mrpc", _glue),
             ("rte", "glue_rte", _glue), ("wnut17", "wnut17", _wnut),
             ("squad", "squad_v1.1", _squad))
     manifest = {"subset_seed": SUBSET_SEED, "source": os.path.abspath(data_dir), "tasks": {}}
