@@ -40,8 +40,8 @@ SUBSET_SEED = 12345
 SQUAD_TRAIN_ARTICLE_FRACTION = 0.6
 
 # Examples per split: None = the whole split. Sized so that one MiniLM-L6 run (load, train,
-# predict) of benchmarks/hf_finetune.py takes at most ~6 minutes on 2 idle CPU cores, SQuAD
-# about 12 (see the figures in hf_finetune.py's docstring; bert_tf takes about half).
+# predict) takes minutes on 2 CPU cores: the longest, transformers' SQuAD run, took 11.9 min
+# on an idle machine, bert_tf's 6.2 (see the figures in hf_finetune.py's docstring).
 SUBSETS: Dict[str, Dict[str, int | None]] = {
     "sst2": {"train": 2000, "dev": None},          # dev: all 872
     "sst2_8k": {"train": 8000, "dev": None},       # bench_pretraining_helps.py only
