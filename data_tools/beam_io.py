@@ -2,7 +2,7 @@
 `data_tools.beam_prepare`): options, the temporary directory, part files, shards, running
 and publishing.
 
-The launcher plans the local runner's splits (`data_tools.splits`) and the workers read
+The launcher plans the local runner's splits (`data_tools.inputs.splits`) and the workers read
 them, so they run exactly the local tasks; the launcher reads no corpus. Workers write each
 sorted group of a shard as one part file under a private temporary directory; one step per
 shard concatenates its parts into a temporary file beside the output, and the launcher

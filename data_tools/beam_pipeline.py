@@ -3,7 +3,7 @@
 `python -m data_tools.create_pretraining_data ... --beam_pipeline_options="--runner=..."`
 runs the same job as `data_tools.pipeline` and writes the same bytes:
 
-1. The launcher plans the splits (`data_tools.splits`: file sizes only, the local runner's
+1. The launcher plans the splits (`data_tools.inputs.splits`: file sizes only, the local runner's
    plan, so the same tasks and per-task seeds) and runs the first chunk itself, so that a
    job that fails on real text, the vocab or the flags fails before the pipeline. It reads
    nothing else of the corpus.
@@ -38,8 +38,9 @@ from absl import logging
 from bert_tf import fileio
 from bert_tf.errors import UserError
 from bert_tf.text import tokenization
-from data_tools import beam_io, corpus, pipeline, shuffle, splits, token_store
+from data_tools import beam_io, pipeline, shuffle, token_store
 from data_tools.beam_io import NAMESPACE, beam
+from data_tools.inputs import documents, splits
 from data_tools.job_config import PipelineConfig
 from data_tools.tasks import InstanceStats, process_chunk, process_stored
 
@@ -72,9 +73,9 @@ class _Store(beam.DoFn):
         yield from stored
 
 
-def _corpus_stats(counters, files) -> corpus.CorpusStats:
+def _corpus_stats(counters, files) -> documents.CorpusStats:
     """The job's corpus counts, from the counters of `_Store`."""
-    stats = corpus.CorpusStats(lines=counters.get("lines", 0),
+    stats = documents.CorpusStats(lines=counters.get("lines", 0),
                                documents=counters.get("documents_read", 0))
     for i, path in enumerate(files):
         stats.file_lines[path] = counters.get(f"lines_{i}", 0)
@@ -287,9 +288,9 @@ def _try_first_chunk(split_plan: List[splits.Split], config: PipelineConfig) -> 
     Raises:
         UserError: the first chunk fails, or no split holds a document.
     """
-    stats = corpus.CorpusStats(quiet=True)
+    stats = documents.CorpusStats(quiet=True)
     for split in split_plan:
-        chunk = next(corpus.split_chunks(split, config.chunk_bytes, stats), None)
+        chunk = next(documents.split_chunks(split, config.chunk_bytes, stats), None)
         if chunk is not None:
             result = process_chunk(chunk, config, load_tokenizer(config))
             if len(result.frame_lengths):

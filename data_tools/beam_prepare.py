@@ -31,8 +31,9 @@ from absl import logging
 
 from bert_tf.errors import UserError
 from data_tools import beam_io as bp
-from data_tools import prepare_job, raw_corpus, splits
+from data_tools import prepare_job, raw_corpus
 from data_tools.beam_io import NAMESPACE, beam
+from data_tools.inputs import splits
 
 _GROUP_BYTES = 64 << 20  # text per (shard, chunk range) group
 _COUNTERS = ("documents", "sentences", "empty", "short", "duplicates", "json_ok",

@@ -1,6 +1,6 @@
 """The create-pretraining-data job: chunks -> parallel workers -> global shuffle -> shards.
 
-The parent streams the input into chunks of whole documents (`data_tools.corpus`); each
+The parent streams the input into chunks of whole documents (`data_tools.inputs.documents`); each
 chunk is one task (`data_tools.tasks`), run by a pool of worker processes. Results are
 consumed in task order, so the output is byte-identical whatever the number of workers.
 An NSP job makes two passes over the chunks: the first tokenizes them into a store on
@@ -34,7 +34,8 @@ from bert_tf import fileio
 from bert_tf.data import schema
 from bert_tf.errors import UserError
 from bert_tf.text import tokenization
-from data_tools import corpus, parallel, shuffle, splits, tfrecord_writer, token_store
+from data_tools import parallel, shuffle, tfrecord_writer, token_store
+from data_tools.inputs import documents, splits
 from data_tools.job_config import PipelineConfig
 from data_tools.tasks import (
     InstanceStats,
@@ -80,16 +81,16 @@ def _init_worker(config: PipelineConfig, tokenizer: tokenization.FullTokenizer,
 
 def store_split(split: splits.Split, config: PipelineConfig,
                 tokenizer: tokenization.FullTokenizer, directory: str
-                ) -> Tuple[List[StoredTask], corpus.CorpusStats]:
+                ) -> Tuple[List[StoredTask], documents.CorpusStats]:
     """The first pass over one split: its chunks tokenized into the store."""
-    stats = corpus.CorpusStats(quiet=True)
+    stats = documents.CorpusStats(quiet=True)
     stored = [store_chunk(chunk, tokenizer, directory)
-              for chunk in corpus.split_chunks(split, config.chunk_bytes, stats)]
+              for chunk in documents.split_chunks(split, config.chunk_bytes, stats)]
     return stored, stats
 
 
 def _store_task(split: splits.Split, directory: str
-                ) -> Tuple[List[StoredTask], corpus.CorpusStats]:
+                ) -> Tuple[List[StoredTask], documents.CorpusStats]:
     return store_split(split, _WORKER["config"], _WORKER["tokenizer"], directory)
 
 
@@ -127,7 +128,7 @@ def _map(fn: Callable, local_fn: Callable, calls: Iterable[tuple], config: Pipel
 
 
 def job_results(config: PipelineConfig, tokenizer: tokenization.FullTokenizer,
-                corpus_stats: corpus.CorpusStats, progress: "_Progress",
+                corpus_stats: documents.CorpusStats, progress: "_Progress",
                 plan: Callable[[], Optional[shuffle.SpillPlan]]
                 ) -> Iterator[Tuple[TaskResult, Optional[tuple]]]:
     """Every task's result in task order, as `(result, what shuffle.spill returned if the
@@ -261,7 +262,7 @@ def run(config: PipelineConfig) -> RunSummary:
     logging.info("reading %d input file(s), %.1f MB; writing %d shard(s); %d worker(s)",
                  len(config.input_files), total_bytes / 1e6, len(config.output_files),
                  config.num_workers)
-    corpus_stats = corpus.CorpusStats()
+    corpus_stats = documents.CorpusStats()
     stats = InstanceStats()
     progress = _Progress(total_bytes, config.progress_seconds)
     record_bytes = text_bytes = 0
@@ -355,7 +356,7 @@ def shuffle_temp_dir(config: PipelineConfig) -> str:
 
 
 def warn_truncation(stats: InstanceStats, config: PipelineConfig,
-                    corpus_stats: corpus.CorpusStats) -> None:
+                    corpus_stats: documents.CorpusStats) -> None:
     """Logs and counts the warning about lines too long for an instance, if any."""
     packing = config.packing
     message = truncation_warning(stats, packing.max_seq_length, packing.max_num_tokens)

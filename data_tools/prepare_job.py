@@ -32,7 +32,8 @@ import numpy as np
 from absl import logging
 
 from bert_tf.errors import UserError
-from data_tools import parallel, raw_corpus, sentences, splits, tfrecord_writer
+from data_tools import parallel, raw_corpus, sentences, tfrecord_writer
+from data_tools.inputs import splits
 from data_tools.seen_hashes import SeenHashes
 from data_tools.split_results import SplitResult, process_split
 

@@ -1,6 +1,6 @@
 """Reads raw documents (plain text or JSON Lines, gzip or not, local or gs://) into chunks.
 
-The input is cut into splits (`data_tools.splits.plan`: file sizes only; a compressed file,
+The input is cut into splits (`data_tools.inputs.splits.plan`: file sizes only; a compressed file,
 and with --document_per=file every file, is one split), and each worker reads its own
 (`split_chunks`): no process reads the whole corpus. A split's documents form its chunks
 (about `chunk_bytes` of text, whole documents), on which the worker parses JSON, splits
@@ -12,7 +12,7 @@ sentences and filters (`data_tools.prepare_job`). Which split reads a document:
   and reads past its end to finish its last one).
 So every document is read once, and the documents in split order are the corpus's.
 
-- Compression and encoding: `data_tools.text_files`' rules, shared by all the data jobs
+- Compression and encoding: `data_tools.inputs.text_files`' rules, shared by all the data jobs
   (gzip or bzip2 by suffix or magic bytes; UTF-8, a leading byte-order mark dropped, invalid
   bytes replaced by U+FFFD and counted, one warning per file).
 - Documents: with --input_format=jsonl every non-blank line is one JSON object, passed on
@@ -33,7 +33,7 @@ from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from absl import logging
 
-from data_tools import splits, text_files
+from data_tools.inputs import splits, text_files
 
 FORMAT_TEXT = "text"
 FORMAT_JSONL = "jsonl"
@@ -90,7 +90,7 @@ class ReadStats:
 
 
 def iter_lines(path: str, stats: ReadStats, warn_bad: bool = True) -> Iterator[str]:
-    """Yields the lines of one file, decompressed and decoded (`data_tools.text_files`),
+    """Yields the lines of one file, decompressed and decoded (`data_tools.inputs.text_files`),
     without line endings; `warn_bad=False` counts invalid UTF-8 without the warning (the
     caller words it once per file).
 

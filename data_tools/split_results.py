@@ -17,7 +17,8 @@ import tempfile
 from typing import Any, Callable, Iterator, List
 
 from bert_tf.errors import UserError, reason
-from data_tools import raw_corpus, splits
+from data_tools import raw_corpus
+from data_tools.inputs import splits
 
 SPILL_BYTES = 64 << 20  # text of the chunk results held in memory per split
 

@@ -22,16 +22,9 @@ import numpy as np
 from bert_tf.data import schema
 from bert_tf.errors import UserError, reason
 from bert_tf.text import tokenization
-from data_tools import (
-    corpus,
-    example_codec,
-    instances,
-    masking,
-    negatives,
-    tfrecord_writer,
-    token_store,
-)
+from data_tools import example_codec, instances, masking, negatives, tfrecord_writer, token_store
 from data_tools.bytes_ops import Rows
+from data_tools.inputs import documents
 from data_tools.job_config import PipelineConfig
 
 _BATCH_ROWS = 4096  # instances masked and serialised at once (bounds worker memory)
@@ -183,7 +176,7 @@ class StoredTask:
 
     Attributes:
         index: the chunk's index.
-        num_bytes: the chunk's text bytes (`corpus.Chunk`).
+        num_bytes: the chunk's text bytes (`documents.Chunk`).
         info: its report for `token_store.IndexBuilder` (None once given to it).
     """
 
@@ -192,13 +185,13 @@ class StoredTask:
     info: Optional[token_store.ChunkInfo] = None
 
 
-def tokenize(chunk: corpus.Chunk, tokenizer: tokenization.FullTokenizer
+def tokenize(chunk: documents.Chunk, tokenizer: tokenization.FullTokenizer
              ) -> List[List[List[int]]]:
     """The chunk's documents -> sentences -> token ids."""
     return [tokenizer.encode_batch(doc) for doc in chunk.documents]
 
 
-def store_chunk(chunk: corpus.Chunk, tokenizer: tokenization.FullTokenizer,
+def store_chunk(chunk: documents.Chunk, tokenizer: tokenization.FullTokenizer,
                 directory: str) -> StoredTask:
     """The first pass of a task: tokenizes the chunk into the store.
 
@@ -257,14 +250,14 @@ def instance_batches(buf: instances.DocumentBuffer, index: int, config: Pipeline
         yield InstanceBatch(part, input_ids, segment_ids, lengths, masked)
 
 
-def chunk_buffer(chunk: corpus.Chunk, tokenizer: tokenization.FullTokenizer
+def chunk_buffer(chunk: documents.Chunk, tokenizer: tokenization.FullTokenizer
                  ) -> instances.DocumentBuffer:
     """The chunk, tokenized into a `DocumentBuffer`."""
     return instances.DocumentBuffer.from_documents(
         tokenize(chunk, tokenizer), tokenizer.vocab[tokenization.SEP], chunk.doc_ids or None)
 
 
-def process_chunk(chunk: corpus.Chunk, config: PipelineConfig,
+def process_chunk(chunk: documents.Chunk, config: PipelineConfig,
                   tokenizer: tokenization.FullTokenizer, num_examples: int = 0) -> TaskResult:
     """Tokenizes, packs, masks, serialises and frames one chunk in one pass (B of NSP
     instances from the chunk's own documents: a trial of the job, not its output)."""
@@ -319,7 +312,7 @@ def job_batches(config: PipelineConfig, tokenizer: tokenization.FullTokenizer,
     """(task index, batch) of a whole job, in this process and in task order: what the job
     writes before its shuffle (for tests and benchmarks that trace instances). The corpus is
     stored under `directory` first, as the job stores it."""
-    chunks = corpus.iter_chunks(config.input_files, config.chunk_bytes)
+    chunks = documents.iter_chunks(config.input_files, config.chunk_bytes)
     builder = token_store.IndexBuilder(directory)
     try:
         for chunk in chunks:

@@ -133,7 +133,7 @@ class StoreIndex:
     """Where every document's sentences are: small (O(chunks)), given to every task.
 
     Chunks are numbered by position (0, 1, ... in task order); `task_ids` gives each
-    position's task index (`corpus.Chunk.index`, which names its file).
+    position's task index (`documents.Chunk.index`, which names its file).
 
     Attributes:
         directory: the store.

@@ -2,12 +2,12 @@
 on a seeded sample, with the same result for any number of workers, locally or on Beam.
 
 Splits. The input is cut into tasks by files and byte ranges, the same for every worker
-count: a plain file into ranges of `split_bytes`; a compressed one (`data_tools.text_files`)
+count: a plain file into ranges of `split_bytes`; a compressed one (`data_tools.inputs.text_files`)
 is one task, as it cannot be entered at an offset. A range owns the lines whose first byte
 lies in it: it begins at the first line that starts at or after its offset and ends with
 the line that runs past its end (as Hadoop splits text). So every line is read by exactly
 one task, and a worker reads only its own ranges. The bytes
-of a line are decoded as `corpus.iter_lines` decodes them (whole lines, invalid UTF-8
+of a line are decoded as `documents.iter_lines` decodes them (whole lines, invalid UTF-8
 replaced and counted, a byte-order mark dropped at the start of a file).
 
 Sample (`sample_bytes` > 0, like sentencepiece's --input_sentence_size, but in bytes so that
@@ -35,7 +35,8 @@ import numpy as np
 from bert_tf import fileio
 from bert_tf.errors import UserError, reason
 from bert_tf.text import tokenization
-from data_tools import corpus, parallel, splits, text_files, word_totals
+from data_tools import parallel, word_totals
+from data_tools.inputs import documents, splits, text_files
 
 SAMPLE_BLOCK = 64 << 10
 _MEMO = 100_000  # whitespace-free chunks memoized by a task's basic split
@@ -97,7 +98,7 @@ class TaskCounts:
         num_words: words in total.
         input_bytes: bytes read, as stored (compressed ones for a compressed file).
         bad_utf8: path -> invalid UTF-8 sequences replaced (plain files).
-        warnings: the warnings of compressed files (read whole by `corpus.iter_lines`).
+        warnings: the warnings of compressed files (read whole by `documents.iter_lines`).
         distinct: distinct words in all (set once the totals are complete).
     """
 
@@ -122,7 +123,7 @@ class TaskCounts:
             self.warnings.setdefault(path, []).extend(messages)
 
     def warning_lines(self, files: Sequence[str]) -> List[str]:
-        """The warnings in file order, worded as `corpus.iter_lines` words them."""
+        """The warnings in file order, worded as `documents.iter_lines` words them."""
         out: List[str] = []
         for path in files:
             out += self.warnings.get(path, [])
@@ -185,8 +186,8 @@ def _sample_tasks(files: Sequence[str], sizes: Sequence[int], config: CountConfi
 
 def _task_lines(task: Task, counts: TaskCounts) -> Iterator[str]:
     if task.ranges == ((0, -1),):
-        stats = corpus.CorpusStats(quiet=True)
-        yield from corpus.iter_lines(task.path, stats)
+        stats = documents.CorpusStats(quiet=True)
+        yield from documents.iter_lines(task.path, stats)
         counts.input_bytes += stats.bytes_read
         if stats.warnings:
             counts.warnings[task.path] = list(stats.warnings)

@@ -19,7 +19,8 @@ import pytest
 import reference_instances
 
 from bert_tf.text import tokenization
-from data_tools import corpus, instances, tasks
+from data_tools import instances, tasks
+from data_tools.inputs import documents
 from data_tools.job_config import PipelineConfig
 
 
@@ -43,7 +44,7 @@ def books(corpus_path, tmp_path_factory, google_vocab_path):
     path = tmp_path_factory.mktemp("books") / "books.txt"
     path.write_text("\n\n".join("\n".join(b) for b in books) + "\n", encoding="utf-8")
     # The books really are cut into pieces: a chunk holds pieces of at most 2 of them.
-    chunks = list(corpus.iter_chunks([str(path)], 500_000))
+    chunks = list(documents.iter_chunks([str(path)], 500_000))
     assert len(chunks) >= 4 and all(len(set(c.doc_ids)) <= 2 for c in chunks)
     tokenizer = tokenization.FullTokenizer(google_vocab_path, True)
     counts = [[len(s) for s in tokenizer.encode_batch(b) if len(s)] for b in books]

@@ -22,7 +22,8 @@ import pytest
 import reference_instances
 
 from bert_tf.text import tokenization
-from data_tools import corpus, instances, negatives, tasks, token_store
+from data_tools import instances, negatives, tasks, token_store
+from data_tools.inputs import documents
 from data_tools.job_config import PipelineConfig
 
 
@@ -145,7 +146,7 @@ def _trace(path, tokenizer, marker_ids, vocab, store):
     lookup = np.full(len(tokenizer.vocab), -1)
     lookup[list(marker_ids)] = list(marker_ids.values())
     if store is None:  # each chunk alone (B from the chunk's own documents)
-        batches = ((c.index, b) for c in corpus.iter_chunks(config.input_files, 4000)
+        batches = ((c.index, b) for c in documents.iter_chunks(config.input_files, 4000)
                    for b in tasks.instance_batches(tasks.chunk_buffer(c, tokenizer), c.index,
                                                    config, tokenizer))
     else:

@@ -11,7 +11,8 @@ import tensorflow as tf
 from bert_tf.data import schema
 from bert_tf.errors import UserError
 from bert_tf.text import tokenization
-from data_tools import corpus, example_codec, instances, masking, tasks, tfrecord_writer
+from data_tools import example_codec, instances, masking, tasks, tfrecord_writer
+from data_tools.inputs import documents
 from data_tools.job_config import PipelineConfig
 
 SEQ, PRED = 128, 20
@@ -141,7 +142,7 @@ def test_mlm_only_packs_across_documents_and_fills(tokenizer, google_vocab_path,
 
 def test_whole_word_fixed_mode_on_real_words(tokenizer, google_vocab_path, corpus_path):
     config = _config(google_vocab_path, do_whole_word_mask=True)
-    chunk = next(corpus.iter_chunks([str(corpus_path)], config.chunk_bytes))
+    chunk = next(documents.iter_chunks([str(corpus_path)], config.chunk_bytes))
     batch = next(tasks.instance_batches(tasks.chunk_buffer(chunk, tokenizer), chunk.index,
                                         config, tokenizer))
     cont = tokenizer.is_continuation
@@ -165,7 +166,7 @@ def test_a_full_disk_in_the_first_pass_is_one_line(tokenizer, monkeypatch, tmp_p
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(tasks.token_store, "write_chunk", full)
-    chunk = corpus.Chunk(index=0, documents=[["a b c"]], num_bytes=6, doc_ids=[0])
+    chunk = documents.Chunk(index=0, documents=[["a b c"]], num_bytes=6, doc_ids=[0])
     with pytest.raises(UserError, match=r"^cannot write the tokenized corpus under "
                        r".*: No space left on device \(--temp_dir chooses where it goes\)$"):
         tasks.store_chunk(chunk, tokenizer, str(tmp_path))

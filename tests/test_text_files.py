@@ -1,4 +1,4 @@
-"""Tests of data_tools.text_files: the one set of input rules of the three data jobs."""
+"""Tests of data_tools.inputs.text_files: the one set of input rules of the three data jobs."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from conftest import input_variants
 
 from bert_tf.errors import UserError
-from data_tools import corpus, text_files
+from data_tools.inputs import documents, text_files
 
 TEXT = "first line\nsecond café line\n\nthird\n".encode("utf-8")
 
@@ -23,8 +23,8 @@ def _variants(tmp_path):
 
 def test_every_variant_gives_the_same_lines_and_counts_stored_bytes(tmp_path):
     for name, path in _variants(tmp_path).items():
-        stats = corpus.CorpusStats()
-        lines = list(corpus.iter_lines(path, stats, block_size=7))  # lines cross blocks
+        stats = documents.CorpusStats()
+        lines = list(documents.iter_lines(path, stats, block_size=7))  # lines cross blocks
         assert lines == ["first line", "second café line", "", "third"], name
         assert stats.bytes_read == (tmp_path / name).stat().st_size
         stored = []
@@ -45,7 +45,7 @@ def test_corrupt_or_truncated_compressed_data_is_one_error(tmp_path, name, data)
     path = tmp_path / name
     path.write_bytes(data)
     with pytest.raises(UserError, match=f"cannot read input file {path}: "):
-        list(corpus.iter_lines(str(path), corpus.CorpusStats()))
+        list(documents.iter_lines(str(path), documents.CorpusStats()))
 
 
 def test_missing_file_is_one_error(tmp_path):

@@ -10,7 +10,8 @@ import gzip
 import pytest
 
 from bert_tf.errors import UserError
-from data_tools import corpus, vocab_learner, word_counts
+from data_tools import vocab_learner, word_counts
+from data_tools.inputs import documents
 from data_tools.word_counts import CountConfig, Task
 
 
@@ -30,8 +31,8 @@ def test_byte_ranges_read_every_line_exactly_once(tmp_path, split_bytes):
             + b"long " * 40 + b"\nlast")
     path = tmp_path / "t.txt"
     path.write_bytes(data)
-    stats = corpus.CorpusStats(quiet=True)
-    expected = list(corpus.iter_lines(str(path), stats))
+    stats = documents.CorpusStats(quiet=True)
+    expected = list(documents.iter_lines(str(path), stats))
     tasks = word_counts.plan_tasks([str(path)], CountConfig(split_bytes=split_bytes))
     assert len(tasks) == -(-len(data) // split_bytes)
     counts = _fresh()

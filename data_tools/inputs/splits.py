@@ -1,8 +1,8 @@
 """Splits of the input by files and byte ranges: each worker reads its own, from the first byte.
 
 A plain file is cut into ranges of `split_bytes` of text, counted after a byte-order mark; a
-compressed one (`data_tools.text_files`) is one split, as it cannot be entered at an offset,
-whose reader cuts the same ranges of the decompressed text (`corpus.split_chunks`), so a
+compressed one (`data_tools.inputs.text_files`) is one split, as it cannot be entered at an offset,
+whose reader cuts the same ranges of the decompressed text (`documents.split_chunks`), so a
 compressed file gives the same tasks as the plain one. The plan depends on the files' sizes
 and first bytes and on `split_bytes` only, never on the number of workers, so the jobs'
 outputs do not either.
@@ -18,7 +18,7 @@ Two kinds of ownership, as Hadoop splits text:
   So every document is read by exactly one split.
 
 `split_lines` is the one reader of a plain split (decoded lines, the BOM and UTF-8 rules of
-`data_tools.text_files`); it counts the lines, bytes and invalid sequences the range owns, so
+`data_tools.inputs.text_files`); it counts the lines, bytes and invalid sequences the range owns, so
 per-file counts add up exactly over the splits.
 """
 
@@ -29,7 +29,7 @@ from typing import Iterator, List, Sequence, Tuple
 
 from bert_tf import fileio
 from bert_tf.errors import UserError, reason
-from data_tools import text_files
+from data_tools.inputs import text_files
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,10 +1,11 @@
-"""Tests of data_tools.corpus: document splitting, bad bytes, empty files, chunk boundaries."""
+"""Tests of data_tools.inputs.documents: document splitting, bad bytes, empty files, chunk
+boundaries."""
 
 import numpy as np
 import pytest
 
 from bert_tf.errors import UserError
-from data_tools import corpus, splits
+from data_tools.inputs import documents, splits
 
 
 def _write(tmp_path, name, data: bytes):
@@ -16,7 +17,7 @@ def _write(tmp_path, name, data: bytes):
 def _documents(paths, stats, chunk_bytes=1 << 20):
     """The job's documents, pieces joined back by id."""
     docs, last = [], None
-    for chunk in corpus.iter_chunks(paths, chunk_bytes, stats):
+    for chunk in documents.iter_chunks(paths, chunk_bytes, stats):
         for doc_id, doc in zip(chunk.doc_ids, chunk.documents):
             if doc_id == last:
                 docs[-1] = docs[-1] + doc
@@ -29,7 +30,7 @@ def _documents(paths, stats, chunk_bytes=1 << 20):
 def test_documents_blank_lines_crlf_and_end_of_file(tmp_path):
     a = _write(tmp_path, "a.txt", b"s1\r\n  s2  \n\n\n \t\ns3\n\x1c\nlast")
     b = _write(tmp_path, "b.txt", b"\nb1\nb2\n")
-    stats = corpus.CorpusStats()
+    stats = documents.CorpusStats()
     docs = _documents([a, b], stats)
     # "\x1c" is stripped by str.strip() (the original's blank-line test), so it ends a document;
     # the end of a.txt ends "last"'s document.
@@ -41,7 +42,7 @@ def test_documents_blank_lines_crlf_and_end_of_file(tmp_path):
 def test_invalid_utf8_is_replaced_counted_and_warned_once_per_file(tmp_path):
     # Two invalid sequences, and one genuine U+FFFD that must not be counted.
     path = _write(tmp_path, "bad.txt", b"ok \xff\xfe word\n\xc3\n\xef\xbf\xbd real\n")
-    stats = corpus.CorpusStats()
+    stats = documents.CorpusStats()
     docs = _documents([path], stats)
     assert docs == [["ok \ufffd\ufffd word", "\ufffd", "\ufffd real"]]
     assert stats.warnings == [f"{path}: 3 invalid UTF-8 byte sequence(s) replaced"]
@@ -50,8 +51,8 @@ def test_invalid_utf8_is_replaced_counted_and_warned_once_per_file(tmp_path):
 def test_multibyte_character_split_across_read_blocks(tmp_path):
     text = ("é" * 10 + "\n") * 5
     path = _write(tmp_path, "u.txt", text.encode("utf-8"))
-    stats = corpus.CorpusStats()
-    lines = list(corpus.iter_lines(path, stats, block_size=7))  # odd size splits "é"
+    stats = documents.CorpusStats()
+    lines = list(documents.iter_lines(path, stats, block_size=7))  # odd size splits "é"
     assert lines == ["é" * 10] * 5
     assert stats.warnings == []
 
@@ -59,14 +60,14 @@ def test_multibyte_character_split_across_read_blocks(tmp_path):
 def test_line_longer_than_block_is_assembled(tmp_path):
     long_line = "x" * 10_000
     path = _write(tmp_path, "l.txt", f"a\n{long_line}\nb".encode())
-    lines = list(corpus.iter_lines(path, corpus.CorpusStats(), block_size=64))
+    lines = list(documents.iter_lines(path, documents.CorpusStats(), block_size=64))
     assert lines == ["a", long_line, "b"]
 
 
 def test_empty_and_blank_only_files_warn(tmp_path):
     empty = _write(tmp_path, "empty.txt", b"")
     blank = _write(tmp_path, "blank.txt", b"\n  \n\t\n")
-    stats = corpus.CorpusStats()
+    stats = documents.CorpusStats()
     assert _documents([empty, blank], stats) == []
     assert stats.warnings == [f"{empty}: empty file, skipped",
                               f"{blank}: only blank lines, skipped"]
@@ -74,7 +75,7 @@ def test_empty_and_blank_only_files_warn(tmp_path):
 
 def test_missing_file_is_a_user_error(tmp_path):
     with pytest.raises(UserError, match="cannot read input file"):
-        _documents([str(tmp_path / "nope.txt")], corpus.CorpusStats())
+        _documents([str(tmp_path / "nope.txt")], documents.CorpusStats())
 
 
 def _doc_file(tmp_path, sizes):
@@ -88,7 +89,7 @@ def test_each_split_reads_the_documents_that_start_in_it(tmp_path):
     # Documents of 30, 30, 30, 30, 5 lines (299 bytes + a blank line each) start at bytes 0,
     # 301, 602, 903 and 1204; splits of 600 bytes own 2, 2 and 1 of them.
     path = _doc_file(tmp_path, [30, 30, 30, 30, 5])
-    chunks = list(corpus.iter_chunks([path], 600))
+    chunks = list(documents.iter_chunks([path], 600))
     # Ids: (file, range number) in the high bits, a count within the range in the low ones.
     assert [c.index for c in chunks] == [splits.task_id(0, k, 0) for k in range(3)] == [
         0, 1 << 16, 2 << 16]
@@ -107,8 +108,8 @@ def test_every_document_is_read_once_whatever_the_split_size(tmp_path):
     text = "\ufeff" + "".join("\n".join(d) + seps[i % 5] for i, d in enumerate(docs))
     path = _write(tmp_path, "c.txt", text.encode("utf-8"))
     for split_bytes in (1, 2, 3, 7, 50, 333, 1 << 20):
-        stats = corpus.CorpusStats()
-        chunks = list(corpus.iter_chunks([path], split_bytes, stats))
+        stats = documents.CorpusStats()
+        chunks = list(documents.iter_chunks([path], split_bytes, stats))
         pieces = [(i, d) for c in chunks for i, d in zip(c.doc_ids, c.documents)]
         joined = []
         for i, d in pieces:  # pieces of a document cut at split_bytes share its id
@@ -123,15 +124,15 @@ def test_every_document_is_read_once_whatever_the_split_size(tmp_path):
 
 def test_document_longer_than_a_chunk_is_cut_at_a_line(tmp_path):
     path = _doc_file(tmp_path, [100])  # 1,000 bytes: it starts in the first range of 250
-    stats = corpus.CorpusStats()
-    chunks = list(corpus.iter_chunks([path], 250, stats))
+    stats = documents.CorpusStats()
+    chunks = list(documents.iter_chunks([path], 250, stats))
     assert [len(d) for c in chunks for d in c.documents] == [25, 25, 25, 25]
     assert stats.split_documents == 3 and stats.documents == 1
 
 
 def test_pieces_of_a_long_document_share_its_id(tmp_path):
     path = _doc_file(tmp_path, [100, 3, 50])  # 1000, 30 and 500 bytes
-    pieces = [(i, len(d)) for c in corpus.iter_chunks([path], 250, corpus.CorpusStats())
+    pieces = [(i, len(d)) for c in documents.iter_chunks([path], 250, documents.CorpusStats())
               for i, d in zip(c.doc_ids, c.documents)]
     # Documents 1 and 2 start at bytes 1,002 and 1,034: the range of 1,000-1,249 (number 4).
     first = splits.doc_id(0, 4, 0)
@@ -150,16 +151,16 @@ def test_chunk_sizes_count_utf8_bytes(tmp_path):
     packed.write_bytes(gzip.compress(text.encode("utf-8")))
     # A document is 5 * 31 + 1 = 156 bytes (but 56 characters). A compressed file is one
     # split: 4 documents per chunk. The plain file's splits of 620 bytes own 3 or 4.
-    chunks = list(corpus.iter_chunks([str(packed)], 620))
+    chunks = list(documents.iter_chunks([str(packed)], 620))
     assert [c.num_bytes for c in chunks] == [624] * 10
-    chunks = list(corpus.iter_chunks([str(plain)], 620))
+    chunks = list(documents.iter_chunks([str(plain)], 620))
     assert len(chunks) == 10 and {c.num_bytes for c in chunks} <= {468, 624}
     assert sum(c.num_bytes for c in chunks) == 40 * 156
     plan, sizes = splits.plan([str(plain), str(packed)], 620)
     # Progress counts the splits' bytes as stored: they add up to the files.
     assert sizes == [plain.stat().st_size, packed.stat().st_size]
     assert sum(s.size for s in plan) == sum(sizes) and plan[-1].end == -1
-    assert (corpus.utf8_len(line), corpus.utf8_len("ab"), len(line)) == (30, 2, 10)
+    assert (documents.utf8_len(line), documents.utf8_len("ab"), len(line)) == (30, 2, 10)
 
 
 def test_compressed_and_bom_files_give_the_plain_files_chunks(tmp_path):
@@ -175,9 +176,9 @@ def test_compressed_and_bom_files_give_the_plain_files_chunks(tmp_path):
     for chunk_bytes in (1, 5, 40, 300, 1 << 20):
         got = {}
         for name, path in paths.items():
-            stats = corpus.CorpusStats(quiet=True)
+            stats = documents.CorpusStats(quiet=True)
             got[name] = [(c.index, c.documents, c.doc_ids, c.num_bytes)
-                         for c in corpus.iter_chunks([path], chunk_bytes, stats)]
+                         for c in documents.iter_chunks([path], chunk_bytes, stats)]
             got[name].append((stats.lines, stats.documents, stats.bad_utf8[path]))
         assert all(g == got["plain.txt"] for g in got.values()), chunk_bytes
         assert got["plain.txt"][-1][2] == bad > 20

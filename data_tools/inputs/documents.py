@@ -4,10 +4,10 @@ Input format (as the original BERT release): one sentence per line, a blank line
 documents. Lines are split on "\\n" only; a line is blank when `line.strip()` is empty (the
 original's test). The end of a file also ends a document. Files are read in blocks, so
 memory does not grow with the corpus; they may be gzip or bzip2 compressed, and invalid UTF-8
-is replaced (counted, one warning per file), by the rules of `data_tools.text_files`. Empty
+is replaced (counted, one warning per file), by the rules of `data_tools.inputs.text_files`. Empty
 files and files with only blank lines are skipped with a warning.
 
-The input is cut into splits of `chunk_bytes` (`data_tools.splits`: file sizes only; a
+The input is cut into splits of `chunk_bytes` (`data_tools.inputs.splits`: file sizes only; a
 compressed file is one split), and each worker reads its own: a split owns the documents
 whose first line starts in its range. A split's documents form its chunks (`split_chunks`):
 consecutive documents of at least `chunk_bytes` of text each, in UTF-8 bytes (a small last
@@ -27,7 +27,7 @@ from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from absl import logging
 
-from data_tools import splits, text_files
+from data_tools.inputs import splits, text_files
 
 
 @dataclasses.dataclass
@@ -166,7 +166,7 @@ def iter_chunks(
     paths: Sequence[str], chunk_bytes: int, stats: Optional[CorpusStats] = None,
 ) -> Iterator[Chunk]:
     """Every chunk of the job, in order: `split_chunks` of each split of `paths`
-    (`data_tools.splits.plan` with splits of `chunk_bytes`), read in this process."""
+    (`data_tools.inputs.splits.plan` with splits of `chunk_bytes`), read in this process."""
     stats = stats if stats is not None else CorpusStats()
     plan, sizes = splits.plan(paths, chunk_bytes)
     for split in plan:
