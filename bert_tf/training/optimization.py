@@ -1,11 +1,14 @@
-"""The optimizer: AdamW (BERT's AdamWeightDecay) or LAMB, warmup + polynomial decay, clipping.
+"""The optimizer: AdamW (BERT's AdamWeightDecay) or LAMB, a learning-rate schedule, clipping.
 
     optimizer = create_optimizer(OptimizerConfig(learning_rate=1e-4, num_train_steps=100_000,
                                                  num_warmup_steps=10_000))
 
-The learning-rate schedule is driven by `optimizer.iterations`, the number of applies: with
+The learning-rate schedule (`bert_tf.training.schedules`: BERT's warmup + polynomial decay,
+or warmup-stable-decay) is driven by `optimizer.iterations`, the number of applies: with
 gradient accumulation the trainer sums k micro-batch gradients and applies once, so one apply
-is one training step.
+is one training step. Given the training clock of a run with a time budget
+(`bert_tf.training.budget`), it is laid out over the budget too: its decay ends when the
+budget is spent.
 
 AdamW is the original BERT optimizer's update: decoupled weight decay added to the Adam
 direction, `w -= lr * (m_hat / (sqrt(v_hat) + eps) + wd * w)`, with bias-corrected moments by
@@ -41,9 +44,15 @@ import keras
 import tensorflow as tf
 
 from bert_tf.errors import UserError
+from bert_tf.training.budget import TrainingClock
+from bert_tf.training.schedules import (  # noqa: F401 (WarmupPolynomialDecay: API here too)
+    WarmupPolynomialDecay,
+    WarmupStableDecay,
+)
 
 DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
 OPTIMIZERS = ("adamw", "lamb")
+SCHEDULES = ("linear", "wsd")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -53,10 +62,13 @@ class OptimizerConfig:
     Attributes:
         optimizer: "adamw" or "lamb".
         learning_rate: peak learning rate, reached at the end of warmup.
-        num_train_steps: steps of the polynomial decay (the whole run, warmup included).
+        num_train_steps: steps of the schedule (the whole run, warmup included).
         num_warmup_steps: steps of the linear warmup from 0; 0 for none.
-        end_lr: learning rate at num_train_steps and after.
-        power: exponent of the polynomial decay (1.0 = linear).
+        end_lr: learning rate at num_train_steps (or the time budget) and after.
+        power: exponent of the polynomial decay of "linear" (1.0 = linear).
+        lr_schedule: "linear" (BERT's warmup + polynomial decay over the whole run) or
+            "wsd" (warmup, the peak held, a 1-sqrt decay at the end; see schedules.py).
+        decay_proportion: "wsd" only: the final fraction of the run over which it decays.
         weight_decay_rate: decoupled weight decay coefficient.
         beta_1, beta_2, epsilon: Adam moments and the denominator's epsilon.
         clip_norm: global-norm gradient clipping; None or 0 disables it.
@@ -79,6 +91,8 @@ class OptimizerConfig:
     clip_norm: Optional[float] = 1.0
     exclude_from_weight_decay: Tuple[str, ...] = DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY
     adam_bias_correction: bool = True
+    lr_schedule: str = "linear"
+    decay_proportion: float = 0.2
 
     def __post_init__(self) -> None:
         # Accept a list from flags; keep the frozen config hashable.
@@ -92,6 +106,11 @@ class OptimizerConfig:
             raise UserError(f"--num_train_steps must be positive, got {self.num_train_steps}")
         if self.num_warmup_steps < 0:
             raise UserError(f"--num_warmup_steps must be >= 0, got {self.num_warmup_steps}")
+        if self.lr_schedule not in SCHEDULES:
+            raise UserError(f"--lr_schedule must be one of {', '.join(SCHEDULES)}, "
+                            f"got {self.lr_schedule!r}")
+        if not 0 < self.decay_proportion <= 1:
+            raise UserError(f"--decay_proportion must be in (0, 1], got {self.decay_proportion}")
         if self.weight_decay_rate < 0:
             raise UserError(f"--weight_decay_rate must be >= 0, got {self.weight_decay_rate}")
         if not (0 <= self.beta_1 < 1 and 0 <= self.beta_2 < 1):
@@ -104,51 +123,6 @@ class OptimizerConfig:
                 re.compile(pattern)
             except re.error as e:
                 raise UserError(f"exclude_from_weight_decay: bad regex {pattern!r}: {e}") from None
-
-
-@keras.saving.register_keras_serializable(package="bert_tf")
-class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
-    """BERT's schedule: linear warmup, and polynomial decay over the whole run.
-
-    As in the original, the polynomial decay runs from step 0 over `num_train_steps`:
-        decayed(step) = (lr - end_lr) * (1 - min(step, T) / T) ** power + end_lr
-    and while step < num_warmup_steps it is replaced by the warmup value lr * step / warmup.
-    So the peak is lr * (warmup - 1) / warmup at step warmup - 1, and at step `warmup` the
-    rate continues on the decay line at decayed(warmup) (slightly below lr).
-    """
-
-    def __init__(self, learning_rate: float, num_train_steps: int, num_warmup_steps: int,
-                 end_lr: float = 0.0, power: float = 1.0, name: str = "WarmupPolynomialDecay"):
-        super().__init__()
-        self.learning_rate = learning_rate
-        self.num_train_steps = num_train_steps
-        self.num_warmup_steps = num_warmup_steps
-        self.end_lr = end_lr
-        self.power = power
-        self.name = name
-
-    def __call__(self, step: Any) -> tf.Tensor:
-        """The learning rate at `step` (applies done so far), a float32 scalar."""
-        with tf.name_scope(self.name):
-            step = tf.cast(step, tf.float32)
-            total = tf.cast(self.num_train_steps, tf.float32)
-            progress = tf.minimum(step, total) / total
-            span = self.learning_rate - self.end_lr
-            decayed = span * tf.pow(1.0 - progress, self.power) + self.end_lr
-            if not self.num_warmup_steps:
-                return decayed
-            warmup = tf.cast(self.num_warmup_steps, tf.float32)
-            return tf.where(step < warmup, self.learning_rate * step / warmup, decayed)
-
-    def get_config(self) -> Dict[str, Any]:
-        return {
-            "learning_rate": self.learning_rate,
-            "num_train_steps": self.num_train_steps,
-            "num_warmup_steps": self.num_warmup_steps,
-            "end_lr": self.end_lr,
-            "power": self.power,
-            "name": self.name,
-        }
 
 
 def variable_path(variable: Any) -> str:
@@ -314,14 +288,21 @@ class LAMB(_BertOptimizerBase):
         self.assign_sub(variable, ratio * tf.cast(learning_rate, variable.dtype) * update)
 
 
-def create_schedule(config: OptimizerConfig) -> WarmupPolynomialDecay:
-    """The learning-rate schedule of `config`."""
+def create_schedule(config: OptimizerConfig, clock: Optional[TrainingClock] = None
+                    ) -> keras.optimizers.schedules.LearningRateSchedule:
+    """The learning-rate schedule of `config`; with `clock`, laid out over its budget too."""
+    if config.lr_schedule == "wsd":
+        return WarmupStableDecay(config.learning_rate, config.num_train_steps,
+                                 config.num_warmup_steps, config.end_lr,
+                                 config.decay_proportion, clock=clock)
     return WarmupPolynomialDecay(config.learning_rate, config.num_train_steps,
-                                 config.num_warmup_steps, config.end_lr, config.power)
+                                 config.num_warmup_steps, config.end_lr, config.power,
+                                 clock=clock)
 
 
 def create_optimizer(
-    config: OptimizerConfig, trainable_variables: Optional[Sequence[Any]] = None
+    config: OptimizerConfig, trainable_variables: Optional[Sequence[Any]] = None,
+    clock: Optional[TrainingClock] = None,
 ) -> keras.optimizers.Optimizer:
     """Makes the optimizer with its schedule; call it inside `strategy.scope()`.
 
@@ -333,14 +314,16 @@ def create_optimizer(
     Args:
         config: the optimizer settings.
         trainable_variables: the model's trainable variables, to build the optimizer now.
+        clock: the training clock of a run with a time budget (the same object the trainer
+            advances), or None for a schedule of the steps alone.
 
     Returns:
-        An AdamWeightDecay or LAMB optimizer; its learning rate follows
-        WarmupPolynomialDecay of `optimizer.iterations` (the number of applies). Note that,
-        as in the original, the first apply uses the rate at step 0, which is 0 with warmup.
+        An AdamWeightDecay or LAMB optimizer; its learning rate follows the schedule of
+        `optimizer.iterations` (the number of applies) and the clock. Note that, as in the
+        original, the first apply uses the rate at step 0, which is 0 with warmup.
     """
     common = dict(
-        learning_rate=create_schedule(config),
+        learning_rate=create_schedule(config, clock),
         weight_decay_rate=config.weight_decay_rate,
         beta_1=config.beta_1,
         beta_2=config.beta_2,
