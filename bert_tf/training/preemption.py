@@ -17,10 +17,13 @@ milliseconds, so calls of 2 s keep what steps_per_loop saves (under 1 % more hos
 Several workers (MultiWorkerMirroredStrategy): a preemption notice may reach one worker
 only, and every worker must run the same calls (their steps are collectives), stop at the
 same step and take part in the same save. So after each call the workers agree in one
-all-reduce of three numbers: the sum of their stop requests (any worker stops all), the
-chief's proposed size of the next call (every worker runs the chief's size), and whether the
-chief's `--max_train_minutes` is up (each worker's own clock could end its loop at another
-step than the others', and the collectives would then hang). The run logs
+all-reduce of four numbers: the sum of their stop requests (any worker stops all), the
+chief's proposed size of the next call (every worker runs the chief's size), whether the
+chief's other time limit (`time_up`) is reached, and the chief's training time of the call,
+which every worker adds to its training clock (`bert_tf.training.budget`, the
+`--max_train_minutes` budget): each worker's own time could end its loop at another step
+than the others' (the collectives would then hang) and give it another learning rate. The
+run logs
 the agreement's cost when it ends: about 5 ms per call, 0.2 % of the training time, on two
 CPU workers on loopback (`benchmarks/bench_preemption.py`, README; with steps_per_loop=1,
 one agreement per step, 0.7 % in the tests).
@@ -57,7 +60,7 @@ import os
 import signal
 import threading
 import time
-from typing import Callable, Dict, Iterator, List, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -103,9 +106,16 @@ class HostLoop:
         strategy: the training strategy (its collectives carry the agreement).
         num_workers: worker processes in the cluster (1: no agreement needed).
         stop_requested: whether this process was asked to stop (e.g. SIGTERM received).
-        time_up: whether the training time limit is reached (the chief's answer counts).
+        time_up: whether a time limit is reached (the chief's answer counts); the loop in
+            progress still runs its steps.
         target_seconds: wall time aimed at per call.
         clock: seconds, monotonic (injectable for tests).
+        on_first_call: called after the first call (it traced the step).
+        count_seconds: adds a call's training time to the training clock and returns
+            whether its budget is spent (`budget.TrainingClock.add`); given the chief's
+            time, so every worker's clock stays the same. A spent budget ends the loop in
+            progress after the call and sets `time_up`. The first call's time (tracing and
+            compiling) is not counted: its steps are counted at the second call's pace.
     """
 
     def __init__(self, strategy: tf.distribute.Strategy, num_workers: int,
@@ -113,8 +123,12 @@ class HostLoop:
                  time_up: Callable[[], bool] = lambda: False,
                  target_seconds: float = TARGET_CALL_SECONDS,
                  clock: Callable[[], float] = time.perf_counter,
-                 on_first_call: Callable[[], None] = lambda: None):
+                 on_first_call: Callable[[], None] = lambda: None,
+                 count_seconds: Optional[Callable[[float], bool]] = None):
         self._clock = clock
+        self._count_seconds = count_seconds
+        self.budget_spent = False  # the training clock's budget, as of the last call
+        self._untimed_steps = 0  # steps of the first (tracing) call, not yet counted
         self._on_first_call = on_first_call
         self._strategy = strategy
         self._num_workers = num_workers
@@ -131,22 +145,23 @@ class HostLoop:
         self._agree = tf.function(self._all_reduce) if num_workers > 1 else None
 
     def _all_reduce(self, local: tf.Tensor) -> tf.Tensor:
-        """float32 [3] (stop request, proposed size, time up) -> (sum of requests, the chief's
-        size, the chief's time up)."""
+        """float32 [n] (stop request, proposed size, time up, call seconds) -> (sum of
+        requests, then the chief's values of the others)."""
 
         def replica_fn(value):
             ctx = tf.distribute.get_replica_context()
             # Replica 0 is on the chief: only its proposal counts, on every worker.
             first = tf.cast(tf.equal(ctx.replica_id_in_sync_group, 0), tf.float32)
-            return ctx.all_reduce(tf.distribute.ReduceOp.SUM,
-                                  value * tf.stack([1.0, first, first]))
+            mask = tf.concat([[1.0], tf.fill(tf.shape(value) - 1, first)], axis=0)
+            return ctx.all_reduce(tf.distribute.ReduceOp.SUM, value * mask)
 
         result = self._strategy.run(replica_fn, args=(local,))
         return self._strategy.experimental_local_results(result)[0]
 
     def run(self, train_call: TrainCall, num_steps: int
             ) -> Tuple[np.ndarray, Dict[str, np.ndarray], float]:
-        """Runs up to `num_steps` steps; fewer when a stop is agreed or a loss is non-finite.
+        """Runs up to `num_steps` steps; fewer when a stop is agreed, the training clock's
+        budget is spent, or a loss is non-finite.
 
         Returns:
             (losses: float32 [steps run]; their global sums {key: float64 scalar}; the wall
@@ -155,7 +170,7 @@ class HostLoop:
         losses: List[np.ndarray] = []
         sums: Dict[str, np.ndarray] = {}
         seconds, done = 0.0, 0
-        while done < num_steps and not self.stopped:
+        while done < num_steps and not self.stopped and not self.budget_spent:
             steps = min(self._call_steps, num_steps - done)
             began = self._clock()
             call_losses, call_sums = train_call(steps)
@@ -178,22 +193,37 @@ class HostLoop:
         merged = np.concatenate(losses) if losses else np.zeros([0], np.float32)
         return merged, sums, seconds
 
+    def _training_seconds(self, steps: int, seconds: float) -> float:
+        """The training time of a call: the first call of the process traced and compiled
+        the step, so it counts 0 and its steps are added at the second call's pace."""
+        if self.calls == 1:
+            self._untimed_steps = steps
+            return 0.0
+        counted = seconds * (steps + self._untimed_steps) / steps
+        self._untimed_steps = 0
+        return counted
+
     def _after_call(self, steps: int, seconds: float) -> None:
         proposal = next_call_steps(steps, seconds, self._call_steps, self._target)
         requested, time_up = bool(self._stop_requested()), bool(self._time_up())
+        trained = self._training_seconds(steps, seconds)
         if self._agree is None:
             self._call_steps, self.stopped, self.time_up = proposal, requested, time_up
-            return
-        began = self._clock()
-        agreed = self._agree(tf.constant([float(requested), float(proposal), float(time_up)],
-                                         tf.float32))
-        total_requests, chief_proposal, chief_time_up = agreed.numpy().tolist()
-        self.time_up = chief_time_up > 0
-        if self._agreements:
-            self._agree_seconds += self._clock() - began
-        self._agreements += 1
-        self._call_steps = max(1, int(chief_proposal))
-        self.stopped = total_requests > 0
+        else:
+            began = self._clock()
+            agreed = self._agree(tf.constant(
+                [float(requested), float(proposal), float(time_up), trained], tf.float32))
+            total_requests, chief_proposal, chief_time_up, trained = agreed.numpy().tolist()
+            self.time_up = chief_time_up > 0
+            if self._agreements:
+                self._agree_seconds += self._clock() - began
+            self._agreements += 1
+            self._call_steps = max(1, int(chief_proposal))
+            self.stopped = total_requests > 0
+        if self._count_seconds is not None:
+            # The chief's time on every worker: the same clock, learning rate and last step.
+            self.budget_spent = bool(self._count_seconds(trained))
+            self.time_up = self.time_up or self.budget_spent
 
     def log_summary(self) -> None:
         """Logs the number of calls and, with several workers, what agreeing cost."""
