@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 from absl import logging
@@ -18,7 +18,7 @@ from bert_tf import fileio
 from bert_tf.errors import UserError
 from bert_tf.finetune import classification_data as data
 from bert_tf.finetune import label_list as labels_io
-from bert_tf.finetune import metrics
+from bert_tf.finetune import metrics, subset
 from bert_tf.finetune.objectives import ClassificationObjective
 
 # CoLA is scored by Matthews correlation in GLUE; the others add F1 when binary.
@@ -36,6 +36,11 @@ class ClassificationSettings:
         text_column, text_pair_column, label_column: columns of your own files.
         regression: float labels (your own files; STS-B is regression by itself).
         eval_split: the split --do_eval scores ("dev"; MNLI also "dev_mismatched").
+        predict_file: a file --do_predict reads instead of the task's test split (MNLI's
+            test_mismatched.tsv, GLUE's diagnostic set); same columns as the test split.
+        predictions_file: the file name --do_predict writes in the output directory.
+        max_train_examples: train on a seeded subset of this many examples (0 = all).
+        subset_seed: the subset's seed (`bert_tf.finetune.subset`).
     """
 
     task_name: str
@@ -45,6 +50,10 @@ class ClassificationSettings:
     label_column: str = ""
     regression: bool = False
     eval_split: str = "dev"
+    predict_file: str = ""
+    predictions_file: str = TEST_RESULTS_FILE
+    max_train_examples: int = 0
+    subset_seed: int = 0
 
 
 class ClassificationTask:
@@ -64,6 +73,8 @@ class ClassificationTask:
         self.label_list: Optional[List[str]] = None
         self.splits: Dict[str, data.SplitData] = {}
         self.features: Dict[str, data.ClassificationFeatures] = {}
+        # (examples trained on, examples in the training file), once read.
+        self.train_sizes: Tuple[int, int] = (0, 0)
 
     # ------------------------------------------------------------------ setup
 
@@ -85,7 +96,10 @@ class ClassificationTask:
         """
         s = self.settings
         if do_train:
-            self.splits["train"] = data.read_split(self.spec, s.data_dir, "train")
+            train = data.read_split(self.spec, s.data_dir, "train")
+            self.splits["train"] = dataclasses.replace(train, examples=subset.take_subset(
+                train.examples, s.max_train_examples, s.subset_seed))
+            self.train_sizes = (len(self.splits["train"].examples), len(train.examples))
             self.label_list = data.build_label_list(self.spec, self.splits["train"])
         else:
             self.label_list = labels_io.load_label_list(
@@ -101,7 +115,11 @@ class ClassificationTask:
                                     f"training labels ({', '.join(self.label_list)})")
             self.splits["eval"] = dev
         if do_predict:
-            self.splits["predict"] = data.read_split(self.spec, s.data_dir, "test")
+            spec = self.spec
+            if s.predict_file:  # an absolute path stays as it is under os.path.join
+                spec = dataclasses.replace(spec, files={**spec.files,
+                                                        "test": os.path.abspath(s.predict_file)})
+            self.splits["predict"] = data.read_split(spec, s.data_dir, "test")
         if self.label_list is not None and len(self.label_list) < 2:
             raise UserError(f"{self.splits['train'].path}: only one label "
                             f"({self.label_list[0]!r}); classification needs two or more")
@@ -147,7 +165,7 @@ class ClassificationTask:
         """test_results.tsv: guid, one probability column per class, the predicted label."""
         logits = outputs["logits"].astype(np.float64)
         guids = self.features["predict"].guids
-        path = os.path.join(output_dir, TEST_RESULTS_FILE)
+        path = os.path.join(output_dir, self.settings.predictions_file)
         if self.regression:
             lines = ["guid\tprediction"] + [f"{g}\t{v:.6f}" for g, v in zip(guids, logits[:, 0])]
         else:

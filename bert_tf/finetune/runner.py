@@ -63,6 +63,8 @@ class FinetuneConfig:
         save_checkpoints_steps, keep_checkpoint_max, steps_per_loop, log_every_n_steps,
         max_steps_per_run: as in pretraining.
         export_dir: write a serving SavedModel there after training ("" = no).
+        eval_results_file: the file name --do_eval writes in output_dir (a second evaluation
+            of the same model, such as MNLI's mismatched dev set, names its own).
     """
 
     output_dir: str
@@ -89,6 +91,7 @@ class FinetuneConfig:
     log_every_n_steps: int = 100
     max_steps_per_run: int = 0
     export_dir: str = ""
+    eval_results_file: str = results.EVAL_RESULTS_FILE
 
     def __post_init__(self) -> None:
         if not (self.do_train or self.do_eval or self.do_predict):
@@ -228,7 +231,7 @@ def run(config: FinetuneConfig, task: Task) -> Outcome:
         eval_results["global_step"] = int(runner.step.numpy())
         if distribution.is_chief(strategy):
             results.write_eval_results(
-                os.path.join(config.output_dir, results.EVAL_RESULTS_FILE), eval_results)
+                os.path.join(config.output_dir, config.eval_results_file), eval_results)
     if config.do_predict:
         # SQuAD predicts the file it evaluates: its arrays are the same, and so the outputs.
         same = config.do_eval and (task.arrays("predict", tokenizer, config.max_seq_length)

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 from absl import logging
 
 from bert_tf.errors import UserError
 from bert_tf.finetune import label_list as labels_io
-from bert_tf.finetune import metrics, tagging_metrics
+from bert_tf.finetune import metrics, subset, tagging_metrics
 from bert_tf.finetune import tagging_data as data
 from bert_tf.finetune.objectives import TaggingObjective
 
@@ -28,11 +28,17 @@ TEST_PREDICTIONS_FILE = "test_predictions.conll"
 
 @dataclasses.dataclass(frozen=True)
 class TaggingSettings:
-    """The task flags of run_tagging: CoNLL files (token first, tag last)."""
+    """The task flags of run_tagging: CoNLL files (token first, tag last).
+
+    `max_train_examples` > 0 trains on a seeded subset of that many sentences
+    (`bert_tf.finetune.subset`, seeded by `subset_seed`).
+    """
 
     train_file: str = ""
     eval_file: str = ""
     predict_file: str = ""
+    max_train_examples: int = 0
+    subset_seed: int = 0
 
 
 class TaggingTask:
@@ -50,6 +56,8 @@ class TaggingTask:
         self.sentences: Dict[str, List[data.Sentence]] = {}
         self.features: Dict[str, data.TaggingFeatures] = {}
         self.paths: Dict[str, str] = {}
+        # (sentences trained on, sentences in the training file), once read.
+        self.train_sizes: Tuple[int, int] = (0, 0)
 
     def num_labels(self) -> int:
         return len(self.label_list or ())
@@ -72,6 +80,10 @@ class TaggingTask:
             if not self.sentences[split]:
                 raise UserError(f"{path}: no sentences")
         if do_train:
+            total = len(self.sentences["train"])
+            self.sentences["train"] = subset.take_subset(
+                self.sentences["train"], s.max_train_examples, s.subset_seed)
+            self.train_sizes = (len(self.sentences["train"]), total)
             self.label_list = data.build_tag_list(self.sentences["train"])
         else:
             self.label_list = labels_io.load_label_list(

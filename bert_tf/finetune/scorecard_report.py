@@ -1,0 +1,227 @@
+"""The scorecard's report: statistics over seeds, the GLUE score, markdown, JSON, submission.
+
+Scores are points (GLUE's 0-100 scale). Per task and seed, the task score is the mean of its
+metrics (MRPC: F1 and accuracy; STS-B: Pearson and Spearman; MNLI: matched and mismatched
+accuracy), as GLUE's leaderboard averages them; the GLUE score of a seed is the mean of its
+task scores, and the report gives mean ± std (sample std, n - 1) and the median over seeds.
+
+Under the grid protocol each task keeps the learning rate with the best mean score over seeds
+(ties go to the smaller rate); its GLUE server predictions come from that rate's best seed on
+dev, as the BERT paper selected.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import math
+import os
+import platform
+import statistics
+import zipfile
+from typing import Dict, List, Sequence
+
+from bert_tf import fileio
+from bert_tf.finetune import glue
+from bert_tf.finetune.scorecard_runs import Model, Protocol, Run, RunRecord, task_score
+from bert_tf.finetune.suite import ScoredTask
+
+SCORECARD_JSON = "scorecard.json"
+SCORECARD_MD = "scorecard.md"
+SUBMISSION_DIR = "submission"
+SUBMISSION_ZIP = "submission.zip"
+
+
+def stats(per_seed: Dict[int, float]) -> Dict[str, object]:
+    """{"mean", "std" (n - 1; 0 for one seed), "median", "per_seed": {"<seed>": value}}."""
+    values = [per_seed[s] for s in sorted(per_seed)]
+    return {"mean": statistics.fmean(values),
+            "std": statistics.stdev(values) if len(values) > 1 else 0.0,
+            "median": statistics.median(values),
+            "per_seed": {str(s): per_seed[s] for s in sorted(per_seed)}}
+
+
+def describe_machine() -> str:
+    """CPU model, cores and vector ISA: figures from different CPUs are not comparable."""
+    model, flags = platform.processor() or "unknown CPU", set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                elif line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    break
+    except OSError:
+        pass
+    isa = [name for name, flag in (("AVX2", "avx2"), ("AVX512F", "avx512f"),
+                                   ("AVX512-BF16", "avx512_bf16"), ("AMX", "amx_tile"))
+           if flag in flags]
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return f"{model}, {cores} core(s), ISA {'/'.join(isa) or 'unknown'}"
+
+
+def _best_lr(task: ScoredTask, model: Model, protocol: Protocol,
+             records: Dict[Run, RunRecord]) -> float:
+    def mean_score(lr: float) -> float:
+        return statistics.fmean(task_score(records[Run(model, task, lr, s)], task)
+                                for s in protocol.seeds)
+
+    # max over (score, -lr): the best mean, the smaller rate on a tie.
+    return max(protocol.learning_rates, key=lambda lr: (mean_score(lr), -lr))
+
+
+def summarize(models: Sequence[Model], tasks: Sequence[ScoredTask], protocol: Protocol,
+              records: Dict[Run, RunRecord]) -> Dict[str, object]:
+    """The scorecard.json document (every run of `models` x `tasks` must be in `records`)."""
+    rows = []
+    for model in models:
+        row_tasks: Dict[str, object] = {}
+        per_seed_glue: Dict[int, List[float]] = {s: [] for s in protocol.seeds}
+        for task in tasks:
+            lr = _best_lr(task, model, protocol, records)
+            chosen = {s: records[Run(model, task, lr, s)] for s in protocol.seeds}
+            scores = {s: task_score(r, task) for s, r in chosen.items()}
+            for s, value in scores.items():
+                per_seed_glue[s].append(value)
+            best_seed = max(protocol.seeds, key=lambda s: (scores[s], -s))
+            grid = {f"{x:g}": statistics.fmean(
+                task_score(records[Run(model, task, x, s)], task) for s in protocol.seeds)
+                for x in protocol.learning_rates}
+            first = next(iter(chosen.values()))
+            row_tasks[task.name] = {
+                "metric": " / ".join(label for _, label in task.metrics),
+                "learning_rate": lr, "score": stats(scores),
+                "metrics": {key: stats({s: task.scale * r.metrics[key]
+                                        for s, r in chosen.items()})
+                            for key, _ in task.metrics},
+                "grid": grid, "selected_seed": best_seed,
+                "train_examples": list(first.train_examples),
+                "predictions": {name: os.path.join(Run(model, task, lr, best_seed).folder(""),
+                                                   path)
+                                for name, path in chosen[best_seed].predictions.items()},
+                "glue_task": task.glue_task,
+                "fine_tuning_seconds": sum(r.seconds for r in chosen.values()),
+            }
+        rows.append({"name": model.name, "init_checkpoint": model.init_checkpoint,
+                     "tasks": row_tasks,
+                     "glue_score": stats({s: statistics.fmean(v)
+                                          for s, v in per_seed_glue.items()})})
+    return {
+        "score_name": "GLUE score" if all(t.glue_task for t in tasks) else "average score",
+        "protocol": {**{k: v for k, v in vars(protocol).items()},
+                     "learning_rates": list(protocol.learning_rates),
+                     "seeds": list(protocol.seeds)},
+        "machine": describe_machine(),
+        "date": datetime.date.today().isoformat(),
+        "rows": rows,
+    }
+
+
+def _cell(s: Dict[str, object]) -> str:
+    return f"{s['mean']:.2f} ± {s['std']:.2f}"
+
+
+def markdown(doc: Dict[str, object]) -> str:
+    """scorecard.md: the summary table, then per task metrics, medians and seeds."""
+    p = doc["protocol"]
+    rows = doc["rows"]
+    tasks = list(rows[0]["tasks"])
+    lrs = ", ".join(f"{x:g}" for x in p["learning_rates"])
+    lines = [
+        "# Scorecard", "",
+        f"- protocol: {p['name']} (learning rate{'s' if len(p['learning_rates']) > 1 else ''} "
+        f"{lrs}; batch {p['train_batch_size']}, {p['num_train_epochs']:g} epochs, warmup "
+        f"{p['warmup_proportion']:g}, max_seq_length {p['max_seq_length']}), seeds "
+        f"{', '.join(str(s) for s in p['seeds'])}",
+    ]
+    sizes = []
+    for name in tasks:
+        used, total = rows[0]["tasks"][name]["train_examples"]
+        sizes.append(f"{name} {used:,} of {total:,}" if used < total else f"{name} all {used:,}")
+    subset = (f"seeded subsets (subset seed {p['subset_seed']}) of at most "
+              f"{p['max_train_examples']:,}" if p["max_train_examples"] else "full sets")
+    lines += [f"- training examples ({subset}): {'; '.join(sizes)}",
+              f"- machine: {doc['machine']}; {doc['date']}", ""]
+    head = [doc["score_name"]] + [f"{n} {rows[0]['tasks'][n]['metric']}" for n in tasks]
+    lines += ["| model | " + " | ".join(head) + " |", "|---" * (len(head) + 1) + "|"]
+    for row in rows:
+        cells = [_cell(row["glue_score"])] + [_cell(row["tasks"][n]["score"]) for n in tasks]
+        lines.append(f"| {row['name']} | " + " | ".join(cells) + " |")
+    lines += ["", "Per task (the selected learning rate; each metric over seeds):", "",
+              "| model | task | lr | metric | mean ± std | median | per seed |",
+              "|---|---|---|---|---|---|---|"]
+    for row in rows:
+        for name in tasks:
+            t = row["tasks"][name]
+            for key, s in [("score", t["score"])] + list(t["metrics"].items()):
+                seeds = ", ".join(f"{v:.2f}" for v in s["per_seed"].values())
+                lines.append(f"| {row['name']} | {name} | {t['learning_rate']:g} | {key} | "
+                             f"{_cell(s)} | {s['median']:.2f} | {seeds} |")
+    if len(p["learning_rates"]) > 1:
+        lines += ["", "Grid (mean score over seeds per learning rate):", "",
+                  "| model | task | " + " | ".join(f"{x:g}" for x in p["learning_rates"]) + " |",
+                  "|---|---|" + "---|" * len(p["learning_rates"])]
+        for row in rows:
+            for name in tasks:
+                grid = row["tasks"][name]["grid"]
+                lines.append(f"| {row['name']} | {name} | "
+                             + " | ".join(f"{v:.2f}" for v in grid.values()) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def write_report(output_dir: str, doc: Dict[str, object]) -> List[str]:
+    """Writes scorecard.json and scorecard.md atomically; returns their paths."""
+    paths = []
+    for name, text in ((SCORECARD_JSON, json.dumps(doc, indent=2, sort_keys=True) + "\n"),
+                       (SCORECARD_MD, markdown(doc))):
+        path = os.path.join(output_dir, name)
+        with fileio.atomic_output(path, "wb") as f:
+            f.write(text.encode("utf-8"))
+        paths.append(path)
+    return paths
+
+
+def write_submission(output_dir: str, doc: Dict[str, object], glue_dir: str) -> List[str]:
+    """The GLUE server's files for the first row, and submission.zip of them.
+
+    Each task's file comes from its selected run's test predictions; WNLI, when it was not
+    scored but its folder is in `glue_dir`, predicts its training majority (the BERT paper's
+    answer). Files GLUE needs that no run produced are listed in the returned warnings.
+
+    Returns:
+        The names of GLUE's files that the submission lacks.
+    """
+    row = doc["rows"][0]
+    folder = os.path.join(output_dir, SUBMISSION_DIR)
+    fileio.makedirs(folder)
+    files: Dict[str, List[str]] = {}
+    for task in row["tasks"].values():
+        for name, path in task["predictions"].items():
+            files[name] = glue.submission_lines(task["glue_task"],
+                                                os.path.join(output_dir, path))
+    wnli = glue.GLUE_TASKS["wnli"]
+    if ("WNLI.tsv" not in files and glue_dir
+            and fileio.exists(os.path.join(glue.task_dir(glue_dir, wnli), "test.tsv"))):
+        files["WNLI.tsv"] = glue.majority_predictions(glue_dir, "wnli")
+    for name, lines in files.items():
+        with fileio.atomic_output(os.path.join(folder, name), "wb") as f:
+            f.write(("\n".join(lines) + "\n").encode("utf-8"))
+    with fileio.atomic_output(os.path.join(output_dir, SUBMISSION_ZIP), "wb") as f:
+        with zipfile.ZipFile(f, "w", zipfile.ZIP_DEFLATED) as z:
+            for name in sorted(files):
+                z.write(os.path.join(folder, name), arcname=name)
+    return [name for name in glue.SUBMISSION_FILES if name not in files]
+
+
+def difference(a: Dict[str, object], b: Dict[str, object]) -> Dict[str, float]:
+    """a − b and its standard error, paired over the seeds both have (else unpaired)."""
+    pa, pb = a["per_seed"], b["per_seed"]
+    common = sorted(set(pa) & set(pb))
+    if len(common) > 1 and len(common) == len(pa) == len(pb):
+        diffs = [pa[s] - pb[s] for s in common]
+        return {"diff": statistics.fmean(diffs),
+                "se": statistics.stdev(diffs) / math.sqrt(len(diffs))}
+    na, nb = len(pa), len(pb)
+    return {"diff": a["mean"] - b["mean"],
+            "se": math.sqrt(a["std"] ** 2 / na + b["std"] ** 2 / nb)}
