@@ -38,10 +38,11 @@ from absl import logging
 from bert_tf import fileio
 from bert_tf.errors import UserError
 from bert_tf.text import tokenization
-from data_tools import beam_io, pipeline, shuffle, token_store
-from data_tools.beam_io import NAMESPACE, beam
+from data_tools import pipeline, shuffle, token_store
 from data_tools.inputs import documents, splits
 from data_tools.job_config import PipelineConfig
+from data_tools.runtime import beam_runtime
+from data_tools.runtime.beam_runtime import NAMESPACE, beam
 from data_tools.tasks import InstanceStats, process_chunk, process_stored
 
 _MAX_BUCKET_BITS = 24
@@ -76,7 +77,7 @@ class _Store(beam.DoFn):
 def _corpus_stats(counters, files) -> documents.CorpusStats:
     """The job's corpus counts, from the counters of `_Store`."""
     stats = documents.CorpusStats(lines=counters.get("lines", 0),
-                               documents=counters.get("documents_read", 0))
+                                  documents=counters.get("documents_read", 0))
     for i, path in enumerate(files):
         stats.file_lines[path] = counters.get(f"lines_{i}", 0)
         if counters.get(f"bad_utf8_{i}"):
@@ -181,7 +182,7 @@ def _sort_group(item, directory: str):
     data = b"".join([views[b][s:s + n] for b, s, n in zip(
         block_of[order].tolist(), starts[order].tolist(), lengths[order].tolist())])
     del blocks, views
-    return beam_io.write_part(directory, shard, bucket, data)
+    return beam_runtime.write_part(directory, shard, bucket, data)
 
 
 def load_tokenizer(config: PipelineConfig) -> tokenization.FullTokenizer:
@@ -204,21 +205,22 @@ def run(config: PipelineConfig, options: str) -> pipeline.RunSummary:
     start = time.monotonic()
     # Workers may run elsewhere (a portable runner's in their own working directory).
     config = dataclasses.replace(
-        config, input_files=tuple(map(beam_io.absolute, config.input_files)),
-        output_files=tuple(map(beam_io.absolute, config.output_files)),
-        vocab_file=beam_io.absolute(config.vocab_file), temp_dir=beam_io.absolute(config.temp_dir))
-    opts = beam_io.pipeline_options(options, list(config.input_files)
-                                    + list(config.output_files)
-                                    + [config.vocab_file, config.temp_dir])
+        config, input_files=tuple(map(beam_runtime.absolute, config.input_files)),
+        output_files=tuple(map(beam_runtime.absolute, config.output_files)),
+        vocab_file=beam_runtime.absolute(config.vocab_file),
+        temp_dir=beam_runtime.absolute(config.temp_dir))
+    opts = beam_runtime.pipeline_options(options, list(config.input_files)
+                                         + list(config.output_files)
+                                         + [config.vocab_file, config.temp_dir])
     load_tokenizer(config)  # a bad vocab fails here, not on a worker
     total_bytes = sum(fileio.size(p) for p in config.input_files)
     outputs = list(config.output_files)
     logging.info("Beam: reading %d input file(s), %.1f MB; writing %d shard(s)",
                  len(config.input_files), total_bytes / 1e6, len(outputs))
-    temps = beam_io.prepare_outputs(outputs)
+    temps = beam_runtime.prepare_outputs(outputs)
     staging = ""
     try:
-        staging = beam_io.staging_dir(config.temp_dir, outputs[0])
+        staging = beam_runtime.staging_dir(config.temp_dir, outputs[0])
         # The launcher reads file sizes and the first chunk only; workers read the splits.
         split_plan, sizes = splits.plan(config.input_files, config.chunk_bytes)
         ratio = _try_first_chunk(split_plan, config)
@@ -239,22 +241,22 @@ def run(config: PipelineConfig, options: str) -> pipeline.RunSummary:
                  | "Pack" >> beam.ParDo(_Tasks(config, bits), beam.pvalue.AsSingleton(index))
                  | "GroupBuckets" >> beam.GroupByKey()
                  | "SortGroups" >> beam.Map(_sort_group, staging))
-        beam_io.finish_shards(p, parts, temps, config.output_compression)
-        counters = beam_io.execute(p)
+        beam_runtime.finish_shards(p, parts, temps, config.output_compression)
+        counters = beam_runtime.execute(p)
         # Success is what was written: a runner may report no metrics at all.
-        written = sum(beam_io.written_bytes(t, config.output_compression) for t in temps)
+        written = sum(beam_runtime.written_bytes(t, config.output_compression) for t in temps)
         if not written:
             raise _no_text(config)
         if not counters:
             logging.warning("the Beam runner reported no metrics: the outputs are complete, "
                             "the statistics below are not available")
-        beam_io.publish(temps, outputs)
+        beam_runtime.publish(temps, outputs)
     except BaseException:
-        beam_io.remove_files(temps)
+        beam_runtime.remove_files(temps)
         raise
     finally:
         if staging:
-            beam_io.remove_tree(staging)
+            beam_runtime.remove_tree(staging)
     corpus_stats = _corpus_stats(counters, config.input_files)
     if counters:
         corpus_stats.finish(config.input_files, sizes)

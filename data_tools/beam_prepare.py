@@ -30,10 +30,10 @@ import numpy as np
 from absl import logging
 
 from bert_tf.errors import UserError
-from data_tools import beam_io as bp
 from data_tools import prepare_job, raw_corpus
-from data_tools.beam_io import NAMESPACE, beam
 from data_tools.inputs import splits
+from data_tools.runtime import beam_runtime as bp
+from data_tools.runtime.beam_runtime import NAMESPACE, beam
 
 _GROUP_BYTES = 64 << 20  # text per (shard, chunk range) group
 _COUNTERS = ("documents", "sentences", "empty", "short", "duplicates", "json_ok",
@@ -58,7 +58,7 @@ class _Process(beam.DoFn):
             try:
                 result = prepare_job.process_chunk(chunk, config)
             except prepare_job.LocatedError as e:  # worded here: the runner reports a
-                raise UserError(str(e)) from None  # UserError's line (`beam_io.execute`)
+                raise UserError(str(e)) from None  # UserError's line (`beam_runtime.execute`)
             for message in result.messages(config.input_files):
                 logging.warning("%s", message)
             for name in ("empty", "short", "json_ok", "json_broken"):

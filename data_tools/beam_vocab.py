@@ -25,8 +25,9 @@ import pickle
 from typing import Iterable, List, Sequence, Tuple
 
 from bert_tf import fileio
-from data_tools import beam_io, word_counts
-from data_tools.beam_io import beam
+from data_tools import word_counts
+from data_tools.runtime import beam_runtime
+from data_tools.runtime.beam_runtime import beam
 from data_tools.word_counts import CountConfig, TaskCounts
 
 
@@ -77,12 +78,12 @@ def count_corpus(files: Sequence[str], config: CountConfig, options: str, near: 
             pipeline.
     """
     # A portable runner's workers have a working directory of their own.
-    files = [beam_io.absolute(f) for f in files]
-    near = beam_io.absolute(near)
-    config = dataclasses.replace(config, temp_dir=beam_io.absolute(config.temp_dir))
-    opts = beam_io.pipeline_options(options, list(files) + [config.temp_dir, near])
+    files = [beam_runtime.absolute(f) for f in files]
+    near = beam_runtime.absolute(near)
+    config = dataclasses.replace(config, temp_dir=beam_runtime.absolute(config.temp_dir))
+    opts = beam_runtime.pipeline_options(options, list(files) + [config.temp_dir, near])
     tasks = word_counts.plan_tasks(files, config)
-    staging = beam_io.staging_dir(config.temp_dir, near)
+    staging = beam_runtime.staging_dir(config.temp_dir, near)
     try:
         result = os.path.join(staging, "counts.pickle")
         p = beam.Pipeline(options=opts)
@@ -98,9 +99,9 @@ def count_corpus(files: Sequence[str], config: CountConfig, options: str, near: 
              | "Stats" >> beam.CombineGlobally(_merge_stats)
              | "Write" >> beam.Map(_write_result, beam.pvalue.AsSingleton(top),
                                    beam.pvalue.AsSingleton(distinct), result))
-        beam_io.execute(p)
+        beam_runtime.execute(p)
         with fileio.open_file(result, "rb") as f:
             top_words, stats = pickle.load(f)
     finally:
-        beam_io.remove_tree(staging)
+        beam_runtime.remove_tree(staging)
     return collections.Counter(dict(top_words)), stats

@@ -29,7 +29,8 @@ from absl import flags
 
 from bert_tf import errors, fileio
 from bert_tf.errors import UserError, cli_main
-from data_tools import job_entry, parallel, vocab_learner, word_counts
+from data_tools import vocab_learner, word_counts
+from data_tools.runtime import job_entry, process_pool
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("input_file", None, "Input text: file, glob, or comma-separated list.")
@@ -118,7 +119,7 @@ def main(argv: List[str]) -> None:
     if not FLAGS.split_mb > 0:
         raise UserError(f"--split_mb={FLAGS.split_mb}: must be > 0")
     if num_workers is None:
-        num_workers = parallel.default_num_workers()
+        num_workers = process_pool.default_num_workers()
     counting = word_counts.CountConfig(
         do_lower_case=FLAGS.do_lower_case, num_workers=num_workers,
         split_bytes=max(1, int(FLAGS.split_mb * 1e6)), max_words=FLAGS.max_words,

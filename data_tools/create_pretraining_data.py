@@ -22,8 +22,9 @@ from absl import flags
 
 from bert_tf import errors
 from bert_tf.errors import UserError, cli_main
-from data_tools import instances, job_entry, masking, parallel, pipeline
+from data_tools import instances, masking, pipeline
 from data_tools.job_config import PipelineConfig
+from data_tools.runtime import job_entry, process_pool
 
 FLAGS = flags.FLAGS
 
@@ -92,7 +93,7 @@ def config_from_flags() -> PipelineConfig:
             raise UserError(f"--{name} is required")
     num_workers = FLAGS.num_workers
     if num_workers is None:
-        num_workers = parallel.default_num_workers()
+        num_workers = process_pool.default_num_workers()
     compression = FLAGS.output_compression.strip().lower()
     compression = "" if compression == "none" else compression
     if not FLAGS.chunk_mb > 0:

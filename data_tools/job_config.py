@@ -10,7 +10,8 @@ import dataclasses
 from typing import Tuple
 
 from bert_tf.errors import UserError
-from data_tools import instances, masking, tfrecord_writer
+from data_tools import instances, masking
+from data_tools.runtime import sharded_output
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,7 +82,7 @@ class PipelineConfig:
         if self.whole_word_mask_mode not in masking.MODES:
             raise UserError(f"--whole_word_mask_mode={self.whole_word_mask_mode!r}: expected "
                             f"one of {', '.join(masking.MODES)}")
-        if self.output_compression not in tfrecord_writer.COMPRESSIONS:
+        if self.output_compression not in sharded_output.COMPRESSIONS:
             raise UserError(f"--output_compression={self.output_compression!r}: expected '' "
                             "or 'gzip'")
         if self.num_workers < 1:

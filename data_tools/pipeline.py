@@ -34,9 +34,10 @@ from bert_tf import fileio
 from bert_tf.data import schema
 from bert_tf.errors import UserError
 from bert_tf.text import tokenization
-from data_tools import parallel, shuffle, tfrecord_writer, token_store
+from data_tools import shuffle, token_store
 from data_tools.inputs import documents, splits
 from data_tools.job_config import PipelineConfig
+from data_tools.runtime import process_pool, sharded_output
 from data_tools.tasks import (
     InstanceStats,
     StoredTask,
@@ -73,7 +74,7 @@ _WORKER: Dict[str, object] = {}
 
 def _init_worker(config: PipelineConfig, tokenizer: tokenization.FullTokenizer,
                  store: Optional[token_store.StoreIndex] = None) -> None:
-    # Started by data_tools.parallel, which sets the signal handlers.
+    # Started by data_tools.runtime.process_pool, which sets the signal handlers.
     _WORKER["config"] = config
     _WORKER["tokenizer"] = tokenizer
     _WORKER["reader"] = token_store.Reader(store) if store is not None else None
@@ -114,8 +115,8 @@ def _map(fn: Callable, local_fn: Callable, calls: Iterable[tuple], config: Pipel
     """`fn(*call)` for every call in order, on the job's worker processes (or `local_fn` in
     this process for one worker), few calls in flight."""
     if config.num_workers > 1:
-        yield from parallel.map_ordered(fn, calls, config.num_workers, _init_worker,
-                                        (config, tokenizer, store))
+        yield from process_pool.map_ordered(fn, calls, config.num_workers, _init_worker,
+                                            (config, tokenizer, store))
         return
     _init_worker(config, tokenizer, store)
     try:
@@ -272,7 +273,7 @@ def run(config: PipelineConfig) -> RunSummary:
         # sizes the shuffle's buckets.
         return int(record_bytes * progress.total_bytes / text_bytes) if text_bytes else 0
 
-    with tfrecord_writer.ShardedWriter(config.output_files, config.output_compression) as w, \
+    with sharded_output.ShardedWriter(config.output_files, config.output_compression) as w, \
             shuffle.ExternalShuffle(len(config.output_files), config.random_seed,
                                     config.shuffle_memory_bytes,
                                     shuffle_temp_dir(config), expected_record_bytes,

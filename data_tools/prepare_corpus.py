@@ -21,7 +21,8 @@ from absl import flags
 
 from bert_tf import errors
 from bert_tf.errors import UserError, cli_main
-from data_tools import job_entry, parallel, prepare_job, raw_corpus, sentences
+from data_tools import prepare_job, raw_corpus, sentences
+from data_tools.runtime import job_entry, process_pool
 
 FLAGS = flags.FLAGS
 
@@ -66,7 +67,7 @@ def config_from_flags() -> prepare_job.PrepareConfig:
             raise UserError(f"--{name} is required")
     num_workers = FLAGS.num_workers
     if num_workers is None:
-        num_workers = parallel.default_num_workers()
+        num_workers = process_pool.default_num_workers()
     if not FLAGS.chunk_mb > 0:
         raise UserError(f"--chunk_mb={FLAGS.chunk_mb}: must be > 0")
     settings = dict(

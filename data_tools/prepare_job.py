@@ -32,8 +32,9 @@ import numpy as np
 from absl import logging
 
 from bert_tf.errors import UserError
-from data_tools import parallel, raw_corpus, sentences, tfrecord_writer
+from data_tools import raw_corpus, sentences
 from data_tools.inputs import splits
+from data_tools.runtime import process_pool, sharded_output
 from data_tools.seen_hashes import SeenHashes
 from data_tools.split_results import SplitResult, process_split
 
@@ -276,7 +277,7 @@ def _split_results(config: PrepareConfig, split_plan: Sequence[splits.Split], sp
         results = (process_split(split, config, process_chunk, spill_dir)
                    for split in split_plan)
     else:
-        results = parallel.map_ordered(
+        results = process_pool.map_ordered(
             _worker_task, ((split, spill_dir) for split in split_plan), config.num_workers,
             _init_worker, (config,))
     lines = [0] * len(config.input_files)
@@ -330,7 +331,7 @@ def _write_all(config: PrepareConfig, split_plan: Sequence[splits.Split], spill_
     shards = len(config.output_files)
     last_progress = start
     json_ok = 0
-    with tfrecord_writer.ShardedWriter(config.output_files) as writer:
+    with sharded_output.ShardedWriter(config.output_files) as writer:
         for split, split_result, line_base in _split_results(config, split_plan, spill_dir):
             read = split_result.stats
             stats.lines += read.lines
@@ -358,7 +359,7 @@ def _write_all(config: PrepareConfig, split_plan: Sequence[splits.Split], spill_
         _check_something_written(config, stats, summary, json_ok)
 
 
-def _write(writer: tfrecord_writer.ShardedWriter, result: ChunkResult,
+def _write(writer: sharded_output.ShardedWriter, result: ChunkResult,
            seen: Optional[SeenHashes], shards: int, summary: PrepareSummary) -> None:
     """Counts one chunk's result, drops its duplicates and deals its documents in turn."""
     summary.json_broken += result.json_broken

@@ -52,7 +52,8 @@ import numpy as np
 
 from bert_tf import fileio
 from bert_tf.errors import UserError, reason
-from data_tools import parallel, shuffle_buckets
+from data_tools import shuffle_buckets
+from data_tools.runtime import process_pool
 from data_tools.shuffle_buckets import Block, SpillPlan, spill
 
 __all__ = ["ExternalShuffle", "ShuffleStats", "SpillPlan", "record_keys", "spill"]
@@ -92,7 +93,7 @@ class ShuffleStats:
 def _map(fn: Callable, calls: Iterable[Sequence], num_workers: int) -> Iterator:
     if num_workers <= 1:
         return (fn(*call) for call in calls)
-    return parallel.map_ordered(fn, calls, num_workers)
+    return process_pool.map_ordered(fn, calls, num_workers)
 
 
 class ExternalShuffle:

@@ -2,9 +2,9 @@
 
 A worker packs instances from its chunk's tokens for every dupe (`data_tools.instances`),
 shuffles them, masks them (`data_tools.masking`), serialises them
-(`data_tools.example_codec`) and frames them (`data_tools.tfrecord_writer`), all vectorised
-with numpy and without TensorFlow. The generator of task i is seeded from (random_seed, i)
-only, so a task's output does not depend on which process runs it, or when.
+(`data_tools.records.example_codec`) and frames them (`data_tools.records.tfrecord_frames`),
+all vectorised with numpy and without TensorFlow. The generator of task i is seeded from
+(random_seed, i) only, so a task's output does not depend on which process runs it, or when.
 
 A job runs in two passes (`data_tools.token_store`): `store_chunk` tokenizes a chunk into
 the store, then `process_stored` packs it, NSP instances drawing random next segments from
@@ -22,10 +22,11 @@ import numpy as np
 from bert_tf.data import schema
 from bert_tf.errors import UserError, reason
 from bert_tf.text import tokenization
-from data_tools import example_codec, instances, masking, negatives, tfrecord_writer, token_store
-from data_tools.bytes_ops import Rows
+from data_tools import instances, masking, negatives, token_store
 from data_tools.inputs import documents
 from data_tools.job_config import PipelineConfig
+from data_tools.records import example_codec, tfrecord_frames
+from data_tools.records.byte_rows import Rows
 
 _BATCH_ROWS = 4096  # instances masked and serialised at once (bounds worker memory)
 
@@ -297,7 +298,7 @@ def process_buffer(buf: instances.DocumentBuffer, index: int, num_bytes: int,
         features = batch.features(seq)
         records = example_codec.encode_examples(
             features, seq, config.max_predictions_per_seq, config.use_v2_feature_names)
-        frames.append(tfrecord_writer.frame_records(records))
+        frames.append(tfrecord_frames.frame_records(records))
         stats.add(batch_stats(batch, seq))
         if len(examples) < num_examples:
             examples += _examples(features, batch.lengths, num_examples - len(examples))

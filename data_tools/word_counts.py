@@ -35,8 +35,9 @@ import numpy as np
 from bert_tf import fileio
 from bert_tf.errors import UserError, reason
 from bert_tf.text import tokenization
-from data_tools import parallel, word_totals
+from data_tools import word_totals
 from data_tools.inputs import documents, splits, text_files
+from data_tools.runtime import process_pool
 
 SAMPLE_BLOCK = 64 << 10
 _MEMO = 100_000  # whitespace-free chunks memoized by a task's basic split
@@ -295,9 +296,9 @@ def count_corpus(files: Sequence[str], config: CountConfig
     if config.num_workers <= 1 or len(tasks) <= 1:
         results: Iterable[TaskCounts] = (count_task(t, config.do_lower_case) for t in tasks)
     else:
-        results = parallel.map_ordered(_worker_task, ((t,) for t in tasks),
-                                       min(config.num_workers, len(tasks)), _init_worker,
-                                       (config.do_lower_case,))
+        results = process_pool.map_ordered(_worker_task, ((t,) for t in tasks),
+                                           min(config.num_workers, len(tasks)), _init_worker,
+                                           (config.do_lower_case,))
     stats = TaskCounts(collections.Counter(), collections.Counter())
     try:
         for counts in results:

@@ -15,13 +15,8 @@ beam = pytest.importorskip("apache_beam")
 
 from _records import count_frames  # noqa: E402
 
-from data_tools import (  # noqa: E402
-    beam_io,
-    beam_pipeline,
-    beam_prepare,
-    prepare_job,
-    tfrecord_writer,
-)
+from data_tools import beam_pipeline, beam_prepare, prepare_job  # noqa: E402
+from data_tools.runtime import beam_runtime, sharded_output  # noqa: E402
 
 DIRECT = ("--runner=DirectRunner --direct_num_workers=2 "
           "--direct_running_mode=multi_processing")
@@ -161,15 +156,15 @@ def test_core_install_never_imports_beam_and_says_so_when_missing(tmp_path, repo
 
 def test_gzip_shards_equal_the_local_writers_whatever_the_part_sizes(tmp_path):
     records = [bytes([i % 251]) * (100 + 37 * i) for i in range(300)]
-    with tfrecord_writer.ShardedWriter([str(tmp_path / "local.gz")], "gzip") as w:
+    with sharded_output.ShardedWriter([str(tmp_path / "local.gz")], "gzip") as w:
         for i in range(0, 300, 7):  # the local runner writes in its own pieces
             w.write(0, b"".join(records[i:i + 7]))
     cuts = [0, 1, 50, 51, 200, 300]
-    parts = [beam_io.write_part(str(tmp_path), 0, b, b"".join(records[lo:hi]))[1]
+    parts = [beam_runtime.write_part(str(tmp_path), 0, b, b"".join(records[lo:hi]))[1]
              for b, (lo, hi) in enumerate(zip(cuts, cuts[1:]))]
     temp = str(tmp_path / "beam.gz")
     open(temp, "wb").close()  # made by the launcher (prepare_outputs)
-    beam_io._concat_shard((0, {"parts": parts[::-1], "shard": [None]}), [temp], "gzip")
+    beam_runtime._concat_shard((0, {"parts": parts[::-1], "shard": [None]}), [temp], "gzip")
     assert (tmp_path / "beam.gz").read_bytes() == (tmp_path / "local.gz").read_bytes()
 
 
@@ -195,8 +190,8 @@ def test_success_is_read_from_the_outputs_when_the_runner_reports_no_metrics(
     beam_out = tmp_path / "beam.tfrecord.gz"
     argv = ["create_pretraining_data"] + args + [f"--output_file={beam_out}",
                                                  f"--beam_pipeline_options={DIRECT}"]
-    code = ("import runpy, sys\nfrom data_tools import beam_io\n"
-            "beam_io.read_counters = lambda result: {}\n"
+    code = ("import runpy, sys\nfrom data_tools.runtime import beam_runtime\n"
+            "beam_runtime.read_counters = lambda result: {}\n"
             f"sys.argv = {argv!r}\n"
             "runpy.run_module('data_tools.create_pretraining_data', run_name='__main__')\n")
     env = dict(os.environ, PYTHONPATH=str(repo_root), TF_CPP_MIN_LOG_LEVEL="2")
@@ -207,16 +202,16 @@ def test_success_is_read_from_the_outputs_when_the_runner_reports_no_metrics(
     # No counts are made up: no "0 instances", no statistics line.
     assert "Beam: wrote 1 shard(s), " in proc.stderr and "statistics:" not in proc.stderr
     assert beam_out.read_bytes() == local.read_bytes()
-    assert beam_io.written_bytes(str(local), "gzip") > 100_000
+    assert beam_runtime.written_bytes(str(local), "gzip") > 100_000
 
 
 def test_a_shard_whose_temporary_file_the_launcher_removed_is_not_written_again(tmp_path):
     # A cancelled job whose workers run on (the Python job service's cancel only marks it)
     # must not bring back a temporary output the interrupted launcher removed.
-    part = beam_io.write_part(str(tmp_path), 0, 0, b"records")[1]
+    part = beam_runtime.write_part(str(tmp_path), 0, 0, b"records")[1]
     temp = str(tmp_path / "out.tfrecord.tmp-0123")
-    with pytest.raises(beam_io.UserError, match="is gone: the launcher stopped"):
-        beam_io._concat_shard((0, {"parts": [part], "shard": [None]}), [temp], "")
+    with pytest.raises(beam_runtime.UserError, match="is gone: the launcher stopped"):
+        beam_runtime._concat_shard((0, {"parts": [part], "shard": [None]}), [temp], "")
     assert not os.path.exists(temp)
 
 
@@ -228,7 +223,7 @@ def test_prepare_corpus_succeeds_from_its_outputs_when_the_runner_reports_no_met
                   chunk_bytes=3000)
     prepare_job.run(prepare_job.PrepareConfig(output_files=(str(tmp_path / "local"),),
                                               **config))
-    monkeypatch.setattr(beam_io, "read_counters", lambda result: {})
+    monkeypatch.setattr(beam_runtime, "read_counters", lambda result: {})
     summary = beam_prepare.run(prepare_job.PrepareConfig(
         output_files=(str(tmp_path / "beam"),), **config), "--runner=DirectRunner")
     assert (tmp_path / "beam").read_bytes() == (tmp_path / "local").read_bytes()
@@ -236,7 +231,7 @@ def test_prepare_corpus_succeeds_from_its_outputs_when_the_runner_reports_no_met
     assert summary.documents == 0  # unknown, and not reported as a count:
     assert "0 documents" not in caplog.text
     # Nothing written (every document too short) and no counts: still a failure, no output.
-    with pytest.raises(beam_io.UserError, match="the Beam runner reported no counts"):
+    with pytest.raises(beam_runtime.UserError, match="the Beam runner reported no counts"):
         beam_prepare.run(prepare_job.PrepareConfig(
             input_files=(str(src),), output_files=(str(tmp_path / "none"),),
             min_sentences=10_000), "--runner=DirectRunner")
@@ -244,7 +239,7 @@ def test_prepare_corpus_succeeds_from_its_outputs_when_the_runner_reports_no_met
 
 
 def test_part_files_are_renamed_into_place(tmp_path):
-    shard, (bucket, path) = beam_io.write_part(str(tmp_path), 3, 7, b"records")
+    shard, (bucket, path) = beam_runtime.write_part(str(tmp_path), 3, 7, b"records")
     assert (shard, bucket) == (3, 7) and os.listdir(tmp_path) == ["part-00003-00000007"]
     assert open(path, "rb").read() == b"records"
 
@@ -264,7 +259,7 @@ def test_an_interrupt_while_the_job_runs_cancels_it():
             return Result()
 
     with pytest.raises(KeyboardInterrupt):
-        beam_io.execute(Pipeline())
+        beam_runtime.execute(Pipeline())
     assert Result.cancelled
 
 
@@ -274,7 +269,7 @@ def test_an_interrupt_while_the_job_is_submitted_says_it_may_run(caplog):
             raise KeyboardInterrupt  # before the runner returned the job's handle
 
     with pytest.raises(KeyboardInterrupt):
-        beam_io.execute(Pipeline())
+        beam_runtime.execute(Pipeline())
     assert "interrupted while the Beam job was being submitted: if the runner has started " \
         "it, cancel it there" in caplog.text
 
@@ -303,14 +298,14 @@ def test_prepare_corpus_workers_locate_lines_and_count_bad_bytes_of_their_splits
     assert f"{src}, line " in caplog.text and f"from byte {offset}: broken JSON" in caplog.text
     lines[50] = json.dumps({"body": "x"})
     src.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    with pytest.raises(beam_io.UserError, match=rf"no such field in {src}, line \d+ from "
+    with pytest.raises(beam_runtime.UserError, match=rf"no such field in {src}, line \d+ from "
                                                 r"byte \d+ \(its fields: body\)"):
         beam_prepare.run(prepare_job.PrepareConfig(
             output_files=(str(tmp_path / "beam2"),), **config), "--runner=DirectRunner")
     # Blank text only, in many splits: the launcher reads them all and says so.
     blank = tmp_path / "blank.txt"
     blank.write_text(" \n\n\t\n" * 500)
-    with pytest.raises(beam_io.UserError, match=r"^no text in the 1 input file\(s\)"):
+    with pytest.raises(beam_runtime.UserError, match=r"^no text in the 1 input file\(s\)"):
         beam_prepare.run(prepare_job.PrepareConfig(
             input_files=(str(blank),), output_files=(str(tmp_path / "beam3"),),
             chunk_bytes=100), "--runner=DirectRunner")

@@ -30,7 +30,7 @@ from _records import count_frames  # noqa: E402
 from apache_beam.options.pipeline_options import PipelineOptions  # noqa: E402
 from apache_beam.portability.api import beam_job_api_pb2, beam_job_api_pb2_grpc  # noqa: E402
 
-from data_tools import beam_io  # noqa: E402
+from data_tools.runtime import beam_runtime  # noqa: E402
 
 STATES = beam_job_api_pb2.JobState
 # Exec the command with PR_SET_PDEATHSIG (Linux; elsewhere, teardown alone stops it):
@@ -303,7 +303,7 @@ def test_a_job_service_that_does_not_answer_is_a_user_error():
             "--runner=PortableRunner", f"--job_endpoint=localhost:{port}",
             "--job_server_timeout=1"]))
         _ = p | beam.Create([1])
-        with pytest.raises(beam_io.UserError) as raised:
-            beam_io.execute(p)
+        with pytest.raises(beam_runtime.UserError) as raised:
+            beam_runtime.execute(p)
     assert str(raised.value) == (f"the Beam job service at localhost:{port} did not answer "
                                  "in --job_server_timeout=1 s")

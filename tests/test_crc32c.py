@@ -1,9 +1,9 @@
-"""Tests of data_tools.crc32c against published CRC-32C check values and a bitwise loop."""
+"""Tests of data_tools.records.crc32c against published CRC-32C check values and a bitwise loop."""
 
 import numpy as np
 
-from data_tools.bytes_ops import Rows
-from data_tools.crc32c import crc32c_bytes, crc32c_rows, mask_crc
+from data_tools.records.byte_rows import Rows
+from data_tools.records.crc32c import crc32c_bytes, crc32c_rows, mask_crc
 
 
 def _rows(items):

@@ -1,4 +1,4 @@
-"""Tests of data_tools.example_codec against TensorFlow's own protobuf serialisation."""
+"""Tests of data_tools.records.example_codec against TensorFlow's own protobuf serialisation."""
 
 import collections
 
@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.data import schema
-from data_tools.example_codec import encode_examples, example_bytes
+from data_tools.records.example_codec import encode_examples, example_bytes
 
 SEQ, PRED = 16, 4
 

@@ -1,5 +1,5 @@
 """Tests for data_tools.prepare_job: filtering, JSON handling, sharding,
-determinism across workers and chunk sizes, remote paths, and data_tools.parallel."""
+determinism across workers and chunk sizes, remote paths, and data_tools.runtime.process_pool."""
 
 import dataclasses
 import json

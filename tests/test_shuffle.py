@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from bert_tf.errors import UserError
-from data_tools import parallel, shuffle
+from data_tools import shuffle
+from data_tools.runtime import process_pool
 
 
 def _tasks(num_tasks=6, per_task=300, seed=0):
@@ -151,7 +152,7 @@ def test_tasks_spilled_by_worker_processes_give_the_same_bytes(tmp_path):
         sh.add(*tasks[0])  # the estimate exceeds the budget: spilling starts at once
         assert sh.plan is not None and sh.plan.bits == 5
         calls = [(sh.plan, t, shuffle.record_keys(42, t, len(n)), n, f) for t, f, n in tasks[1:]]
-        for (_, f, n), spilled in zip(tasks[1:], parallel.map_ordered(shuffle.spill, calls, 2)):
+        for (_, f, n), spilled in zip(tasks[1:], process_pool.map_ordered(shuffle.spill, calls, 2)):
             sh.add_spilled(len(n), f.nbytes, spilled)
         writers = {name.split("-", 2)[2] for name in os.listdir(sh.spill_dir)}
         assert f"p{os.getpid()}" in writers and len(writers) >= 2

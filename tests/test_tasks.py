@@ -11,9 +11,10 @@ import tensorflow as tf
 from bert_tf.data import schema
 from bert_tf.errors import UserError
 from bert_tf.text import tokenization
-from data_tools import example_codec, instances, masking, tasks, tfrecord_writer
+from data_tools import instances, masking, tasks
 from data_tools.inputs import documents
 from data_tools.job_config import PipelineConfig
+from data_tools.records import example_codec, tfrecord_frames
 
 SEQ, PRED = 128, 20
 
@@ -106,7 +107,7 @@ def test_records_parse_back_identical(nsp_batches, tokenizer, tmp_path):
         features = batch.features(SEQ)
         records = example_codec.encode_examples(features, SEQ, PRED, use_v2_feature_names=v2)
         path = tmp_path / f"r{int(v2)}.tfrecord"
-        path.write_bytes(tfrecord_writer.frame_records(records).data.tobytes())
+        path.write_bytes(tfrecord_frames.frame_records(records).data.tobytes())
         spec = schema.parsing_spec(SEQ, PRED, use_v2_feature_names=v2)
         for i, raw in enumerate(tf.data.TFRecordDataset(str(path)).take(200)):
             parsed = tf.io.parse_single_example(raw, spec)

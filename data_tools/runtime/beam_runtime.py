@@ -19,14 +19,13 @@ import re
 import shlex
 import shutil
 import uuid
-import zlib
 from typing import Dict, Iterable, List, Sequence, Tuple
 
 from absl import logging
 
 from bert_tf import fileio
 from bert_tf.errors import UserError, reason
-from data_tools import tfrecord_writer
+from data_tools.runtime import sharded_output
 
 try:
     import apache_beam as beam
@@ -144,9 +143,8 @@ def _concat_shard(item, temp_paths: Sequence[str], compression: str) -> None:
         raise UserError(f"{temp_paths[shard]} is gone: the launcher stopped (interrupted or "
                         "failed), so this shard is not written")
     parts = sorted(groups["parts"])
-    compressor = (zlib.compressobj(tfrecord_writer._GZIP_LEVEL, zlib.DEFLATED,
-                                   tfrecord_writer._GZIP_WBITS, tfrecord_writer._GZIP_MEM_LEVEL)
-                  if compression == tfrecord_writer.COMPRESSION_GZIP else None)
+    compressor = (sharded_output.gzip_compressor()
+                  if compression == sharded_output.COMPRESSION_GZIP else None)
     with fileio.open_file(temp_paths[shard], "wb") as out:
         out.write(b"")  # remote files exist only after a first write
         for _, path in parts:
@@ -261,7 +259,7 @@ def written_bytes(path: str, compression: str = "") -> int:
     """Record bytes in a written shard: its size, or for gzip the uncompressed size from the
     gzip trailer (ISIZE, mod 2^32, non-zero whenever a record was written below 4 GiB)."""
     size = fileio.size(path)
-    if compression != tfrecord_writer.COMPRESSION_GZIP or size < 4:
+    if compression != sharded_output.COMPRESSION_GZIP or size < 4:
         return size
     with fileio.open_file(path, "rb") as f:
         f.seek(size - 4)

@@ -1,9 +1,16 @@
-"""Tests of data_tools.bytes_ops: varints against hand-worked encodings, row concatenation."""
+"""Tests of data_tools.records.byte_rows: varints against hand-worked encodings, row
+concatenation."""
 
 import numpy as np
 import pytest
 
-from data_tools.bytes_ops import Rows, concat_rows, encode_varints, fixed_width, varint_length
+from data_tools.records.byte_rows import (
+    Rows,
+    concat_rows,
+    encode_varints,
+    fixed_width,
+    varint_length,
+)
 
 
 def _as_list(part, n):

@@ -26,7 +26,7 @@ from typing import List, Mapping
 import numpy as np
 
 from bert_tf.data import schema
-from data_tools.bytes_ops import (
+from data_tools.records.byte_rows import (
     Part,
     Rows,
     concat_rows,

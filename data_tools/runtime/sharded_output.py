@@ -1,18 +1,15 @@
-"""TFRecord framing and sharded, atomically renamed (optionally gzip) output files.
+"""The jobs' sharded, atomically renamed (optionally gzip) output files.
 
-A TFRecord file is a sequence of frames (integers little-endian):
-
-    uint64 length | uint32 masked_crc32c(length bytes) | data | uint32 masked_crc32c(data)
-
-`frame_records` builds the frames of a whole batch with numpy (no TensorFlow, so worker
-processes stay small and start fast). `ShardedWriter` owns the output files: each is written
-under a temporary name beside its final name and renamed only when every shard is complete;
-on any failure (including Ctrl-C) the temporary files are removed. Remote paths (gs://) go
-through `bert_tf.fileio`.
+`output_paths` turns --output_file and --num_output_shards into the shard paths.
+`ShardedWriter` owns the output files (the framed TFRecords of `create_pretraining_data`,
+the text of `prepare_corpus`): each is written under a temporary name beside its final name
+and renamed only when every shard is complete; on any failure (including Ctrl-C) the
+temporary files are removed. Remote paths (gs://) go through `bert_tf.fileio`.
 
 GZIP output is one gzip stream per file, as `tf.io.TFRecordWriter` writes with
 `TFRecordOptions(compression_type="GZIP")` and `tf.data.TFRecordDataset(...,
-compression_type="GZIP")` reads.
+compression_type="GZIP")` reads; `gzip_compressor` makes that stream, here and in the Beam
+runtime's shards.
 """
 
 from __future__ import annotations
@@ -22,12 +19,8 @@ import os
 import zlib
 from typing import IO, List, Optional, Sequence
 
-import numpy as np
-
 from bert_tf import fileio
 from bert_tf.errors import UserError, reason
-from data_tools.bytes_ops import Rows, concat_rows, fixed_width
-from data_tools.crc32c import crc32c_rows, mask_crc
 
 COMPRESSION_NONE = ""
 COMPRESSION_GZIP = "gzip"
@@ -38,28 +31,9 @@ _GZIP_MEM_LEVEL = 9
 _GZIP_WBITS = 16 + 15  # 16+: write a gzip header and trailer instead of a zlib one
 
 
-def frame_records(records: Rows) -> Rows:
-    """TFRecord frames of every row.
-
-    Args:
-        records: the serialised records (e.g. tf.train.Example bytes).
-
-    Returns:
-        `Rows`: row i is the complete frame of record i (16 bytes longer than the record).
-    """
-    n = records.num_rows
-    length_bytes = fixed_width(records.lengths.astype("<u8")[:, None])  # [n, 8]
-    length_crc = mask_crc(crc32c_rows(Rows(length_bytes.reshape(-1), np.full(n, 8))))
-    data_crc = mask_crc(crc32c_rows(records))
-    return concat_rows(
-        [
-            length_bytes,
-            fixed_width(length_crc.astype("<u4")[:, None]),
-            records,
-            fixed_width(data_crc.astype("<u4")[:, None]),
-        ],
-        n,
-    )
+def gzip_compressor() -> "zlib._Compress":
+    """A zlib compressor that writes one gzip stream with TensorFlow's GZIP settings."""
+    return zlib.compressobj(_GZIP_LEVEL, zlib.DEFLATED, _GZIP_WBITS, _GZIP_MEM_LEVEL)
 
 
 def output_paths(output_file: str, num_output_shards: int | None) -> List[str]:
@@ -133,8 +107,7 @@ class ShardedWriter:
                     except Exception as e:
                         raise UserError(f"cannot write {path}: {reason(e)}") from None
                 self._compressors.append(
-                    zlib.compressobj(_GZIP_LEVEL, zlib.DEFLATED, _GZIP_WBITS, _GZIP_MEM_LEVEL)
-                    if self.compression == COMPRESSION_GZIP else None)
+                    gzip_compressor() if self.compression == COMPRESSION_GZIP else None)
         except BaseException:
             self._abort()
             raise

@@ -1,38 +1,19 @@
-"""Tests of data_tools.tfrecord_writer: byte-identical framing and gzip, atomic shards."""
+"""Tests of data_tools.runtime.sharded_output: gzip byte-identical to TensorFlow's, atomic
+shards."""
 
 import os
 
-import numpy as np
 import pytest
 import tensorflow as tf
+from _records import random_records
 
 from bert_tf.errors import UserError
-from data_tools.bytes_ops import Rows
-from data_tools.tfrecord_writer import ShardedWriter, frame_records
-
-
-def _records(n=120, seed=0):
-    rng = np.random.default_rng(seed)
-    items = [rng.integers(0, 256, k).astype(np.uint8).tobytes()
-             for k in rng.integers(0, 2000, n)]
-    items[0] = b""  # an empty record is legal
-    data = np.frombuffer(b"".join(items), np.uint8)
-    return items, Rows(data, np.array([len(x) for x in items], dtype=np.int64))
-
-
-def test_frames_byte_identical_to_tf_writer(tmp_path):
-    items, rows = _records()
-    ref = tmp_path / "ref.tfrecord"
-    with tf.io.TFRecordWriter(str(ref)) as w:
-        for x in items:
-            w.write(x)
-    frames = frame_records(rows)
-    assert frames.data.tobytes() == ref.read_bytes()
-    assert (frames.lengths == rows.lengths + 16).all()
+from data_tools.records.tfrecord_frames import frame_records
+from data_tools.runtime.sharded_output import ShardedWriter
 
 
 def test_gzip_byte_identical_to_tf_writer_and_readable(tmp_path):
-    items, rows = _records(seed=1)
+    items, rows = random_records(seed=1)
     ref = tmp_path / "ref.tfrecord.gz"
     with tf.io.TFRecordWriter(str(ref), tf.io.TFRecordOptions(compression_type="GZIP")) as w:
         for x in items:

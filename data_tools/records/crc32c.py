@@ -13,7 +13,7 @@ import google_crc32c
 import numpy as np
 
 from bert_tf.data import tfrecord_format
-from data_tools.bytes_ops import Rows
+from data_tools.records.byte_rows import Rows
 
 crc32c_bytes = tfrecord_format.crc32c
 

@@ -1,4 +1,5 @@
-"""Tests for data_tools.parallel: order, bounded hand-out, errors, dead workers, no hang."""
+"""Tests for data_tools.runtime.process_pool: order, bounded hand-out, errors, dead workers, no
+hang."""
 
 import multiprocessing
 import os
@@ -10,7 +11,7 @@ import textwrap
 import pytest
 
 from bert_tf.errors import UserError
-from data_tools import parallel
+from data_tools.runtime import process_pool
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -33,9 +34,9 @@ def _fail(x):
 
 def test_results_come_in_order_for_any_worker_count():
     for workers in (1, 2, 3):
-        assert list(parallel.map_ordered(_square, ((i,) for i in range(25)), workers)) == \
+        assert list(process_pool.map_ordered(_square, ((i,) for i in range(25)), workers)) == \
             [i * i for i in range(25)]
-    assert list(parallel.map_ordered(_square, [], 2)) == []
+    assert list(process_pool.map_ordered(_square, [], 2)) == []
 
 
 def test_calls_are_consumed_lazily_within_the_window():
@@ -46,7 +47,7 @@ def test_calls_are_consumed_lazily_within_the_window():
             drawn.append(i)
             yield (i,)
 
-    results = parallel.map_ordered(_square, calls(), 2)
+    results = process_pool.map_ordered(_square, calls(), 2)
     assert next(results) == 0
     # At most num_workers + 1 tasks beyond the one consumed, plus the draw that found none free.
     assert len(drawn) <= 2 + 1 + 1
@@ -56,16 +57,16 @@ def test_calls_are_consumed_lazily_within_the_window():
 
 def test_errors_in_a_worker_reach_the_caller():
     with pytest.raises(ValueError, match="bad item 3") as info:
-        list(parallel.map_ordered(_fail, ((i,) for i in range(10)), 2))
-    assert isinstance(info.value.__cause__, parallel.WorkerTraceback)
+        list(process_pool.map_ordered(_fail, ((i,) for i in range(10)), 2))
+    assert isinstance(info.value.__cause__, process_pool.WorkerTraceback)
     assert "_fail" in str(info.value.__cause__)  # the worker's own traceback
     with pytest.raises(UserError, match=r"^--flag: item 4 is wrong$"):
-        list(parallel.map_ordered(_fail, ((i,) for i in range(4, 10)), 2))
+        list(process_pool.map_ordered(_fail, ((i,) for i in range(4, 10)), 2))
 
 
 def test_a_dead_worker_is_reported():
     with pytest.raises(UserError, match=r"^a worker process died"):
-        list(parallel.map_ordered(_die, [(1,)], 2))
+        list(process_pool.map_ordered(_die, [(1,)], 2))
 
 
 # A worker SIGKILLed while it is sending a result larger than the pipe holds. The parent
@@ -76,7 +77,7 @@ def test_a_dead_worker_is_reported():
 KILLED_MID_SEND = textwrap.dedent("""
     import os, signal, sys, time
     from bert_tf.errors import UserError
-    from data_tools import parallel
+    from data_tools.runtime import process_pool
 
     def task(i, pid_file):
         if i == 0:
@@ -87,7 +88,7 @@ KILLED_MID_SEND = textwrap.dedent("""
         return b"x" * (64 << 20)  # blocks in send: the parent is not reading
 
     pid_file = sys.argv[1]
-    results = parallel.map_ordered(task, [(0, pid_file), (1, pid_file)], 2)
+    results = process_pool.map_ordered(task, [(0, pid_file), (1, pid_file)], 2)
     assert next(results) == "small"
     time.sleep(1.5)  # the consumer is busy; task 1 is stuck half-sent
     os.kill(int(open(pid_file).read()), signal.SIGKILL)
@@ -107,7 +108,7 @@ def test_a_worker_killed_while_sending_is_an_error_not_a_hang(tmp_path):
 
 
 def test_the_workers_are_gone_after_an_early_stop():
-    results = parallel.map_ordered(_square, ((i,) for i in range(1000)), 2)
+    results = process_pool.map_ordered(_square, ((i,) for i in range(1000)), 2)
     assert next(results) == 0
     pids = [p.pid for p in multiprocessing.active_children()]
     assert len(pids) >= 2
@@ -128,17 +129,17 @@ def _mask_in_task(i):
 def test_stop_signals_stay_blocked_until_the_worker_set_its_handlers(tmp_path, monkeypatch):
     # The window exists for forked workers (Linux before TensorFlow is imported): fork here
     # even if another test of this process imported TensorFlow (the worker never touches it).
-    monkeypatch.setattr(parallel, "start_method", lambda: "fork")
+    monkeypatch.setattr(process_pool, "start_method", lambda: "fork")
     seen = tmp_path / "mask"
-    original = parallel._start_worker
+    original = process_pool._start_worker
 
     def recording_start(initializer, initargs):  # runs in the forked worker, first thing
         seen.write_text(" ".join(str(int(s)) for s in signal.pthread_sigmask(signal.SIG_BLOCK, [])))
         original(initializer, initargs)
 
-    monkeypatch.setattr(parallel, "_start_worker", recording_start)
+    monkeypatch.setattr(process_pool, "_start_worker", recording_start)
     parent_sigint = signal.getsignal(signal.SIGINT)  # SIG_IGN when pytest ran in background
-    masks = list(parallel.map_ordered(_mask_in_task, [(0,)], 1))
+    masks = list(process_pool.map_ordered(_mask_in_task, [(0,)], 1))
     at_start = {int(s) for s in seen.read_text().split()}
     assert {signal.SIGINT, signal.SIGTERM} <= set(at_start)
     assert not {signal.SIGINT, signal.SIGTERM} & set(masks[0])  # unblocked for the tasks

@@ -19,7 +19,7 @@ from absl import logging
 
 from bert_tf import fileio
 from bert_tf.errors import UserError
-from data_tools.tfrecord_writer import output_paths
+from data_tools.runtime.sharded_output import output_paths
 
 
 def _raise_interrupt(signum, frame):
