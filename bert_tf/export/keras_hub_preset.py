@@ -23,7 +23,6 @@ changes e.g. 'µ', 'm²' and 'ﬁ'); loading the preset therefore needs that mod
 from __future__ import annotations
 
 import sys
-import types
 from typing import Optional
 
 import numpy as np
@@ -45,6 +44,7 @@ def backbone_from_encoder(encoder):
     """
     import keras_hub
 
+    from bert_tf.interop.keras_hub_checkpoint import backbone_weight_map
     from bert_tf.modeling.weight_map import encoder_weight_map, get_weights, set_weights
 
     config = encoder.config
@@ -59,20 +59,8 @@ def backbone_from_encoder(encoder):
         num_segments=config.type_vocab_size,
         dtype="float32",
     )
-    # The backbone has the attributes the canonical map reads, except the pooler's name.
-    view = types.SimpleNamespace(
-        config=config,
-        token_embedding=backbone.token_embedding,
-        position_embedding=backbone.position_embedding,
-        segment_embedding=backbone.segment_embedding,
-        embeddings_layer_norm=backbone.embeddings_layer_norm,
-        transformer_layers=backbone.transformer_layers,
-        pooler=backbone.pooled_dense,
-    )
-    target = encoder_weight_map(view)
-    if len({id(w.variable) for w in target.values()}) != len(backbone.weights):
-        raise RuntimeError("keras-hub BertBackbone has weights the canonical map does not cover")
-    set_weights(target, get_weights(encoder_weight_map(encoder)), source="encoder")
+    set_weights(backbone_weight_map(backbone, config),
+                get_weights(encoder_weight_map(encoder)), source="encoder")
     return backbone
 
 
