@@ -12,7 +12,7 @@ runs the same job as `data_tools.pipeline` and writes the same bytes:
    their reports (a side input of the next step). Workers then pack each stored chunk
    (`tasks.process_stored`), reading random next segments from the whole store as the local
    runner does (a store under gs:// is first copied to each worker's disk). Each record
-   gets the global shuffle's key (`shuffle.record_keys`); shard = key % num_shards.
+   gets the global shuffle's key (`external_shuffle.record_keys`); shard = key % num_shards.
 3. Records are grouped by (shard, bucket), the bucket being the key's top bits, with enough
    buckets that a group holds about --shuffle_memory_mb of records (the total estimated
    from the first chunk). Each group is sorted by key and written as one part file.
@@ -38,11 +38,12 @@ from absl import logging
 from bert_tf import fileio
 from bert_tf.errors import UserError
 from bert_tf.text import tokenization
-from data_tools import pipeline, shuffle, token_store
+from data_tools import pipeline, token_store
 from data_tools.inputs import documents, splits
 from data_tools.job_config import PipelineConfig
 from data_tools.runtime import beam_runtime
 from data_tools.runtime.beam_runtime import NAMESPACE, beam
+from data_tools.shuffle import external_shuffle
 from data_tools.tasks import InstanceStats, process_chunk, process_stored
 
 _MAX_BUCKET_BITS = 24
@@ -131,7 +132,7 @@ class _Tasks(beam.DoFn):
         lengths = result.frame_lengths.astype(np.int64)
         if not len(lengths):
             return
-        keys = shuffle.record_keys(config.random_seed, result.index, len(lengths))
+        keys = external_shuffle.record_keys(config.random_seed, result.index, len(lengths))
         group_of = (keys % np.uint64(len(config.output_files))).astype(np.int64)
         if self.bits:  # (shard, bucket) as one int: shard << bits | key's top bits
             group_of = (group_of << self.bits) | (keys >> np.uint64(64 - self.bits)).astype(

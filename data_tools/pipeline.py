@@ -7,13 +7,14 @@ An NSP job makes two passes over the chunks: the first tokenizes them into a sto
 local disk (`data_tools.token_store`, removed at the end), the second packs them, drawing
 the random next segments from the whole corpus as the original does.
 
-Every record of the run then goes through one global shuffle (`data_tools.shuffle`): each
-output file is a uniform random sample of all instances, in random order, as the original
-shuffles all its instances before writing. Memory is bounded by the shuffle's budget
-and a few tasks in flight, not by the corpus size: once the records outgrow the budget,
-the workers append their tasks' records to their own bucket files and send back only
-counts; in the final pass they read and sort one bucket each and write its pieces into
-the shards' files in place (this process appends them itself for gzip or remote outputs).
+Every record of the run then goes through one global shuffle
+(`data_tools.shuffle.external_shuffle`): each output file is a uniform random sample of all
+instances, in random order, as the original shuffles all its instances before writing. Memory is
+bounded by the shuffle's budget and a few tasks in flight, not by the corpus size: once the
+records outgrow the budget, the workers append their tasks' records to their own bucket files
+and send back only counts; in the final pass they read and sort one bucket each and write its
+pieces into the shards' files in place (this process appends them itself for gzip or remote
+outputs).
 """
 
 from __future__ import annotations
@@ -34,10 +35,11 @@ from bert_tf import fileio
 from bert_tf.data import schema
 from bert_tf.errors import UserError
 from bert_tf.text import tokenization
-from data_tools import shuffle, token_store
+from data_tools import token_store
 from data_tools.inputs import documents, splits
 from data_tools.job_config import PipelineConfig
 from data_tools.runtime import process_pool, sharded_output
+from data_tools.shuffle import external_shuffle
 from data_tools.tasks import (
     InstanceStats,
     StoredTask,
@@ -64,7 +66,8 @@ class RunSummary:
     seconds: float
     warnings: List[str]
     stats: InstanceStats
-    shuffle: shuffle.ShuffleStats = dataclasses.field(default_factory=shuffle.ShuffleStats)
+    shuffle: external_shuffle.ShuffleStats = dataclasses.field(
+        default_factory=external_shuffle.ShuffleStats)
 
 
 # ---- worker processes ------------------------------------------------------------------
@@ -95,7 +98,7 @@ def _store_task(split: splits.Split, directory: str
     return store_split(split, _WORKER["config"], _WORKER["tokenizer"], directory)
 
 
-def _worker_task(task: StoredTask, num_examples: int, plan: Optional[shuffle.SpillPlan]
+def _worker_task(task: StoredTask, num_examples: int, plan: Optional[external_shuffle.SpillPlan]
                  ) -> Tuple[TaskResult, Optional[tuple]]:
     """One stored chunk; once the shuffle spills, its records go to this worker's bucket
     files and only their count comes back (the parent never touches them)."""
@@ -104,8 +107,8 @@ def _worker_task(task: StoredTask, num_examples: int, plan: Optional[shuffle.Spi
                             num_examples)
     if plan is None or not len(result.frame_lengths):
         return result, None
-    keys = shuffle.record_keys(config.random_seed, result.index, len(result.frame_lengths))
-    spilled = shuffle.spill(plan, result.index, keys, result.frame_lengths, result.frames)
+    keys = external_shuffle.record_keys(config.random_seed, result.index, len(result.frame_lengths))
+    spilled = external_shuffle.spill(plan, result.index, keys, result.frame_lengths, result.frames)
     return dataclasses.replace(result, frames=np.empty(0, np.uint8)), spilled
 
 
@@ -130,7 +133,7 @@ def _map(fn: Callable, local_fn: Callable, calls: Iterable[tuple], config: Pipel
 
 def job_results(config: PipelineConfig, tokenizer: tokenization.FullTokenizer,
                 corpus_stats: documents.CorpusStats, progress: "_Progress",
-                plan: Callable[[], Optional[shuffle.SpillPlan]]
+                plan: Callable[[], Optional[external_shuffle.SpillPlan]]
                 ) -> Iterator[Tuple[TaskResult, Optional[tuple]]]:
     """Every task's result in task order, as `(result, what shuffle.spill returned if the
     worker spilled its records, else None)`; `plan()` is asked as each task is handed out.
@@ -274,10 +277,10 @@ def run(config: PipelineConfig) -> RunSummary:
         return int(record_bytes * progress.total_bytes / text_bytes) if text_bytes else 0
 
     with sharded_output.ShardedWriter(config.output_files, config.output_compression) as w, \
-            shuffle.ExternalShuffle(len(config.output_files), config.random_seed,
-                                    config.shuffle_memory_bytes,
-                                    shuffle_temp_dir(config), expected_record_bytes,
-                                    config.num_workers) as shuffler:
+            external_shuffle.ExternalShuffle(len(config.output_files), config.random_seed,
+                                             config.shuffle_memory_bytes,
+                                             shuffle_temp_dir(config), expected_record_bytes,
+                                             config.num_workers) as shuffler:
         # closing(): on an error or Ctrl-C the workers are stopped before the shuffle
         # removes the files they write.
         with contextlib.closing(job_results(config, tokenizer, corpus_stats, progress,
@@ -322,7 +325,7 @@ def run(config: PipelineConfig) -> RunSummary:
     return summary
 
 
-def log_shuffle(shuffler: shuffle.ExternalShuffle) -> None:
+def log_shuffle(shuffler: external_shuffle.ExternalShuffle) -> None:
     """One line on what the shuffle did (parsed by benchmarks/bench_shuffle.py)."""
     st = shuffler.stats
     if not st.buckets:

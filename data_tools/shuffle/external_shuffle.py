@@ -19,7 +19,7 @@ records held, or the estimate of the job's total (`expected_bytes`: records per 
 so far times the input size), exceed the budget, a `SpillPlan` fixes the buckets: the 2**bits
 ranges of the keys' top bits, with bits chosen so that the estimated total fills each bucket
 to about half the budget. From then on every worker appends the records of its tasks to its
-own bucket files (`shuffle_buckets.spill`), counting each bucket's record bytes per shard,
+own bucket files (`bucket_files.spill`), counting each bucket's record bytes per shard,
 and the parent spills only the few results it already holds. In the final pass
 (`write_to`) the workers read, sort and group by shard one bucket each, in parallel, and
 write each bucket's piece of a shard straight into the shard's file at the offset those
@@ -52,16 +52,16 @@ import numpy as np
 
 from bert_tf import fileio
 from bert_tf.errors import UserError, reason
-from data_tools import shuffle_buckets
 from data_tools.runtime import process_pool
-from data_tools.shuffle_buckets import Block, SpillPlan, spill
+from data_tools.shuffle import bucket_files
+from data_tools.shuffle.bucket_files import Block, SpillPlan, spill
 
 __all__ = ["ExternalShuffle", "ShuffleStats", "SpillPlan", "record_keys", "spill"]
 
 _MAX_BITS = 14  # first-level buckets: files per writer
 _MAX_SPLIT_BITS = 8  # a bucket larger than planned is cut into at most 256
 _MAX_CELLS = 1 << 22  # (bucket, shard) byte counts kept (32 MB) to write shards in place
-_LAST_SPLIT_BITS = shuffle_buckets.KEY_BITS - 2 * _MAX_SPLIT_BITS  # deeper: read as it is
+_LAST_SPLIT_BITS = bucket_files.KEY_BITS - 2 * _MAX_SPLIT_BITS  # deeper: read as it is
 
 
 def record_keys(random_seed: int, task_index: int, num_records: int) -> np.ndarray:
@@ -224,10 +224,10 @@ class ExternalShuffle:
         """
         if self.plan is None:
             held, self._held, self._held_bytes = self._held, [], 0
-            self._emit(*shuffle_buckets.sort_blocks(held, self.num_shards), write)
+            self._emit(*bucket_files.sort_blocks(held, self.num_shards), write)
             return
         directory = self.plan.directory
-        units = shuffle_buckets.list_units(directory)
+        units = bucket_files.list_units(directory)
         while True:  # only when the estimate was low: cut the buckets too large to read
             large = [(directory, bits, prefix, writers,
                       _bits_for(size, self.memory_bytes // 2, _MAX_SPLIT_BITS),
@@ -238,7 +238,7 @@ class ExternalShuffle:
                 large = [u[:-1] + (0,) for u in large]
             if not large:
                 break
-            splits = _map(shuffle_buckets.split_unit, large, self.num_workers)
+            splits = _map(bucket_files.split_unit, large, self.num_workers)
             with contextlib.closing(splits):
                 for (_, bits, prefix, _, extra, _), (read, written, cells) in zip(large, splits):
                     self.stats.read_bytes += read
@@ -246,8 +246,8 @@ class ExternalShuffle:
                     for sub in range(1 << extra if cells is not None else 0):
                         self._piece_cells[bits + extra, (prefix << extra) | sub] = cells[sub]
             self.stats.split_buckets += len(large)
-            units = shuffle_buckets.list_units(directory)
-        order = sorted(units, key=lambda u: shuffle_buckets.unit_start(*u))
+            units = bucket_files.list_units(directory)
+        order = sorted(units, key=lambda u: bucket_files.unit_start(*u))
         in_place = shard_paths is not None and self._cells is not None
         offsets = np.zeros(self.num_shards, np.int64)
 
@@ -261,7 +261,7 @@ class ExternalShuffle:
                 else:
                     yield call
 
-        sorted_units = _map(shuffle_buckets.sort_unit, calls(), self.num_workers)
+        sorted_units = _map(bucket_files.sort_unit, calls(), self.num_workers)
         with contextlib.closing(sorted_units):
             for (bits, prefix), (ends, data, read) in zip(order, sorted_units):
                 self.stats.read_bytes += read

@@ -1,11 +1,11 @@
-"""Tests of data_tools.shuffle_buckets: the bucket files, cut again, read back in key order,
+"""Tests of data_tools.shuffle.bucket_files: the bucket files, cut again, read back in key order,
 and the order of equal keys."""
 
 import os
 
 import numpy as np
 
-from data_tools import shuffle_buckets as sb
+from data_tools.shuffle import bucket_files as sb
 
 
 def test_spill_split_and_sort_keep_every_record_in_key_order(tmp_path):

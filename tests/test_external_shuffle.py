@@ -1,5 +1,6 @@
-"""Tests of data_tools.shuffle: the keys, and the same bytes in memory, spilled to buckets, and
-with buckets split again in pass 2 (an estimate far too low), with nothing left behind."""
+"""Tests of data_tools.shuffle.external_shuffle: the keys, and the same bytes in memory,
+spilled to buckets, and with buckets split again in pass 2 (an estimate far too low), with
+nothing left behind."""
 
 import os
 
@@ -7,8 +8,8 @@ import numpy as np
 import pytest
 
 from bert_tf.errors import UserError
-from data_tools import shuffle
 from data_tools.runtime import process_pool
+from data_tools.shuffle import external_shuffle
 
 
 def _tasks(num_tasks=6, per_task=300, seed=0):
@@ -35,8 +36,8 @@ def _run(tasks, num_shards, memory_bytes, temp_dir, expected=lambda: 0, order=No
         for p in paths:
             open(p, "wb").close()
         counted = [0] * num_shards
-    sh = shuffle.ExternalShuffle(num_shards, 42, memory_bytes, str(temp_dir), expected,
-                                 num_workers)
+    sh = external_shuffle.ExternalShuffle(num_shards, 42, memory_bytes, str(temp_dir), expected,
+                                          num_workers)
     with sh:
         for t in (order or range(len(tasks))):
             sh.add(*tasks[t])
@@ -58,11 +59,11 @@ def _records(blob):
 
 
 def test_keys_are_a_pure_function_of_seed_task_and_position():
-    a = shuffle.record_keys(7, 3, 10)
+    a = external_shuffle.record_keys(7, 3, 10)
     assert a.dtype == np.uint64 and len(set(a.tolist())) == 10
-    np.testing.assert_array_equal(shuffle.record_keys(7, 3, 4), a[:4])  # prefix-stable
-    assert not np.array_equal(shuffle.record_keys(7, 4, 10), a)
-    assert not np.array_equal(shuffle.record_keys(8, 3, 10), a)
+    np.testing.assert_array_equal(external_shuffle.record_keys(7, 3, 4), a[:4])  # prefix-stable
+    assert not np.array_equal(external_shuffle.record_keys(7, 4, 10), a)
+    assert not np.array_equal(external_shuffle.record_keys(8, 3, 10), a)
     # The documented definition, for other runners (e.g. Beam) to reproduce.
     rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(7, spawn_key=(2, 3))))
     np.testing.assert_array_equal(rng.integers(0, 1 << 64, 10, dtype=np.uint64), a)
@@ -75,7 +76,7 @@ def test_shard_and_order_follow_the_keys(tmp_path):
     for s in range(3):
         expect = []
         for t, _, lengths in tasks:
-            keys = shuffle.record_keys(42, t, len(lengths))
+            keys = external_shuffle.record_keys(42, t, len(lengths))
             expect += [(k, f"{t}:{j}".encode()) for j, k in enumerate(keys.tolist())
                        if k % 3 == s]
         got = [r.split(b"x")[0] for r in _records(out[s])]
@@ -148,11 +149,13 @@ def test_tasks_spilled_by_worker_processes_give_the_same_bytes(tmp_path):
     total = sum(int(f.nbytes) for _, f, _ in tasks)
     expect, _, _ = _run(tasks, 3, 1 << 30, tmp_path / "a")
     shards = [[] for _ in range(3)]
-    with shuffle.ExternalShuffle(3, 42, total // 8, str(tmp_path), lambda: total, 2) as sh:
+    with external_shuffle.ExternalShuffle(3, 42, total // 8, str(tmp_path), lambda: total, 2) as sh:
         sh.add(*tasks[0])  # the estimate exceeds the budget: spilling starts at once
         assert sh.plan is not None and sh.plan.bits == 5
-        calls = [(sh.plan, t, shuffle.record_keys(42, t, len(n)), n, f) for t, f, n in tasks[1:]]
-        for (_, f, n), spilled in zip(tasks[1:], process_pool.map_ordered(shuffle.spill, calls, 2)):
+        calls = [(sh.plan, t, external_shuffle.record_keys(42, t, len(n)), n, f)
+                 for t, f, n in tasks[1:]]
+        spills = process_pool.map_ordered(external_shuffle.spill, calls, 2)
+        for (_, f, n), spilled in zip(tasks[1:], spills):
             sh.add_spilled(len(n), f.nbytes, spilled)
         writers = {name.split("-", 2)[2] for name in os.listdir(sh.spill_dir)}
         assert f"p{os.getpid()}" in writers and len(writers) >= 2
@@ -178,7 +181,7 @@ def test_every_shard_is_a_uniform_sample_in_random_order(tmp_path):
 
 def test_close_removes_the_spill_directory_after_an_error(tmp_path):
     tasks = _tasks()
-    sh = shuffle.ExternalShuffle(2, 1, 1000, str(tmp_path))
+    sh = external_shuffle.ExternalShuffle(2, 1, 1000, str(tmp_path))
     with pytest.raises(RuntimeError):
         with sh:
             for t in tasks:
@@ -191,7 +194,7 @@ def test_close_removes_the_spill_directory_after_an_error(tmp_path):
 def test_unwritable_temp_dir_is_a_user_error(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    sh = shuffle.ExternalShuffle(2, 1, 1000, str(blocker / "sub"))
+    sh = external_shuffle.ExternalShuffle(2, 1, 1000, str(blocker / "sub"))
     with pytest.raises(UserError, match="cannot create a temporary directory"):
         for t in _tasks():
             sh.add(*t)
@@ -210,7 +213,7 @@ def test_a_remote_temp_dir_gets_one_file_per_task_and_bucket():
     tf.io.gfile.makedirs(root)
     for expected, memory, split in ((lambda: total, total // 8, 0), (lambda: 0, total // 16, 8)):
         shards = [[] for _ in range(3)]
-        with shuffle.ExternalShuffle(3, 42, memory, root, expected) as sh:
+        with external_shuffle.ExternalShuffle(3, 42, memory, root, expected) as sh:
             for t in tasks:
                 sh.add(*t)
             writers = {name.split("-", 2)[2] for name in tf.io.gfile.listdir(sh.spill_dir)}
