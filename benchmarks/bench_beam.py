@@ -25,13 +25,10 @@ import measure  # noqa: E402
 from absl import logging  # noqa: E402
 from machine import describe  # noqa: E402
 
-from data_tools import (  # noqa: E402
-    beam_pipeline,
-    beam_prepare,
-    pipeline,
-    prepare_job,
-)
+from data_tools import beam_pipeline, pipeline  # noqa: E402
 from data_tools.job_config import PipelineConfig  # noqa: E402
+from data_tools.prepare import beam_prepare, prepare_job  # noqa: E402
+from data_tools.prepare.prepare_config import PrepareConfig  # noqa: E402
 
 
 def _shards(paths):
@@ -68,9 +65,9 @@ def main() -> None:
                 run = ((lambda: beam_pipeline.run(config, options(n))) if beam
                        else (lambda: pipeline.run(config)))
             else:
-                config = prepare_job.PrepareConfig(input_files=(src,), output_files=outs,
-                                                   dedup=True, num_workers=n,
-                                                   progress_seconds=0)
+                config = PrepareConfig(input_files=(src,), output_files=outs,
+                                       dedup=True, num_workers=n,
+                                       progress_seconds=0)
                 run = ((lambda: beam_prepare.run(config, options(n))) if beam
                        else (lambda: prepare_job.run(config)))
             return outs, run

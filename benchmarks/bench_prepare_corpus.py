@@ -33,7 +33,8 @@ import measure  # noqa: E402
 from absl import logging  # noqa: E402
 from machine import describe  # noqa: E402
 
-from data_tools import prepare_job, sentences  # noqa: E402
+from data_tools.prepare import prepare_job, sentences  # noqa: E402
+from data_tools.prepare.prepare_config import PrepareConfig  # noqa: E402
 
 
 def articles(path: str, per_paragraph: int) -> List[str]:
@@ -90,9 +91,9 @@ def main() -> None:
         for fmt, path in (("text", text), ("jsonl", jsonl)):
             for workers in [int(w) for w in args.workers.split(",")]:
                 out = os.path.join(tmp, f"out-{fmt}-{workers}.txt")
-                config = prepare_job.PrepareConfig((path,), (out,), input_format=fmt,
-                                                   dedup=True, num_workers=workers,
-                                                   progress_seconds=0)
+                config = PrepareConfig((path,), (out,), input_format=fmt,
+                                       dedup=True, num_workers=workers,
+                                       progress_seconds=0)
                 summary, seconds, cpu = measure.timed(functools.partial(prepare_job.run, config))
                 print(f"{fmt:<6} {workers} worker(s): {seconds:6.2f} s, "
                       f"{summary.text_bytes / 1e6 / seconds:6.2f} MB/s of text "

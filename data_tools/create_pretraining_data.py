@@ -129,9 +129,16 @@ def config_from_flags() -> PipelineConfig:
     return PipelineConfig(input_files=inputs, output_files=outputs, **settings)
 
 
+def run_on_beam(config: PipelineConfig, options: str) -> pipeline.RunSummary:
+    """The job as an Apache Beam pipeline (Beam is imported only here: the `[beam]` extra)."""
+    from data_tools import beam_pipeline
+
+    return beam_pipeline.run(config, options)
+
+
 @cli_main
 def main(argv: Sequence[str]) -> None:
-    job_entry.run_job(argv, config_from_flags, pipeline.run, "beam_pipeline",
+    job_entry.run_job(argv, config_from_flags, pipeline.run, run_on_beam,
                       FLAGS.beam_pipeline_options,
                       [name for name in job_entry.LOCAL_ONLY_FLAGS if FLAGS[name].present])
 

@@ -21,7 +21,8 @@ from absl import flags
 
 from bert_tf import errors
 from bert_tf.errors import UserError, cli_main
-from data_tools import prepare_job, raw_corpus, sentences
+from data_tools.prepare import prepare_job, raw_documents, sentences
+from data_tools.prepare.prepare_config import PrepareConfig
 from data_tools.runtime import job_entry, process_pool
 
 FLAGS = flags.FLAGS
@@ -35,11 +36,11 @@ flags.DEFINE_string("output_file", None,
 flags.DEFINE_integer("num_output_shards", None,
                      "Number of output files when --output_file contains {shard}; documents "
                      "are dealt to them in turn.")
-flags.DEFINE_enum("input_format", raw_corpus.FORMAT_TEXT, list(raw_corpus.FORMATS),
+flags.DEFINE_enum("input_format", raw_documents.FORMAT_TEXT, list(raw_documents.FORMATS),
                   "'text', or 'jsonl': one JSON object per line and per document.")
 flags.DEFINE_string("text_field", "text", "With --input_format=jsonl: the field holding "
                     "the document's text.")
-flags.DEFINE_enum("document_per", raw_corpus.PER_BLANK_LINE, list(raw_corpus.DOCUMENT_PER),
+flags.DEFINE_enum("document_per", raw_documents.PER_BLANK_LINE, list(raw_documents.DOCUMENT_PER),
                   "With --input_format=text: one document per file, per line, or per block "
                   "of lines between blank lines.")
 flags.DEFINE_string("language", sentences.DEFAULT_LANGUAGE,
@@ -60,7 +61,7 @@ flags.DEFINE_string("beam_pipeline_options", None,
                     "\"); same output bytes as the local run. Needs the [beam] extra.")
 
 
-def config_from_flags() -> prepare_job.PrepareConfig:
+def config_from_flags() -> PrepareConfig:
     """Validates the flags and turns them into a frozen `PrepareConfig`."""
     for name in ("input_file", "output_file"):
         if not FLAGS[name].value:
@@ -83,15 +84,22 @@ def config_from_flags() -> prepare_job.PrepareConfig:
         progress_seconds=FLAGS.progress_seconds,
     )
     # Flag values are checked by PrepareConfig itself; the files only after that.
-    prepare_job.PrepareConfig(input_files=(), output_files=(), **settings)
+    PrepareConfig(input_files=(), output_files=(), **settings)
     inputs, outputs = job_entry.job_files(FLAGS.input_file, FLAGS.output_file,
                                           FLAGS.num_output_shards)
-    return prepare_job.PrepareConfig(input_files=inputs, output_files=outputs, **settings)
+    return PrepareConfig(input_files=inputs, output_files=outputs, **settings)
+
+
+def run_on_beam(config: PrepareConfig, options: str) -> prepare_job.PrepareSummary:
+    """The job as an Apache Beam pipeline (Beam is imported only here: the `[beam]` extra)."""
+    from data_tools.prepare import beam_prepare
+
+    return beam_prepare.run(config, options)
 
 
 @cli_main
 def main(argv: Sequence[str]) -> None:
-    job_entry.run_job(argv, config_from_flags, prepare_job.run, "beam_prepare",
+    job_entry.run_job(argv, config_from_flags, prepare_job.run, run_on_beam,
                       FLAGS.beam_pipeline_options,
                       [name for name in job_entry.LOCAL_ONLY_FLAGS if FLAGS[name].present])
 

@@ -15,7 +15,9 @@ beam = pytest.importorskip("apache_beam")
 
 from _records import count_frames  # noqa: E402
 
-from data_tools import beam_pipeline, beam_prepare, prepare_job  # noqa: E402
+from data_tools import beam_pipeline  # noqa: E402
+from data_tools.prepare import beam_prepare, prepare_job  # noqa: E402
+from data_tools.prepare.prepare_config import PrepareConfig  # noqa: E402
 from data_tools.runtime import beam_runtime, sharded_output  # noqa: E402
 
 DIRECT = ("--runner=DirectRunner --direct_num_workers=2 "
@@ -94,13 +96,13 @@ def test_prepare_corpus_on_direct_runner_writes_the_local_bytes(
     config = dict(input_files=(str(src / "a.jsonl"), str(src / "b.jsonl")),
                   input_format="jsonl", dedup=True, chunk_bytes=20_000, num_workers=1,
                   progress_seconds=0)
-    local = prepare_job.run(prepare_job.PrepareConfig(output_files=tuple(
+    local = prepare_job.run(PrepareConfig(output_files=tuple(
         str(tmp_path / "local" / f"c-{i}") for i in range(3)), **config))
     assert (local.duplicates, local.empty) == (6, 1)
     # Groups of 3 chunks per shard: several part files per shard, concatenated in order.
     monkeypatch.setattr(beam_prepare, "_GROUP_BYTES", 20_000)
     monkeypatch.setenv("PYTHONPATH", str(repo_root))  # for the worker processes
-    beam_summary = beam_prepare.run(prepare_job.PrepareConfig(output_files=tuple(
+    beam_summary = beam_prepare.run(PrepareConfig(output_files=tuple(
         str(tmp_path / "beam" / f"c-{i}") for i in range(3)), **config), DIRECT)
     assert _shards(tmp_path / "beam") == _shards(tmp_path / "local")
     for field in ("documents", "sentences", "empty", "short", "duplicates"):
@@ -221,10 +223,10 @@ def test_prepare_corpus_succeeds_from_its_outputs_when_the_runner_reports_no_met
     # Splits of 3 KB: blank-line documents cross split boundaries.
     config = dict(input_files=(str(src),), dedup=True, num_workers=1, progress_seconds=0,
                   chunk_bytes=3000)
-    prepare_job.run(prepare_job.PrepareConfig(output_files=(str(tmp_path / "local"),),
-                                              **config))
+    prepare_job.run(PrepareConfig(output_files=(str(tmp_path / "local"),),
+                                  **config))
     monkeypatch.setattr(beam_runtime, "read_counters", lambda result: {})
-    summary = beam_prepare.run(prepare_job.PrepareConfig(
+    summary = beam_prepare.run(PrepareConfig(
         output_files=(str(tmp_path / "beam"),), **config), "--runner=DirectRunner")
     assert (tmp_path / "beam").read_bytes() == (tmp_path / "local").read_bytes()
     assert len((tmp_path / "local").read_bytes()) > 10_000
@@ -232,7 +234,7 @@ def test_prepare_corpus_succeeds_from_its_outputs_when_the_runner_reports_no_met
     assert "0 documents" not in caplog.text
     # Nothing written (every document too short) and no counts: still a failure, no output.
     with pytest.raises(beam_runtime.UserError, match="the Beam runner reported no counts"):
-        beam_prepare.run(prepare_job.PrepareConfig(
+        beam_prepare.run(PrepareConfig(
             input_files=(str(src),), output_files=(str(tmp_path / "none"),),
             min_sentences=10_000), "--runner=DirectRunner")
     assert sorted(os.listdir(tmp_path)) == ["beam", "local", "small.txt"]
@@ -284,9 +286,9 @@ def test_prepare_corpus_workers_locate_lines_and_count_bad_bytes_of_their_splits
     src.write_bytes(("\n".join(lines) + "\n").encode() + b'{"text": "bad \xff byte."}\n')
     config = dict(input_files=(str(src),), input_format="jsonl", chunk_bytes=1000,
                   num_workers=1, progress_seconds=0)
-    local = prepare_job.run(prepare_job.PrepareConfig(
+    local = prepare_job.run(PrepareConfig(
         output_files=(str(tmp_path / "local"),), **config))
-    summary = beam_prepare.run(prepare_job.PrepareConfig(
+    summary = beam_prepare.run(PrepareConfig(
         output_files=(str(tmp_path / "beam"),), **config), "--runner=DirectRunner")
     assert (tmp_path / "beam").read_bytes() == (tmp_path / "local").read_bytes()
     assert summary.documents == local.documents == 60
@@ -300,13 +302,13 @@ def test_prepare_corpus_workers_locate_lines_and_count_bad_bytes_of_their_splits
     src.write_text("\n".join(lines) + "\n", encoding="utf-8")
     with pytest.raises(beam_runtime.UserError, match=rf"no such field in {src}, line \d+ from "
                                                 r"byte \d+ \(its fields: body\)"):
-        beam_prepare.run(prepare_job.PrepareConfig(
+        beam_prepare.run(PrepareConfig(
             output_files=(str(tmp_path / "beam2"),), **config), "--runner=DirectRunner")
     # Blank text only, in many splits: the launcher reads them all and says so.
     blank = tmp_path / "blank.txt"
     blank.write_text(" \n\n\t\n" * 500)
     with pytest.raises(beam_runtime.UserError, match=r"^no text in the 1 input file\(s\)"):
-        beam_prepare.run(prepare_job.PrepareConfig(
+        beam_prepare.run(PrepareConfig(
             input_files=(str(blank),), output_files=(str(tmp_path / "beam3"),),
             chunk_bytes=100), "--runner=DirectRunner")
     assert sorted(os.listdir(tmp_path)) == ["beam", "blank.txt", "in.jsonl", "local"]

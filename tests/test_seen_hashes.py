@@ -1,8 +1,8 @@
-"""Tests for data_tools.seen_hashes: the --dedup hash set against a Python set."""
+"""Tests for data_tools.prepare.seen_hashes: the --dedup hash set against a Python set."""
 
 import numpy as np
 
-from data_tools.seen_hashes import SeenHashes
+from data_tools.prepare.seen_hashes import SeenHashes
 
 
 def test_seen_hashes_matches_a_python_set_and_stays_compact():

@@ -1,9 +1,9 @@
-"""Tests for data_tools.sentences: paragraphs, whitespace, languages, CJK."""
+"""Tests for data_tools.prepare.sentences: paragraphs, whitespace, languages, CJK."""
 
 import pytest
 
 from bert_tf.errors import UserError
-from data_tools import sentences
+from data_tools.prepare import sentences
 
 
 def test_newlines_are_paragraph_breaks_no_sentence_crosses_one():

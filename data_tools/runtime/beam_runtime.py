@@ -1,5 +1,5 @@
 """The machinery the Beam forms of the data jobs share (`data_tools.beam_pipeline`,
-`data_tools.beam_prepare`): options, the temporary directory, part files, shards, running
+`data_tools.prepare.beam_prepare`): options, the temporary directory, part files, shards, running
 and publishing.
 
 The launcher plans the local runner's splits (`data_tools.inputs.splits`) and the workers read

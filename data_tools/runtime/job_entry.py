@@ -4,13 +4,12 @@ SIGTERM (a job scheduler stopping the job) cleans up like Ctrl-C: the temporary 
 removed. SIGINT is answered even when the job was started with it ignored (a shell without
 job control starts `job &` that way, and the job then ran to the end, exit 0): every entry
 point installs its handler in `bert_tf.errors.run_app`. The job then runs locally, or as an
-Apache Beam pipeline when `--beam_pipeline_options` is given (the Beam module is imported
-only then: the `[beam]` extra).
+Apache Beam pipeline when `--beam_pipeline_options` is given (each entry point imports its
+job's Beam module, by name, only then: the `[beam]` extra).
 """
 
 from __future__ import annotations
 
-import importlib
 import os
 import signal
 from typing import Any, Callable, Optional, Sequence, Tuple
@@ -51,7 +50,7 @@ LOCAL_ONLY_FLAGS = ("num_workers", "progress_seconds")
 
 
 def run_job(argv: Sequence[str], make_config: Callable[[], Any],
-            run_local: Callable[[Any], Any], beam_module: str,
+            run_local: Callable[[Any], Any], run_beam: Callable[[Any, str], Any],
             beam_pipeline_options: Optional[str],
             local_flags_given: Sequence[str] = ()) -> None:
     """Checks argv, builds the config from the flags and runs the job.
@@ -60,8 +59,8 @@ def run_job(argv: Sequence[str], make_config: Callable[[], Any],
         argv: absl's remaining arguments (the program name only).
         make_config: builds and validates the job's config from the parsed flags.
         run_local: runs the job in this process and its workers.
-        beam_module: the data_tools module whose `run(config, options)` builds the same job
-            as a Beam pipeline.
+        run_beam: runs the same job as a Beam pipeline, `run_beam(config, options)`; it
+            imports Beam, so it is called only with `beam_pipeline_options`.
         beam_pipeline_options: the flag's value; None runs locally.
         local_flags_given: the `LOCAL_ONLY_FLAGS` set on the command line (warned about when
             the job runs on Beam, which ignores them).
@@ -75,6 +74,6 @@ def run_job(argv: Sequence[str], make_config: Callable[[], Any],
         for name in local_flags_given:
             logging.warning("--%s is ignored with --beam_pipeline_options (the runner's own "
                             "options set the workers)", name)
-        importlib.import_module(f"data_tools.{beam_module}").run(config, beam_pipeline_options)
+        run_beam(config, beam_pipeline_options)
     else:
         run_local(config)

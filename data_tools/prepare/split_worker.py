@@ -1,4 +1,4 @@
-"""A worker's results for one split of the prepare-corpus job, in bounded memory.
+"""A worker's run over one split of the prepare-corpus job, its results held in bounded memory.
 
 A plain split is --chunk_mb of input, so its chunks' results are held in memory and sent to
 the parent whole. A whole-file split (a compressed file, or a file with --document_per=file)
@@ -17,8 +17,8 @@ import tempfile
 from typing import Any, Callable, Iterator, List
 
 from bert_tf.errors import UserError, reason
-from data_tools import raw_corpus
 from data_tools.inputs import splits
+from data_tools.prepare import raw_documents
 
 SPILL_BYTES = 64 << 20  # text of the chunk results held in memory per split
 
@@ -29,12 +29,12 @@ class SplitResult:
 
     Attributes:
         held: the first chunks' results, in order.
-        stats: what the split owns (`raw_corpus.split_items`): lines, bytes, bad UTF-8.
+        stats: what the split owns (`raw_documents.split_items`): lines, bytes, bad UTF-8.
         spill: a file holding the further results (pickled one after another), or "".
     """
 
     held: List[Any]
-    stats: raw_corpus.ReadStats
+    stats: raw_documents.ReadStats
     spill: str = ""
 
     def chunk_results(self) -> Iterator[Any]:
@@ -56,20 +56,20 @@ class SplitResult:
 def process_split(split: splits.Split, config: Any, process_chunk: Callable[[Any, Any], Any],
                   spill_dir: str) -> SplitResult:
     """`process_chunk(chunk, config)` for every chunk of `split`
-    (`raw_corpus.split_chunks` with `config`'s input format, --document_per and chunk size),
+    (`raw_documents.split_chunks` with `config`'s input format, --document_per and chunk size),
     spilling results past `SPILL_BYTES` of text into a file under `spill_dir` ("": never).
 
     Raises:
         UserError: unreadable input, or the spill file cannot be written; and what
             `process_chunk` raises.
     """
-    stats = raw_corpus.ReadStats()
+    stats = raw_documents.ReadStats()
     result = SplitResult([], stats)
     held_bytes = 0
     f = None
     try:
-        for chunk in raw_corpus.split_chunks(split, config.input_format, config.document_per,
-                                             config.chunk_bytes, stats):
+        for chunk in raw_documents.split_chunks(split, config.input_format, config.document_per,
+                                                config.chunk_bytes, stats):
             done = process_chunk(chunk, config)
             if f is not None:
                 pickle.dump(done, f, protocol=pickle.HIGHEST_PROTOCOL)

@@ -1,5 +1,5 @@
-"""Tests for data_tools.raw_corpus: gzip by name or magic, encodings, document boundaries,
-chunks, and reading through tf.io.gfile (ram://, as gs://)."""
+"""Tests for data_tools.prepare.raw_documents: gzip by name or magic, encodings, document
+boundaries, chunks, and reading through tf.io.gfile (ram://, as gs://)."""
 
 import bz2
 import gzip
@@ -7,15 +7,15 @@ import gzip
 import pytest
 
 from bert_tf.errors import UserError
-from data_tools import raw_corpus
-from data_tools.raw_corpus import ReadStats
+from data_tools.prepare import raw_documents
+from data_tools.prepare.raw_documents import ReadStats
 
 TEXT = "First doc line one.\nline two.\n\n\nSecond doc.\n \nThird doc.\n"
 
 
 def _docs(paths, fmt="text", per="blank_line"):
     stats = ReadStats()
-    return list(raw_corpus.iter_documents([str(p) for p in paths], fmt, per, stats)), stats
+    return list(raw_documents.iter_documents([str(p) for p in paths], fmt, per, stats)), stats
 
 
 def test_document_per_blank_line_line_and_file(tmp_path):
@@ -80,7 +80,7 @@ def test_chunks_hold_whole_documents_of_at_least_chunk_bytes(tmp_path):
     path = tmp_path / "many.txt"
     path.write_text("".join(f"Document number {i}.\n\n" for i in range(100)), encoding="utf-8")
     stats = ReadStats()
-    chunks = list(raw_corpus.iter_chunks([str(path)], "text", "blank_line", 200, stats))
+    chunks = list(raw_documents.iter_chunks([str(path)], "text", "blank_line", 200, stats))
     # Split index << 32 plus the chunk's number in its split: increasing, from the plan only.
     assert [c.index >> 32 for c in chunks] == list(range(len(chunks)))
     assert [c.index & 0xFFFFFFFF for c in chunks] == [0] * len(chunks)
@@ -95,7 +95,7 @@ def test_chunks_hold_whole_documents_of_at_least_chunk_bytes(tmp_path):
     # One split (a gzip file) of many chunks, each at least chunk_bytes.
     packed = tmp_path / "many.txt.gz"
     packed.write_bytes(gzip.compress(path.read_bytes()))
-    chunks = list(raw_corpus.iter_chunks([str(packed)], "text", "blank_line", 200, ReadStats()))
+    chunks = list(raw_documents.iter_chunks([str(packed)], "text", "blank_line", 200, ReadStats()))
     assert [c.index for c in chunks] == list(range(len(chunks))) and len(chunks) > 5
     assert all(c.num_bytes >= 200 for c in chunks)  # 1890 bytes: 9 chunks of 209 or 210
     assert [d for c in chunks for d in c.items] == items
@@ -120,12 +120,12 @@ def test_every_document_is_read_once_by_one_split_whatever_the_split_size(tmp_pa
         paths.append(str(tmp_path / f"c{i}.txt"))
         (tmp_path / f"c{i}.txt").write_bytes(data)
     expected_stats = ReadStats()
-    expected = list(raw_corpus.iter_documents(paths, fmt, per, expected_stats))
+    expected = list(raw_documents.iter_documents(paths, fmt, per, expected_stats))
     assert len(expected) >= (4 if per == "file" else 8)
     for split_bytes in (1, 2, 3, 5, 7, 13, 1000):
         stats = ReadStats()
         got = [(item, f, chunk.line_base + n)
-               for chunk in raw_corpus.iter_chunks(paths, fmt, per, split_bytes, stats)
+               for chunk in raw_documents.iter_chunks(paths, fmt, per, split_bytes, stats)
                for item, (f, n) in zip(chunk.items, chunk.sources)]
         assert got == expected, split_bytes
         assert ((stats.lines, stats.text_bytes, stats.bad_utf8, stats.bytes_read)
@@ -138,12 +138,12 @@ def test_document_per_file_and_compressed_files_are_whole_splits(tmp_path):
     plain.write_text(TEXT, encoding="utf-8")
     packed.write_bytes(gzip.compress(TEXT.encode()))
     paths = [str(plain), str(packed)]
-    by_line, _ = raw_corpus.plan(paths, "text", "line", 10)
+    by_line, _ = raw_documents.plan(paths, "text", "line", 10)
     assert [(s.start, s.end) for s in by_line] == [
         (i, min(i + 10, len(TEXT))) for i in range(0, len(TEXT), 10)] + [(0, -1)]
-    by_file, _ = raw_corpus.plan(paths, "text", "file", 10)
+    by_file, _ = raw_documents.plan(paths, "text", "file", 10)
     assert [(s.path, s.start, s.end) for s in by_file] == [(p, 0, -1) for p in paths]
-    assert raw_corpus.plan(paths, "jsonl", "file", 10)[0] == by_line  # per line for jsonl
+    assert raw_documents.plan(paths, "jsonl", "file", 10)[0] == by_line  # per line for jsonl
 
 
 def test_missing_file_is_one_user_error(tmp_path):

@@ -1,7 +1,7 @@
 """The prepare-corpus job as an Apache Beam pipeline (`--beam_pipeline_options`).
 
-Writes the same bytes as `data_tools.prepare_job.run`: the launcher plans the splits from
-file sizes alone (`raw_corpus.plan`, the local runner's plan) and runs the start of the first
+Writes the same bytes as `data_tools.prepare.prepare_job.run`: the launcher plans the splits from
+file sizes alone (`raw_documents.plan`, the local runner's plan) and runs the start of the first
 chunk itself, so that a missing --text_field fails before the pipeline; it reads nothing
 else of the corpus, so its work does not grow with it. Workers read their own splits
 (`Create(splits) | Reshuffle | ParDo`) and run `prepare_job.process_chunk` on each chunk;
@@ -30,8 +30,9 @@ import numpy as np
 from absl import logging
 
 from bert_tf.errors import UserError
-from data_tools import prepare_job, raw_corpus
 from data_tools.inputs import splits
+from data_tools.prepare import prepare_job, raw_documents
+from data_tools.prepare.prepare_config import PrepareConfig
 from data_tools.runtime import beam_runtime as bp
 from data_tools.runtime.beam_runtime import NAMESPACE, beam
 
@@ -44,7 +45,7 @@ class _Process(beam.DoFn):
     """split -> (chunk index, ChunkResult) for each of its chunks, read by this worker; the
     counts go to counters (the split's lines, text bytes and invalid UTF-8 per file)."""
 
-    def __init__(self, config: prepare_job.PrepareConfig):
+    def __init__(self, config: PrepareConfig):
         self.config = config
 
     def setup(self) -> None:
@@ -52,9 +53,9 @@ class _Process(beam.DoFn):
 
     def process(self, split: splits.Split):
         config = self.config
-        stats = raw_corpus.ReadStats()
-        for chunk in raw_corpus.split_chunks(split, config.input_format, config.document_per,
-                                             config.chunk_bytes, stats):
+        stats = raw_documents.ReadStats()
+        for chunk in raw_documents.split_chunks(split, config.input_format, config.document_per,
+                                                config.chunk_bytes, stats):
             try:
                 result = prepare_job.process_chunk(chunk, config)
             except prepare_job.LocatedError as e:  # worded here: the runner reports a
@@ -132,7 +133,7 @@ def _write_group(item, directory: str):
     return bp.write_part(directory, shard, group, data)
 
 
-def run(config: prepare_job.PrepareConfig, options: str) -> prepare_job.PrepareSummary:
+def run(config: PrepareConfig, options: str) -> prepare_job.PrepareSummary:
     """Runs the job on Beam; writes the same shards as `prepare_job.run(config)`.
 
     Raises:
@@ -146,8 +147,8 @@ def run(config: prepare_job.PrepareConfig, options: str) -> prepare_job.PrepareS
     outputs = list(config.output_files)
     opts = bp.pipeline_options(options, list(config.input_files) + outputs)
     # The launcher reads file sizes and the start of the first chunk only.
-    split_plan, sizes = raw_corpus.plan(config.input_files, config.input_format,
-                                        config.document_per, config.chunk_bytes)
+    split_plan, sizes = raw_documents.plan(config.input_files, config.input_format,
+                                           config.document_per, config.chunk_bytes)
     logging.info("Beam: reading %d input file(s), %.1f MB (%s) in %d split(s); writing %d "
                  "shard(s)", len(config.input_files), sum(sizes) / 1e6, config.input_format,
                  len(split_plan), len(outputs))
@@ -167,8 +168,8 @@ def run(config: prepare_job.PrepareConfig, options: str) -> prepare_job.PrepareS
         # counts are unknown, not zero).
         written = sum(bp.written_bytes(t) for t in temps)
         if counters or first_warnings is None:
-            prepare_job._check_something_written(config, raw_corpus.ReadStats(), summary,
-                                                 counters.get("json_ok", 0))
+            prepare_job.check_something_written(config, raw_documents.ReadStats(), summary,
+                                                counters.get("json_ok", 0))
         elif not written:
             raise UserError(f"no document to write from the {len(config.input_files)} input "
                             "file(s): empty, short or duplicate documents only (the Beam "
@@ -180,14 +181,14 @@ def run(config: prepare_job.PrepareConfig, options: str) -> prepare_job.PrepareS
     finally:
         if staging:
             bp.remove_tree(staging)
-    stats = raw_corpus.ReadStats(files=len(sizes), lines=counters.get("lines", 0),
-                                 bytes_read=sum(sizes),
-                                 text_bytes=counters.get("text_bytes", 0),
-                                 warnings=summary.warnings)
+    stats = raw_documents.ReadStats(files=len(sizes), lines=counters.get("lines", 0),
+                                    bytes_read=sum(sizes),
+                                    text_bytes=counters.get("text_bytes", 0),
+                                    warnings=summary.warnings)
     for i, path in enumerate(config.input_files):
         if counters.get(f"bad_utf8_{i}"):
             stats.bad_utf8 += counters[f"bad_utf8_{i}"]
-            raw_corpus.warn(stats, f"{path}: {counters[f'bad_utf8_{i}']} invalid UTF-8 byte "
+            raw_documents.warn(stats, f"{path}: {counters[f'bad_utf8_{i}']} invalid UTF-8 byte "
                             "sequence(s) replaced by U+FFFD")
     summary.text_bytes = stats.text_bytes
     summary.seconds = time.monotonic() - start
@@ -202,22 +203,22 @@ def run(config: prepare_job.PrepareConfig, options: str) -> prepare_job.PrepareS
     return summary
 
 
-def _try_first_chunk(split_plan: List[splits.Split], config: prepare_job.PrepareConfig
+def _try_first_chunk(split_plan: List[splits.Split], config: PrepareConfig
                      ) -> Optional[List[str]]:
     """Processes the start of the job's first chunk here (jsonl), so that a missing
     --text_field (a worker's bad-input error) stops the job before the pipeline starts;
     returns its warnings, or None when no split holds a document (nothing to run)."""
-    stats = raw_corpus.ReadStats()
-    if config.input_format == raw_corpus.FORMAT_TEXT:
+    stats = raw_documents.ReadStats()
+    if config.input_format == raw_documents.FORMAT_TEXT:
         # No text fails on a worker: only whether there is any is checked, up to the first
         # non-blank line (with --document_per=file a first document can be a whole file).
-        found = any(next(raw_corpus.split_items(split, raw_corpus.FORMAT_TEXT,
-                                                raw_corpus.PER_LINE, stats), None)
+        found = any(next(raw_documents.split_items(split, raw_documents.FORMAT_TEXT,
+                                                   raw_documents.PER_LINE, stats), None)
                     for split in split_plan)
         return [] if found else None
     for split in split_plan:
-        chunk = next(raw_corpus.split_chunks(split, config.input_format, config.document_per,
-                                             config.chunk_bytes, stats), None)
+        chunk = next(raw_documents.split_chunks(split, config.input_format, config.document_per,
+                                                config.chunk_bytes, stats), None)
         if chunk is not None:
             head = dataclasses.replace(chunk, items=chunk.items[:100],
                                        sources=chunk.sources[:100])
@@ -229,7 +230,7 @@ def _try_first_chunk(split_plan: List[splits.Split], config: prepare_job.Prepare
     return None
 
 
-def _build(p, config: prepare_job.PrepareConfig, split_plan: List[splits.Split],
+def _build(p, config: PrepareConfig, split_plan: List[splits.Split],
            staging: str, temps: List[str]):
     results = (p | "Splits" >> beam.Create(split_plan)
                | "SpreadSplits" >> beam.Reshuffle()

@@ -1,21 +1,21 @@
 """The prepare-corpus job: raw documents -> one sentence per line, a blank line between them.
 
-The parent plans the splits of the input from file sizes alone (`data_tools.raw_corpus.plan`)
-and reads no text: each worker reads its own splits (`raw_corpus.split_chunks`: every
-document is read by exactly one split), parses JSON, splits sentences
-(`data_tools.sentences`), drops empty and short documents and hashes the rest. The parent
-consumes the results in split order, adds up the per-file counts (line numbers in messages
-are made the file's from the line counts of the splits before), drops exact duplicates
-(--dedup) and deals the documents to the output shards in turn (document k to shard k mod
-N). Documents in split order are the corpus's, so the output is byte-identical for any
---num_workers and --chunk_mb.
+The parent plans the splits of the input from file sizes alone
+(`data_tools.prepare.raw_documents.plan`) and reads no text: each worker reads its own splits
+(`raw_documents.split_chunks`: every document is read by exactly one split), parses JSON, splits
+sentences (`data_tools.prepare.sentences`), drops empty and short documents and hashes the rest.
+The parent consumes the results in split order, adds up the per-file counts (line numbers in
+messages are made the file's from the line counts of the splits before), drops exact duplicates
+(--dedup) and deals the documents to the output shards in turn (document k to shard k mod N).
+Documents in split order are the corpus's, so the output is byte-identical for any --num_workers
+and --chunk_mb.
 
 A compressed file, and a file with --document_per=file, is one split, read by one worker:
 give several files to use several workers on them.
 
 Memory: a few splits' results in flight (a split is --chunk_mb of input; a whole file's
-results past 64 MB wait in a file on local disk: `data_tools.split_results`), and with
---dedup 8 bytes per distinct document (`data_tools.seen_hashes`).
+results past 64 MB wait in a file on local disk: `data_tools.prepare.split_worker`), and with
+--dedup 8 bytes per distinct document (`data_tools.prepare.seen_hashes`).
 """
 
 from __future__ import annotations
@@ -32,68 +32,14 @@ import numpy as np
 from absl import logging
 
 from bert_tf.errors import UserError
-from data_tools import raw_corpus, sentences
 from data_tools.inputs import splits
+from data_tools.prepare import raw_documents, sentences
+from data_tools.prepare.prepare_config import PrepareConfig
+from data_tools.prepare.seen_hashes import SeenHashes
+from data_tools.prepare.split_worker import SplitResult, process_split
 from data_tools.runtime import process_pool, sharded_output
-from data_tools.seen_hashes import SeenHashes
-from data_tools.split_results import SplitResult, process_split
 
 _MAX_WARNINGS = 5  # broken JSON lines reported one by one; the rest are counted
-
-
-@dataclasses.dataclass(frozen=True)
-class PrepareConfig:
-    """Everything the job needs (built from flags by `data_tools.prepare_corpus`).
-
-    Attributes:
-        input_files: expanded input paths, in order.
-        output_files: one path per output shard.
-        input_format: "text" or "jsonl".
-        text_field: the JSON field holding a document's text (jsonl).
-        document_per: "file", "line" or "blank_line": what one text document is.
-        language: the sentence splitter's language (a code, e.g. "en", "de", "zh").
-        min_sentences: documents with fewer sentences are dropped.
-        min_chars: documents with fewer characters (sentences, without line breaks) are
-            dropped.
-        dedup: drop documents identical (after whitespace normalisation) to an earlier one.
-        num_workers: processes (1 runs in this process).
-        chunk_bytes: text per task (the output does not depend on it).
-        progress_seconds: interval of progress lines (0: none).
-    """
-
-    input_files: Tuple[str, ...]
-    output_files: Tuple[str, ...]
-    input_format: str = raw_corpus.FORMAT_TEXT
-    text_field: str = "text"
-    document_per: str = raw_corpus.PER_BLANK_LINE
-    language: str = sentences.DEFAULT_LANGUAGE
-    min_sentences: int = 1
-    min_chars: int = 0
-    dedup: bool = False
-    num_workers: int = 1
-    chunk_bytes: int = 1 << 20
-    progress_seconds: float = 5.0
-
-    def __post_init__(self) -> None:
-        if self.input_format not in raw_corpus.FORMATS:
-            raise UserError(f"--input_format={self.input_format!r}: expected one of "
-                            f"{', '.join(raw_corpus.FORMATS)}")
-        if self.document_per not in raw_corpus.DOCUMENT_PER:
-            raise UserError(f"--document_per={self.document_per!r}: expected one of "
-                            f"{', '.join(raw_corpus.DOCUMENT_PER)}")
-        if not self.text_field:
-            raise UserError("--text_field is empty: name the JSON field with the text")
-        object.__setattr__(self, "language", sentences.check_language(self.language))
-        if self.min_sentences < 0:
-            raise UserError(f"--min_sentences={self.min_sentences}: must be >= 0")
-        if self.min_chars < 0:
-            raise UserError(f"--min_chars={self.min_chars}: must be >= 0")
-        if self.num_workers < 1:
-            raise UserError(f"--num_workers={self.num_workers}: must be >= 1")
-        if self.chunk_bytes < 1:
-            raise UserError(f"--chunk_mb={self.chunk_bytes / 1e6}: must be > 0")
-        if len(set(self.output_files)) != len(self.output_files):
-            raise UserError("--output_file: the output files are not distinct")
 
 
 @dataclasses.dataclass
@@ -108,8 +54,8 @@ class ChunkResult:
         empty, short: documents dropped for having no sentence, or too few / too short.
         json_ok, json_broken: JSON lines parsed, and skipped as broken.
         warnings: the first few broken JSON lines: (source, message after the location),
-            the source as in `raw_corpus.Chunk.sources` (`message` words them).
-        line_base, split_start: the chunk's (`raw_corpus.Chunk`), to locate its sources.
+            the source as in `raw_documents.Chunk.sources` (`message` words them).
+        line_base, split_start: the chunk's (`raw_documents.Chunk`), to locate its sources.
     """
 
     index: int
@@ -159,7 +105,7 @@ class LocatedError(UserError):
         return UserError(template.format(where=where(files, source, line_base, split_start)))
 
 
-def _text_of(line: str, source: Tuple[int, int], chunk: raw_corpus.Chunk,
+def _text_of(line: str, source: Tuple[int, int], chunk: raw_documents.Chunk,
              config: "PrepareConfig", result: ChunkResult) -> Optional[str]:
     """The text of one JSON line; None (counted, and a warning) when the line is broken.
 
@@ -198,7 +144,7 @@ def _literal(text: str) -> str:
     return text.replace("{", "{{").replace("}", "}}")
 
 
-def process_chunk(chunk: raw_corpus.Chunk, config: PrepareConfig) -> ChunkResult:
+def process_chunk(chunk: raw_documents.Chunk, config: PrepareConfig) -> ChunkResult:
     """Splits, filters and hashes the documents of one chunk.
 
     Raises:
@@ -206,7 +152,7 @@ def process_chunk(chunk: raw_corpus.Chunk, config: PrepareConfig) -> ChunkResult
     """
     result = ChunkResult(chunk.index, [], [], None, line_base=chunk.line_base,
                          split_start=chunk.split_start)
-    jsonl = config.input_format == raw_corpus.FORMAT_JSONL
+    jsonl = config.input_format == raw_documents.FORMAT_JSONL
     digests = []
     for item, source in zip(chunk.items, chunk.sources):
         text = item
@@ -271,7 +217,7 @@ def _worker_task(split: splits.Split, spill_dir: str) -> SplitResult:
 def _split_results(config: PrepareConfig, split_plan: Sequence[splits.Split], spill_dir: str
                    ) -> Iterator[Tuple[splits.Split, SplitResult, int]]:
     """(split, its result, lines of its file before it) in split order, the splits read by
-    the workers (`split_results.process_split`); a located error is worded with its file's
+    the workers (`split_worker.process_split`); a located error is worded with its file's
     line number."""
     if config.num_workers <= 1:
         results = (process_split(split, config, process_chunk, spill_dir)
@@ -298,14 +244,14 @@ def run(config: PrepareConfig) -> PrepareSummary:
             broken, every document dropped, or an unwritable output.
     """
     start = time.monotonic()
-    split_plan, sizes = raw_corpus.plan(config.input_files, config.input_format,
-                                        config.document_per, config.chunk_bytes)
+    split_plan, sizes = raw_documents.plan(config.input_files, config.input_format,
+                                           config.document_per, config.chunk_bytes)
     total_bytes = max(sum(sizes), 1)
     logging.info("reading %d input file(s), %.1f MB (%s) in %d split(s); writing %d "
                  "shard(s); %d worker(s)", len(config.input_files), total_bytes / 1e6,
                  config.input_format, len(split_plan), len(config.output_files),
                  config.num_workers)
-    stats = raw_corpus.ReadStats(files=len(config.input_files))
+    stats = raw_documents.ReadStats(files=len(config.input_files))
     summary = PrepareSummary()
     spill_dir = tempfile.mkdtemp(prefix="prepare-corpus-")  # local disk, for whole files
     try:
@@ -315,14 +261,14 @@ def run(config: PrepareConfig) -> PrepareSummary:
     summary.text_bytes = stats.text_bytes
     summary.seconds = time.monotonic() - start
     if summary.json_broken > len(summary.warnings):
-        raw_corpus.warn(stats, f"{summary.json_broken} broken JSON line(s) skipped in all")
+        raw_documents.warn(stats, f"{summary.json_broken} broken JSON line(s) skipped in all")
     summary.warnings = list(stats.warnings)
     logging.info("%s", summary.describe(len(config.output_files)))
     return summary
 
 
 def _write_all(config: PrepareConfig, split_plan: Sequence[splits.Split], spill_dir: str,
-               stats: raw_corpus.ReadStats, summary: PrepareSummary, total_bytes: int,
+               stats: raw_documents.ReadStats, summary: PrepareSummary, total_bytes: int,
                start: float) -> None:
     """Consumes the splits' results in order and writes the shards (atomically)."""
     bad_utf8 = [0] * len(config.input_files)
@@ -341,13 +287,13 @@ def _write_all(config: PrepareConfig, split_plan: Sequence[splits.Split], spill_
             for result in split_result.chunk_results():
                 for message in result.messages(config.input_files, line_base):
                     if len(summary.warnings) < _MAX_WARNINGS:
-                        raw_corpus.warn(stats, message)
+                        raw_documents.warn(stats, message)
                         summary.warnings.append(message)
                 json_ok += result.json_ok
                 _write(writer, result, seen, shards, summary)
             if last_split[split.file_index] == split.index and bad_utf8[split.file_index]:
                 stats.bad_utf8 += bad_utf8[split.file_index]
-                raw_corpus.warn(stats, f"{split.path}: {bad_utf8[split.file_index]} invalid "
+                raw_documents.warn(stats, f"{split.path}: {bad_utf8[split.file_index]} invalid "
                                 "UTF-8 byte sequence(s) replaced by U+FFFD")
             now = time.monotonic()
             if config.progress_seconds > 0 and now - last_progress >= config.progress_seconds:
@@ -356,7 +302,7 @@ def _write_all(config: PrepareConfig, split_plan: Sequence[splits.Split], spill_
                              "MB/s", 100 * min(stats.bytes_read / total_bytes, 1.0),
                              summary.documents, summary.sentences,
                              stats.text_bytes / 1e6 / max(now - start, 1e-9))
-        _check_something_written(config, stats, summary, json_ok)
+        check_something_written(config, stats, summary, json_ok)
 
 
 def _write(writer: sharded_output.ShardedWriter, result: ChunkResult,
@@ -381,8 +327,8 @@ def _write(writer: sharded_output.ShardedWriter, result: ChunkResult,
             writer.write(shard, "".join(parts).encode("utf-8"))
 
 
-def _check_something_written(config: PrepareConfig, stats: raw_corpus.ReadStats,
-                             summary: PrepareSummary, json_ok: int) -> None:
+def check_something_written(config: PrepareConfig, stats: raw_documents.ReadStats,
+                            summary: PrepareSummary, json_ok: int) -> None:
     """Raises UserError (so no output is kept) when there is nothing to write."""
     files = f"the {len(config.input_files)} input file(s)"
     if summary.json_broken and not json_ok:

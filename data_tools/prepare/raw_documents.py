@@ -4,7 +4,7 @@ The input is cut into splits (`data_tools.inputs.splits.plan`: file sizes only; 
 and with --document_per=file every file, is one split), and each worker reads its own
 (`split_chunks`): no process reads the whole corpus. A split's documents form its chunks
 (about `chunk_bytes` of text, whole documents), on which the worker parses JSON, splits
-sentences and filters (`data_tools.prepare_job`). Which split reads a document:
+sentences and filters (`data_tools.prepare.prepare_job`). Which split reads a document:
 - jsonl and --document_per=line: the split in whose byte range the line starts
   (`splits.split_lines`, Hadoop's rule for lines);
 - --document_per=blank_line: the split in whose range the document's first line starts
