@@ -25,12 +25,15 @@ def _snli(split: str) -> List[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
-def write_sst2(glue_dir: pathlib.Path) -> None:
+def write_sst2(glue_dir: pathlib.Path, dev_is_train: bool = False) -> None:
+    """SST-2; `dev_is_train`: dev.tsv holds the training rows (a model that learns them
+    scores well above chance, so seeds and learning rates give different scores)."""
     source = DATA / "vader_tiny" / "binary"
     labels = {"neg": "0", "pos": "1"}
     for split in ("train", "dev", "test"):
+        name = "train" if dev_is_train and split == "dev" else split
         rows = [line.split("\t") for line in
-                (source / f"{split}.tsv").read_text(encoding="utf-8").splitlines()[1:]]
+                (source / f"{name}.tsv").read_text(encoding="utf-8").splitlines()[1:]]
         if split == "test":
             _tsv(glue_dir / "SST-2" / "test.tsv", ["index", "sentence"],
                  [[str(i), r[0]] for i, r in enumerate(rows)])
@@ -39,9 +42,10 @@ def write_sst2(glue_dir: pathlib.Path) -> None:
                  [[r[0], labels[r[1]]] for r in rows])
 
 
-def write_rte(glue_dir: pathlib.Path) -> None:
+def write_rte(glue_dir: pathlib.Path, dev_is_train: bool = False) -> None:
+    """RTE; `dev_is_train` as for `write_sst2`."""
     for split in ("train", "dev", "test"):
-        rows = _snli(split)
+        rows = _snli("train" if dev_is_train and split == "dev" else split)
         header = ["index", "sentence1", "sentence2"] + ([] if split == "test" else ["label"])
         out = []
         for i, r in enumerate(rows):
