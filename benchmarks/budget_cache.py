@@ -1,0 +1,154 @@
+"""The pretraining-budget benchmark's disk cache: completion markers, provenance, the clock.
+
+Pure Python (no TensorFlow, no torch), so that bench_pretraining_budget.py and the arms that
+run in other processes and venvs (budget_keras_hub.py, budget_hf.py) share it.
+
+Every stage writes its outputs first and its marker (`<stage>.done.json`) last, atomically;
+a stage whose marker exists is skipped, so a run killed at any point resumes with the first
+unfinished stage. A marker records what the stage produced and where it came from: date,
+git commit of the benchmark, machine line (benchmarks/machine.py).
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import os
+import socket
+import subprocess
+import time
+from typing import Any, Dict, Optional
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+
+
+def write_json(path: str, value: Any) -> None:
+    """Writes `value` as JSON under a temporary name, then renames it (never half-written)."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(value, f, indent=2, sort_keys=True)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def read_json(path: str) -> Optional[Any]:
+    """The JSON in `path`, or None if there is no such file."""
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def git_commit() -> str:
+    """The repository's HEAD commit (12 hex digits), "+dirty" if tracked files changed."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=REPO,
+                              capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               cwd=REPO, capture_output=True, text=True).stdout.strip()
+        return head + ("+dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def provenance() -> Dict[str, str]:
+    """Where a result comes from: UTC date, git commit, host and machine line."""
+    import machine  # benchmarks/machine.py (on sys.path: this folder)
+
+    return {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "commit": git_commit(), "host": socket.gethostname(), "machine": machine.describe()}
+
+
+def digest(value: Any) -> str:
+    """8 hex digits identifying a JSON-able value (cache keys of settings)."""
+    blob = json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
+    return hashlib.sha256(blob).hexdigest()[:8]
+
+
+def marker_path(directory: str, stage: str) -> str:
+    return os.path.join(directory, f"{stage}.done.json")
+
+
+def done(directory: str, stage: str) -> Optional[Dict[str, Any]]:
+    """The stage's marker (its results and provenance) if the stage finished, else None."""
+    return read_json(marker_path(directory, stage))
+
+
+def finish(directory: str, stage: str, results: Dict[str, Any]) -> Dict[str, Any]:
+    """Writes the stage's marker, last: `results` plus provenance."""
+    marker = dict(results, provenance=provenance())
+    write_json(marker_path(directory, stage), marker)
+    return marker
+
+
+class TrainingClock:
+    """Training seconds of a run that may be split over several processes (resumes).
+
+    The caller adds the time of each training step (`add`); the seconds trained are kept in
+    `state_file` (JSON) with the step they were written at, and read back by a run that
+    restores the checkpoint of that step.
+
+    Args:
+        state_file: where the clock is saved (None: never saved, e.g. a probe).
+        budget_seconds: the training-time budget.
+    """
+
+    def __init__(self, state_file: Optional[str], budget_seconds: float):
+        self.state_file = state_file
+        self.budget_seconds = budget_seconds
+        state = (read_json(state_file) if state_file else None) or {}
+        self.seconds = float(state.get("trained_seconds", 0.0))
+        self.step = int(state.get("step", 0))
+
+    def add(self, seconds: float) -> None:
+        self.seconds += seconds
+
+    @property
+    def time_up(self) -> bool:
+        return self.seconds >= self.budget_seconds
+
+    def save(self, step: int) -> None:
+        """Records the seconds trained up to `step` (call once that step's checkpoint is
+        complete)."""
+        self.step = step
+        if self.state_file:
+            write_json(self.state_file, {"step": step, "trained_seconds": self.seconds})
+
+
+class StepTimer:
+    """Times training steps for a `TrainingClock` as bert_tf's clock counts its calls: the
+    first step of a process (graph tracing, compilation, first-touch allocation) is counted
+    at the pace of the second one, not at its own."""
+
+    def __init__(self, clock: TrainingClock):
+        self.clock = clock
+        self.steps = 0
+        self._t0 = 0.0
+        self._pending: Optional[float] = None
+
+    def begin(self) -> None:
+        self._t0 = time.monotonic()
+
+    def end(self) -> None:
+        dt = time.monotonic() - self._t0
+        self.steps += 1
+        if self.steps == 1:
+            self._pending = dt
+        else:
+            self.clock.add(dt * (2 if self._pending is not None else 1))
+            self._pending = None
+
+    def close(self) -> None:
+        """Counts a lone first step as it was (a process that trained one step only)."""
+        if self._pending is not None:
+            self.clock.add(self._pending)
+            self._pending = None
+
+
+def calibrated_steps(steps_per_second: float, budget_seconds: float) -> int:
+    """Optimizer steps a linear decay is sized to, so that it ends when the budget does at
+    the throughput measured by a probe (at least 10)."""
+    return max(10, int(steps_per_second * budget_seconds))

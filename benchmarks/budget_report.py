@@ -1,0 +1,121 @@
+"""The pretraining-budget benchmark's report: per-arm table, differences, goals, curves.
+
+Scores are GLUE points (0-100) from each arm's `run_glue` scorecard.json: per task the mean ±
+sample std (n - 1) over fine-tuning seeds, and the GLUE score (mean of the task scores, per
+seed). The standard error of an arm's GLUE score is std / sqrt(n); that of a difference comes
+from bert_tf's own scorecard (`scorecard_report.difference`): paired over seeds when both arms
+have the same seeds, else sqrt(sa^2 / na + sb^2 / nb).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Dict, List, Optional
+
+TASK_LABELS = {"cola": "CoLA", "sst2": "SST-2", "mrpc": "MRPC", "stsb": "STS-B", "rte": "RTE"}
+# (label, arm, reference: an arm or "max(d,e)", threshold): the issue's goals on the GLUE
+# score difference arm - reference; the floor is the weaker pair below.
+GOALS = [("c - a >= +5.0", "c", "a", 5.0),
+         ("c >= max(d, e) + 1.0", "c", "max(d,e)", 1.0),
+         ("b >= d - 0.5", "b", "d", -0.5)]
+FLOOR = [("c > a", "c", "a", 0.0, True), ("c >= max(d, e)", "c", "max(d,e)", 0.0, False)]
+
+
+def _ms(stats: Dict[str, object]) -> str:
+    return f"{stats['mean']:.2f} ± {stats['std']:.2f}"
+
+
+def glue_se(row: dict) -> float:
+    g = row["glue_score"]
+    n = len(g["per_seed"])
+    return g["std"] / math.sqrt(n) if n > 1 else float("nan")
+
+
+def _source(marker: Optional[dict]) -> str:
+    if not marker:
+        return "-"
+    p = marker.get("provenance", {})
+    return f"{p.get('date', '?')}, commit {p.get('commit', '?')}, {p.get('host', '?')}"
+
+
+def reference(rows: Dict[str, dict], name: str) -> Optional[str]:
+    """The arm a goal compares with: `name`, or the better of d and e for "max(d,e)"."""
+    if name != "max(d,e)":
+        return name if name in rows else None
+    present = [n for n in ("d", "e") if n in rows]
+    if len(present) < 2:
+        return None
+    return max(present, key=lambda n: rows[n]["glue_score"]["mean"])
+
+
+def differences(rows: Dict[str, dict]) -> List[dict]:
+    """Each goal's difference (GLUE points) with its standard error, PASS/FAIL, and the
+    floor's."""
+    from bert_tf.finetune.scorecard_report import difference
+
+    out = []
+    for label, arm, ref_name, threshold, *strict in GOALS + FLOOR:
+        ref = reference(rows, ref_name)
+        entry = {"goal": label, "arm": arm, "reference": ref_name, "threshold": threshold,
+                 "floor": bool(strict)}
+        if arm in rows and ref:
+            d = difference(rows[arm]["glue_score"], rows[ref]["glue_score"])
+            ok = d["diff"] > threshold if strict and strict[0] else d["diff"] >= threshold
+            entry.update(resolved=ref, diff=d["diff"], se=d["se"], passed=ok)
+        out.append(entry)
+    return out
+
+
+def curve(history: List[dict]) -> str:
+    """`step: accuracy` pairs of an eval_history.jsonl (held-out MLM accuracy, %)."""
+    return ", ".join(f"{h['step']}: {100 * h['masked_lm_accuracy']:.1f}" for h in history)
+
+
+def render(machine: str, settings: dict, arms: List[dict], goals: List[dict]) -> str:
+    """The markdown report (also printed): settings, the per-arm table, sources, goals."""
+    tasks = settings["tasks"]
+    lines = [f"{machine}", "",
+             f"Budget {settings['minutes']:g} min of training per arm; model "
+             f"{settings['model']}; vocabulary {settings['vocab_size']:,} WordPieces "
+             f"(build_vocab on the training articles); corpus {settings['corpus']}; "
+             f"scorecard: run_glue --protocol=fixed ({settings['finetune']}), "
+             f"seeds {settings['seeds']}, training sets capped at "
+             f"{settings['max_train_examples']:,} examples (seeded subsets, the same for "
+             f"every arm).", "",
+             "| arm | steps | sequences | train s | tokens/s | held-out MLM acc (15 %) | "
+             + " | ".join(TASK_LABELS[t] for t in tasks) + " | GLUE (± SE) |",
+             "|" + " --- |" * (7 + len(tasks))]
+    for a in arms:
+        p, m, row = a.get("pretrain"), a.get("mlm"), a.get("row")
+        cells = [f"{a['name']}: {a['title']}"]
+        if p:
+            cells += [f"{p['steps']:,}", f"{p['examples']:,}", f"{p['train_seconds']:.0f}",
+                      f"{p['tokens_per_second']:,.0f}"]
+        else:
+            cells += ["-"] * 4
+        cells.append(f"{100 * m['masked_lm_accuracy']:.2f} %" if m else "-")
+        if row:
+            cells += [_ms(row["tasks"][t]["score"]) for t in tasks]
+            cells.append(f"{_ms(row['glue_score'])} ({glue_se(row):.2f})")
+        else:
+            cells += ["-"] * (len(tasks) + 1)
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "Where each arm's figures come from (date, git commit, host):", ""]
+    for a in arms:
+        lines.append(f"- {a['name']}: pretraining {_source(a.get('pretrain'))}; held-out MLM "
+                     f"{_source(a.get('mlm'))}; scorecard {_source(a.get('scorecard'))}")
+    lines += ["", "| goal (GLUE points) | difference ± SE | result |", "| --- | --- | --- |"]
+    for g in goals:
+        if "diff" not in g:
+            lines.append(f"| {'floor: ' if g['floor'] else ''}{g['goal']} | arms missing | - |")
+            continue
+        ref = f" ({g['reference']} = {g['resolved']})" if g["reference"] != g["resolved"] else ""
+        lines.append(f"| {'floor: ' if g['floor'] else ''}{g['goal']}{ref} | "
+                     f"{g['diff']:+.2f} ± {g['se']:.2f} | "
+                     f"{'PASS' if g['passed'] else 'FAIL'} |")
+    curves = [(a["name"], a["history"]) for a in arms if a.get("history")]
+    if curves:
+        lines += ["", "Held-out MLM accuracy (%) during training (step: accuracy; "
+                  "run_pretraining --eval_every_n_steps, 15 % masks):", ""]
+        lines += [f"- {name}: {curve(h)}" for name, h in curves]
+    return "\n".join(lines) + "\n"
