@@ -68,7 +68,15 @@ flags.DEFINE_integer("steps_per_loop", 1,
 flags.DEFINE_integer("gradient_accumulation_steps", 1,
                      "Micro-batches summed per optimizer step (train_batch_size is their total).")
 flags.DEFINE_enum("optimizer", "adamw", ["adamw", "lamb"], "Optimizer.")
-flags.DEFINE_float("end_lr", 0.0, "Learning rate at the end of the polynomial decay.")
+flags.DEFINE_float("end_lr", 0.0, "Learning rate at the end of the schedule's decay.")
+flags.DEFINE_enum("lr_schedule", "linear", ["linear", "wsd"],
+                  "linear: the original warmup + linear decay over the whole run. wsd: "
+                  "warmup-stable-decay, the peak rate held, then a 1-sqrt decay over the last "
+                  "--decay_proportion of the run. With --max_train_minutes both end their "
+                  "decay when the time budget is spent, if the steps were not.")
+flags.DEFINE_float("decay_proportion", 0.2,
+                   "--lr_schedule=wsd: the final fraction of the run (steps or time budget) "
+                   "over which the rate decays to --end_lr.")
 flags.DEFINE_float("weight_decay_rate", 0.01, "Decoupled weight decay.")
 flags.DEFINE_float("clip_norm", 1.0, "Global-norm gradient clipping (0 = off).")
 flags.DEFINE_bool("adam_bias_correction", True,
@@ -106,9 +114,11 @@ flags.DEFINE_integer("max_steps_per_run", 0,
                      "Stop this process after N steps with a checkpoint (0 = no limit); rerun "
                      "with the same --output_dir to continue.")
 flags.DEFINE_float("max_train_minutes", 0,
-                   "Stop training after this many minutes of wall time (0 = no limit), at the "
-                   "next loop boundary, with a checkpoint; eval still runs. A safety net for "
-                   "time-limited jobs (where it stops depends on the machine).")
+                   "Training-time budget of the run (0 = none): minutes of train calls, summed "
+                   "over resumes (start-up, graph tracing, checkpoint saves and eval do not "
+                   "count). The learning-rate schedule finishes its decay when it is spent "
+                   "(or at --num_train_steps, if first), and training stops there with a "
+                   "checkpoint; eval still runs. Where it stops depends on the machine.")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -261,7 +271,11 @@ def config_from_flags() -> RunConfig:
         weight_decay_rate=FLAGS.weight_decay_rate,
         clip_norm=FLAGS.clip_norm or None,
         adam_bias_correction=FLAGS.adam_bias_correction,
+        lr_schedule=FLAGS.lr_schedule,
+        decay_proportion=FLAGS.decay_proportion,
     )
+    if FLAGS["decay_proportion"].present and FLAGS.lr_schedule != "wsd":
+        raise UserError("--decay_proportion applies only with --lr_schedule=wsd")
     train = trainer.TrainerConfig(
         output_dir=output_dir,
         train_batch_size=FLAGS.train_batch_size,
@@ -296,7 +310,7 @@ def run(config: RunConfig) -> Optional[dict]:
         The eval results, if evaluated.
     """
     from bert_tf.modeling.pretraining_model import BertPretrainingModel
-    from bert_tf.training import distribution, optimization, trainer
+    from bert_tf.training import budget, distribution, optimization, trainer
 
     strategy = distribution.create_strategy(config.distribution)
     use_xla = distribution.resolve_use_xla(config.distribution, strategy)
@@ -307,10 +321,15 @@ def run(config: RunConfig) -> Optional[dict]:
     trainer_config = dataclasses.replace(config.trainer, use_xla=use_xla)
     if config.do_train and distribution.is_chief(strategy):
         config.bert_config.to_json_file(os.path.join(trainer_config.output_dir, "bert_config.json"))
+    clock = None
+    if trainer_config.max_train_minutes:
+        with strategy.scope():  # the schedule reads it in the step: a mirrored variable
+            clock = budget.TrainingClock(trainer_config.max_train_minutes)
     runner = trainer.Trainer(
         trainer_config, strategy,
         model_fn=lambda: BertPretrainingModel(config.bert_config, use_nsp=trainer_config.use_nsp),
-        optimizer_fn=lambda: optimization.create_optimizer(config.optimizer),
+        optimizer_fn=lambda: optimization.create_optimizer(config.optimizer, clock=clock),
+        clock=clock,
     )
     if config.do_train:
         runner.train(trainer.pretraining_dataset_fn(_positioned(config, strategy)))

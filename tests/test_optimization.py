@@ -19,7 +19,9 @@ import tensorflow as tf
 
 from bert_tf.errors import UserError
 from bert_tf.training import optimization
+from bert_tf.training.budget import TrainingClock
 from bert_tf.training.optimization import OptimizerConfig, WarmupPolynomialDecay, create_optimizer
+from bert_tf.training.schedules import WarmupStableDecay
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -69,6 +71,116 @@ def test_optimizer_learning_rate_follows_iterations():
         assert int(opt.iterations) == k
         np.testing.assert_allclose(float(opt.learning_rate), float(schedule(k)), rtol=1e-6)
         opt.apply_gradients([(tf.ones(3), var)])
+
+
+# ------------------------------------------------------------------------ warmup-stable-decay
+# and the time budget (the training clock; its use by the trainer: test_budget_schedule.py)
+
+
+def test_wsd_hand_computed_values():
+    s = WarmupStableDecay(1e-3, num_train_steps=100, num_warmup_steps=10, end_lr=1e-5,
+                          decay_proportion=0.2)
+    want = {
+        0: 0.0,
+        5: 5e-4,  # warmup: lr * 5 / 10
+        10: 1e-3,  # the peak, reached exactly at the end of warmup
+        50: 1e-3,  # stable
+        79: 1e-3,  # the last step before the decay (the last 20 steps)
+        # q = 1 - (1 - 0.85) / 0.2 = 0.25: end_lr + (lr - end_lr) * (1 - sqrt(0.25))
+        85: 1e-5 + 9.9e-4 * 0.5,
+        96: 1e-5 + 9.9e-4 * (1 - np.sqrt(0.8)),  # q = 0.8
+        100: 1e-5,  # end
+        150: 1e-5,  # past the end: stays at end_lr
+    }
+    for step, lr in want.items():
+        np.testing.assert_allclose(float(s(step)), lr, rtol=1e-6, atol=1e-12, err_msg=str(step))
+    assert float(s(10)) == float(np.float32(1e-3)) and float(s(100)) == float(np.float32(1e-5))
+    # Without warmup the peak starts at step 0; a decay that starts during warmup caps it.
+    assert float(WarmupStableDecay(2e-4, 10, 0)(0)) == float(np.float32(2e-4))
+    s = WarmupStableDecay(1e-3, num_train_steps=10, num_warmup_steps=8, decay_proportion=0.5)
+    # step 6: warmup allows 7.5e-4, the decay (q = 1 - 0.4 / 0.5 = 0.2) 1e-3 * (1 - sqrt(0.2))
+    np.testing.assert_allclose(float(s(6)), 1e-3 * (1 - np.sqrt(0.2)), rtol=1e-6)
+    np.testing.assert_allclose(float(s(2)), 2.5e-4, rtol=1e-6)  # warmup below the decay
+
+
+def test_time_progress_takes_over_when_the_clock_runs_ahead_of_the_steps():
+    clock = TrainingClock(max_train_minutes=1.0)  # 60 s
+    linear = WarmupPolynomialDecay(1e-3, num_train_steps=1000, num_warmup_steps=10, clock=clock)
+    wsd = WarmupStableDecay(1e-3, num_train_steps=1000, num_warmup_steps=10, end_lr=1e-5,
+                            decay_proportion=0.2, clock=clock)
+    traces = []
+
+    @tf.function
+    def rates(step):
+        traces.append(1)  # Python side effect: runs once per trace
+        return tf.stack([linear(step), wsd(step)])
+
+    def check(step, seconds, want_linear, want_wsd):
+        clock.variable.assign(seconds)  # as the trainer's host does between calls
+        clock.sync()
+        got = rates(tf.constant(step, tf.int64)).numpy()
+        np.testing.assert_allclose(got, [want_linear, want_wsd], rtol=1e-5, atol=1e-12,
+                                   err_msg=f"step {step}, {seconds} s")
+
+    check(100, 0.0, 9e-4, 1e-3)  # the steps lead (0.1): as without a clock
+    check(100, 30.0, 5e-4, 1e-3)  # 30 s of 60: progress 0.5, linear halfway down
+    check(900, 30.0, 1e-4, 1e-5 + 9.9e-4 * (1 - np.sqrt(0.5)))  # the steps lead again (0.9)
+    check(100, 54.0, 1e-4, 1e-5 + 9.9e-4 * (1 - np.sqrt(0.5)))  # the time leads (0.9)
+    check(100, 60.0, 0.0, 1e-5)  # budget spent: end_lr, at step 100 of 1000
+    # Warmup stays by steps: a budget spent during warmup leaves linear at its warmup value
+    # (as the original's warmup overrides its decay), wsd at end_lr (its min of the two).
+    check(5, 60.0, 5e-4, 1e-5)
+    assert len(traces) == 1  # a variable read: the clock changes nothing in the graph
+
+
+def xla_apply(opt, var):
+    """One XLA-compiled apply of a gradient of ones (as the trainer's single-replica update)."""
+    return tf.function(lambda: opt.apply([tf.ones(3)], [var]), jit_compile=True)
+
+
+def test_the_optimizer_reads_the_clock_inside_an_xla_compiled_update():
+    clock = TrainingClock(max_train_minutes=0.5)  # 30 s
+    for schedule in ("linear", "wsd"):
+        clock.variable.assign(0.0)
+        opt = create_optimizer(OptimizerConfig(
+            learning_rate=1e-2, num_train_steps=1000, num_warmup_steps=0, lr_schedule=schedule,
+            decay_proportion=1.0, weight_decay_rate=0.0, clip_norm=0.0), clock=clock)
+        var = keras.Variable(np.ones(3, np.float32), name="w")
+        opt.build([var])
+        apply = xla_apply(opt, var)
+        moved = []
+        for seconds in (7.5, 30.0):  # a quarter of the budget, then all of it
+            clock.variable.assign(seconds)
+            before = var.numpy().copy()
+            apply()
+            moved.append(float(before[0] - var.numpy()[0]))
+        # Adam's bias-corrected first steps move by lr * g / |g| (g = 1; eps 1e-6 aside).
+        quarter = {"linear": 0.75, "wsd": 1 - np.sqrt(0.25)}[schedule]
+        np.testing.assert_allclose(moved, [1e-2 * quarter, 0.0], rtol=1e-4, atol=1e-9,
+                                   err_msg=schedule)
+
+
+def test_wsd_and_a_clocked_schedule_serialise():
+    s = WarmupStableDecay(3e-4, num_train_steps=50, num_warmup_steps=5, end_lr=1e-6,
+                          decay_proportion=0.3, clock=TrainingClock(2.5))
+    config = keras.saving.serialize_keras_object(s)
+    copy = keras.saving.deserialize_keras_object(config)
+    assert isinstance(copy, WarmupStableDecay) and copy.get_config() == s.get_config()
+    assert s.get_config()["max_train_minutes"] == 2.5
+    # The seconds trained are training state (in the checkpoint): the copy's clock is at 0.
+    assert copy.clock is not s.clock and copy.clock.budget_seconds == 150.0
+    for step in (0, 3, 5, 20, 40, 60):
+        assert float(copy(step)) == float(s(step))
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    (dict(lr_schedule="cosine"), "--lr_schedule must be one of linear, wsd"),
+    (dict(decay_proportion=0.0), r"--decay_proportion must be in \(0, 1\], got 0.0"),
+    (dict(decay_proportion=1.5), r"--decay_proportion must be in \(0, 1\], got 1.5"),
+])
+def test_schedule_config_validation(kwargs, message):
+    with pytest.raises(UserError, match=message):
+        OptimizerConfig(learning_rate=1e-4, num_train_steps=10, num_warmup_steps=1, **kwargs)
 
 
 # ------------------------------------------------------------------------ decay exclusion

@@ -279,17 +279,19 @@ def test_eval_only_with_another_model_config_is_a_one_line_error(straight, data,
 
 
 def test_max_train_minutes_stops_at_a_loop_boundary_saves_and_evaluates(data, tmp_path):
-    # A budget spent by the first step: the run stops after it, saves, then evaluates.
+    # A budget spent by the first timed call: the first call (it traces the step) counts
+    # nothing by itself, the second counts both steps' time, so the run stops after step 2,
+    # saves, then evaluates. (The budget's schedule: tests/test_budget_schedule.py.)
     proc = run_module(MODULE, common_flags(data, tmp_path, max_train_minutes=1e-6,
                                            do_eval="true", log_every_n_steps=100,
                                            eval_input_file=None))
     assert proc.returncode == 0, proc.stderr[-3000:]
     # No --eval_input_file: eval reads the training files, and says so once.
     assert proc.stderr.count("--do_eval reads training files (no --eval_input_file)") == 1
-    assert "--max_train_minutes=1e-06 reached at step 1: saving a checkpoint" in proc.stderr
-    assert progress_steps(proc.stderr) == [1]  # the first step's line, then the stop
-    assert tf.train.latest_checkpoint(os.fspath(tmp_path)).endswith("ckpt-1")
-    assert "global_step = 1\n" in (tmp_path / "eval_results.txt").read_text()
+    assert "--max_train_minutes=1e-06 reached at step 2: saving a checkpoint" in proc.stderr
+    assert progress_steps(proc.stderr) == [1, 2]  # the first step's line, then the stop
+    assert tf.train.latest_checkpoint(os.fspath(tmp_path)).endswith("ckpt-2")
+    assert "global_step = 2\n" in (tmp_path / "eval_results.txt").read_text()
 
 
 @pytest.mark.parametrize("overrides, message", [

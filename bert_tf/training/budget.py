@@ -112,12 +112,12 @@ def training_progress(step: tf.Tensor, num_train_steps: int,
     return progress
 
 
-def checkpoint_objects(clock: Optional[TrainingClock]) -> dict:
+def clock_checkpoint_objects(clock: Optional[TrainingClock]) -> dict:
     """What a training checkpoint holds of the clock: its variable, if the run has a budget."""
     return {CHECKPOINT_KEY: clock.variable} if clock is not None else {}
 
 
-def left_out_on_restore(clock: Optional[TrainingClock], latest: Optional[str]) -> tuple:
+def clock_left_out(clock: Optional[TrainingClock], latest: Optional[str]) -> tuple:
     """Checkpoint roots a restore leaves alone: the clock when this run has none (a budgeted
     checkpoint resumed without --max_train_minutes), or when the checkpoint has none (saved
     without a budget: the clock then starts at 0 s, which the caller should say)."""

@@ -138,7 +138,9 @@ class WarmupStableDecay(_ClockedSchedule):
             # Written as 1 - remaining / proportion so that p = 1 gives q = 1 exactly.
             into = tf.clip_by_value(1.0 - (1.0 - progress) / self.decay_proportion, 0.0, 1.0)
             span = self.learning_rate - self.end_lr
-            decayed = self.end_lr + span * (1.0 - tf.sqrt(into))
+            # Exactly lr before the decay (end_lr + span rounds in float32).
+            decayed = tf.where(into > 0.0, self.end_lr + span * (1.0 - tf.sqrt(into)),
+                               tf.constant(self.learning_rate, tf.float32))
             if not self.num_warmup_steps:
                 return decayed
             warmup = tf.cast(self.num_warmup_steps, tf.float32)

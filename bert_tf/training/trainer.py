@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import time
 from typing import Callable, Dict, Optional
 
 import keras
@@ -41,6 +40,7 @@ from bert_tf.training import (
     resume,
     train_loop,
 )
+from bert_tf.training.budget import TrainingClock, clock_checkpoint_objects, clock_left_out
 from bert_tf.training.progress import ProgressLogger
 from bert_tf.training.results import (  # noqa: F401 (part of this module's API)
     EVAL_RESULTS_FILE,
@@ -70,9 +70,11 @@ class TrainerConfig:
         max_eval_steps: eval batches at most.
         max_steps_per_run: stop this process after this many steps (0 = no limit), saving a
             checkpoint; rerun with the same output_dir to continue (time-limited jobs).
-        max_train_minutes: stop training after this much wall time (0 = no limit), at the
-            next loop boundary, saving a checkpoint; eval then runs as usual. A safety net for
-            time-limited jobs: where the run stops depends on the machine.
+        max_train_minutes: the run's training-time budget (0 = none): the time of the train
+            calls, summed over resumes (the clock is in the checkpoint; start-up, tracing,
+            saves and eval do not count, see bert_tf.training.budget). Training stops when it
+            is spent, saving a checkpoint; eval then runs as usual. Where the run stops
+            depends on the machine.
         init_checkpoint: warm-start model weights from this checkpoint (prefix or directory)
             when output_dir has no checkpoint yet.
         use_nsp: train the next-sentence head too.
@@ -161,12 +163,16 @@ class Trainer:
         warm_start_fn: called with the model to load initial weights when output_dir has no
             checkpoint to resume from (default: restore config.init_checkpoint, a bert_tf
             checkpoint, by object graph).
+        clock: the training clock of config.max_train_minutes, made under the strategy's
+            scope, when the optimizer's schedule reads it too (`create_optimizer(...,
+            clock=clock)`); without it the trainer makes its own for a budgeted run.
     """
 
     def __init__(self, config: TrainerConfig, strategy: tf.distribute.Strategy,
                  model_fn: Callable[[], keras.Model], optimizer_fn: Callable[[], object],
                  objective: Optional[objectives.Objective] = None,
-                 warm_start_fn: Optional[Callable[[keras.Model], None]] = None):
+                 warm_start_fn: Optional[Callable[[keras.Model], None]] = None,
+                 clock: Optional[TrainingClock] = None):
         self.config = config
         self.objective = objective or objectives.PretrainingObjective(config.use_nsp)
         self.warm_start_fn = warm_start_fn
@@ -188,6 +194,12 @@ class Trainer:
             self.optimizer.build(self.model.trainable_variables)
             self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step",
                                     aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+            if clock is None and config.max_train_minutes:
+                clock = TrainingClock(config.max_train_minutes)
+        if (clock.max_train_minutes if clock else 0.0) != config.max_train_minutes:
+            raise ValueError(f"the clock's budget ({clock and clock.max_train_minutes} min) is "
+                             f"not max_train_minutes={config.max_train_minutes}")
+        self.clock = clock  # seconds trained against --max_train_minutes (None: no budget)
         self.steps = train_loop.StepFunctions(
             self.model, self.optimizer, strategy, self.step, self.objective,
             accumulation_steps=config.gradient_accumulation_steps, use_xla=config.use_xla)
@@ -243,7 +255,8 @@ class Trainer:
         checkpoint = tf.train.Checkpoint(
             model=self.model, optimizer=self.optimizer, step=self.step,
             rng=checkpointing.seed_state_variables(self.model),
-            **(train_input.checkpoint_objects() if train_input else {}))
+            **(train_input.checkpoint_objects() if train_input else {}),
+            **clock_checkpoint_objects(self.clock))
         saver = checkpointing.CheckpointSaver(
             cfg.output_dir, checkpoint, self.step, cfg.keep_checkpoint_max, self.worker_index,
             also_save=train_input.save_own if train_input else None)
@@ -251,7 +264,16 @@ class Trainer:
         problem = unsupported
         if latest and train_input:
             problem = train_input.saved_state_problem(latest)
-        restored = saver.restore_latest(without=resume.left_out(train_input, problem))
+        no_clock = clock_left_out(self.clock, latest)
+        restored = saver.restore_latest(without=resume.left_out(train_input, problem) + no_clock)
+        if self.clock is not None:
+            self.clock.sync()
+            if restored is not None and no_clock:
+                logging.warning("%s has no training clock (saved without --max_train_minutes): "
+                                "the --max_train_minutes budget starts at 0 s here", saver.latest)
+            elif restored is not None:
+                logging.info("training clock resumed at %.3f s of %.0f s", self.clock.seconds,
+                             self.clock.budget_seconds)
         if restored is None:
             if self.warm_start_fn is not None:
                 self.warm_start_fn(self.model)
@@ -288,6 +310,10 @@ class Trainer:
         stop = cfg.num_train_steps
         if cfg.max_steps_per_run:
             stop = min(stop, start + cfg.max_steps_per_run)
+        if self.clock is not None and self.clock.spent and start < stop:
+            logging.info("--max_train_minutes=%g already spent (%.1f s trained) at step %d",
+                         cfg.max_train_minutes, self.clock.seconds, start)
+            stop = start
         progress = ProgressLogger(cfg.output_dir, cfg.num_train_steps, cfg.train_batch_size,
                                   self.is_chief, cfg.log_every_n_steps,
                                   skipped_records=getattr(dataset_fn, "skipped_records", None),
@@ -296,17 +322,15 @@ class Trainer:
         step, last_report = start, None
         if start >= cfg.num_train_steps:
             logging.info("already trained to step %d (num_train_steps=%d)", start, stop)
-        train_start = time.monotonic()
         before_first = (f"stopped by SIGTERM at step {start} before its first train call ended: "
                         f"nothing to save since {saver.latest or 'the start'}; rerun with the "
                         "same output_dir to continue")
         with checkpointing.sigterm_requests() as sigterm, (
                 preemption.exit_before_first_step(before_first, errors.EXIT_TERMINATED)
                 if self.num_workers == 1 else contextlib.nullcontext(lambda: None)) as disarm:
-            limit = 60 * cfg.max_train_minutes
-            host_loop = preemption.HostLoop(self.strategy, self.num_workers, lambda: bool(
-                sigterm), lambda: bool(limit and time.monotonic() - train_start >= limit),
-                on_first_call=disarm)
+            host_loop = preemption.HostLoop(
+                self.strategy, self.num_workers, lambda: bool(sigterm), on_first_call=disarm,
+                count_seconds=self.clock.add if self.clock else None)
             logging.info("training steps %d to %d (the first call traces the step)",
                          start + 1, stop)
             try:
@@ -326,8 +350,8 @@ class Trainer:
                     step = int(self.step.numpy())
                     if host_loop.time_up and step < stop:  # the chief's clock, agreed
                         logging.info("--max_train_minutes=%g reached at step %d: saving a "
-                                     "checkpoint and stopping training", cfg.max_train_minutes,
-                                     step)
+                                     "checkpoint and stopping training (%.2f s trained)",
+                                     cfg.max_train_minutes, step, self.clock.seconds)
                         stop = step
                     if host_loop.stopped:
                         stop = step  # Preemption notice (to any worker): save now and stop.
@@ -339,6 +363,10 @@ class Trainer:
             finally:
                 host_loop.log_summary()
                 progress.close()
+        if self.clock is not None:
+            logging.info("training clock %.2f s of the %.0f s budget at step %d; learning "
+                         "rate %.6e", self.clock.seconds, self.clock.budget_seconds, step,
+                         self.learning_rate())
         if host_loop.stopped:
             raise checkpointing.Terminated(
                 f"stopped by SIGTERM at step {step} with checkpoint {saver.latest}; rerun with "
