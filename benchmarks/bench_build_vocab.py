@@ -100,7 +100,7 @@ def learning_alone(scale: int, vocab_size: int) -> Dict[str, float]:
     """Wall and CPU seconds of the learning step alone (`learn_from_counts`: the replay of
     every counted word into `tokenizers`' trainer, then its merges), in this process, on the
     bundled corpus' word counts times `scale`, which are the corpus x(scale)'s counts."""
-    from data_tools import vocab_learner, word_counts
+    from data_tools.vocab import vocab_learner, word_counting
 
     stats = vocab_learner.LearnStats()
     lines = CORPUS.read_text(encoding="utf-8").splitlines()
@@ -109,7 +109,7 @@ def learning_alone(scale: int, vocab_size: int) -> Dict[str, float]:
     stats.lines, stats.words = stats.lines * scale, stats.words * scale
 
     _, wall, cpu = measure.timed(lambda: vocab_learner.learn_from_counts(
-        counts, word_counts.char_counts(counts), stats,
+        counts, word_counting.char_counts(counts), stats,
         vocab_learner.VocabConfig(vocab_size=vocab_size)))
     return {"wall": wall, "cpu": cpu, "words": stats.words}
 

@@ -2,7 +2,7 @@
 
 Prints lines/s and MB/s of each, side by side in one run, and the fast/reference ratio.
 With --learners, also compares the two WordPiece learners considered for build_vocab
-(tensorflow_text's bert_vocab_from_dataset and data_tools.vocab_learner, which uses
+(tensorflow_text's bert_vocab_from_dataset and data_tools.vocab.vocab_learner, which uses
 `tokenizers`): seconds, vocabulary size, pieces per word and [UNK] rate with FullTokenizer.
 
     python benchmarks/bench_tokenization.py [--vocab_file=...] [--corpus=...] [--repeat=3]
@@ -125,7 +125,7 @@ def _quality(tokens, lines, lower):
 
 def compare_learners(lines, lower, size):
     """Both learners on the same word split (FullTokenizer's), same reserved tokens."""
-    from data_tools import vocab_learner
+    from data_tools.vocab import vocab_learner
 
     print(f"\nWordPiece learners, target {size} tokens:")
     start = time.perf_counter()

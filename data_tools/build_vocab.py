@@ -11,26 +11,26 @@ gzip/bzip2-compressed. Invalid UTF-8 bytes are replaced (and then deleted, like 
 U+FFFD, by the tokenizer's clean-up) and counted in a warning.
 
 Words are counted by --num_workers processes, or by a Beam pipeline, each reading its own
-byte ranges of the files (`data_tools.word_counts`); memory is bounded by --max_words, and
+byte ranges of the files (`data_tools.vocab.word_counting`, run by
+`data_tools.vocab.vocab_job`); memory is bounded by --max_words, and
 --sample_mb reads a seeded random sample instead of everything. The vocabulary is the same
 for any --num_workers, locally and on Beam.
 
 Output: exactly --vocab_size lines, [PAD]=0, [unused0..]=1.., [UNK] [CLS] [SEP] [MASK], then
-the learned pieces (see data_tools.vocab_learner), written atomically. One summary line.
+the learned pieces (see data_tools.vocab.vocab_learner), written atomically. One summary line.
 """
 
 from __future__ import annotations
 
 import sys
-import time
-from typing import List, Optional
+from typing import List
 
 from absl import flags
 
-from bert_tf import errors, fileio
+from bert_tf import errors
 from bert_tf.errors import UserError, cli_main
-from data_tools import vocab_learner, word_counts
 from data_tools.runtime import job_entry, process_pool
+from data_tools.vocab import vocab_job, vocab_learner, word_counting
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("input_file", None, "Input text: file, glob, or comma-separated list.")
@@ -63,46 +63,6 @@ flags.DEFINE_string("beam_pipeline_options", None,
                     "vocabulary as locally. Needs the [beam] extra.")
 
 
-def run(input_file: str, vocab_file: str, config: vocab_learner.VocabConfig,
-        counting: Optional[word_counts.CountConfig] = None,
-        beam_pipeline_options: Optional[str] = None) -> str:
-    """Counts the words (locally, or on Beam with `beam_pipeline_options`), learns the
-    vocabulary and writes it; returns the summary line."""
-    start = time.time()
-    counting = counting or word_counts.CountConfig(do_lower_case=config.do_lower_case)
-    if counting.do_lower_case != config.do_lower_case:
-        raise ValueError("the counting and the learning disagree on do_lower_case")
-    vocab_learner.check_config(config)
-    files = fileio.expand_patterns(input_file, "input_file")
-    # Opened first so that an unwritable destination fails before the counting, not after.
-    with fileio.atomic_output(vocab_file, "wb") as out:
-        if beam_pipeline_options is not None:
-            from data_tools import beam_vocab
-
-            words, seen = beam_vocab.count_corpus(files, counting, beam_pipeline_options,
-                                                   vocab_file)
-        else:
-            words, seen, _ = word_counts.count_corpus(files, counting)
-        counted = time.time() - start
-        stats = vocab_learner.LearnStats(lines=seen.lines, words=seen.num_words)
-        tokens, learn = vocab_learner.learn_from_counts(words, seen.chars, stats, config)
-        out.write(("\n".join(tokens) + "\n").encode("utf-8"))
-    warnings = seen.warning_lines(files)
-    for message in warnings:
-        print(f"warning: {message}", file=sys.stderr)
-    padding = f", padded with {learn.padding} [unusedN]" if learn.padding else ""
-    sample = (f" (a sample of {seen.input_bytes / 1e6:.1f} MB)" if counting.sample_bytes
-              else "")
-    capped = (f", learned from the {len(words)} most frequent of {seen.distinct} distinct "
-              "words" if seen.distinct > len(words) else "")
-    return (f"wrote {vocab_file}: {len(tokens)} tokens "
-            f"({len(tokens) - learn.learned - learn.padding}"
-            f" special, {learn.learned} learned incl. a {learn.alphabet}-character alphabet"
-            f"{padding}) from {learn.lines} lines ({learn.words} words) in {len(files)} "
-            f"file(s){sample}{capped}, {len(warnings)} warning(s), "
-            f"{time.time() - start:.1f} s (counting {counted:.1f} s)")
-
-
 def main(argv: List[str]) -> None:
     if len(argv) > 1:
         raise UserError(f"unexpected arguments: {' '.join(argv[1:])}")
@@ -120,7 +80,7 @@ def main(argv: List[str]) -> None:
         raise UserError(f"--split_mb={FLAGS.split_mb}: must be > 0")
     if num_workers is None:
         num_workers = process_pool.default_num_workers()
-    counting = word_counts.CountConfig(
+    counting = word_counting.CountConfig(
         do_lower_case=FLAGS.do_lower_case, num_workers=num_workers,
         split_bytes=max(1, int(FLAGS.split_mb * 1e6)), max_words=FLAGS.max_words,
         sample_bytes=int(FLAGS.sample_mb * 1e6),
@@ -128,8 +88,8 @@ def main(argv: List[str]) -> None:
     if FLAGS.beam_pipeline_options is not None and FLAGS["num_workers"].present:
         print("warning: --num_workers is ignored with --beam_pipeline_options (the runner's "
               "own options set the workers)", file=sys.stderr)
-    print(run(FLAGS.input_file, FLAGS.vocab_file, config, counting,
-              FLAGS.beam_pipeline_options), flush=True)
+    print(vocab_job.run(FLAGS.input_file, FLAGS.vocab_file, config, counting,
+                        FLAGS.beam_pipeline_options), flush=True)
 
 
 def console_main() -> None:

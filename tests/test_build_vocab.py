@@ -1,4 +1,4 @@
-"""Tests for data_tools.build_vocab and data_tools.vocab_learner."""
+"""Tests for data_tools.build_vocab and data_tools.vocab.vocab_learner."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 
 from bert_tf.errors import UserError
 from bert_tf.text import tokenization
-from data_tools import vocab_learner
-from data_tools.vocab_learner import VocabConfig, learn_vocab
+from data_tools.vocab import vocab_learner
+from data_tools.vocab.vocab_learner import VocabConfig, learn_vocab
 
 GOOGLE_LAYOUT = (["[PAD]"] + [f"[unused{i}]" for i in range(99)]
                  + ["[UNK]", "[CLS]", "[SEP]", "[MASK]"])
@@ -256,7 +256,7 @@ def test_beam_is_imported_only_with_the_flag_and_said_when_missing(tmp_path, rep
     # As if Beam were not installed: importing it raises ImportError.
     code = ("import sys; sys.modules['apache_beam'] = None\n"
             "from data_tools import build_vocab as m\n"
-            "assert 'data_tools.beam_vocab' not in sys.modules\n"
+            "assert 'data_tools.vocab.beam_vocab' not in sys.modules\n"
             "m.console_main()\n")
     (tmp_path / "in.txt").write_text("One sentence.\n")
     env = dict(os.environ, PYTHONPATH=str(repo_root))

@@ -17,7 +17,7 @@ only those are read (a line belongs to the block where it starts), so the time d
 the sample, not on the corpus. Every line has the same chance of being drawn.
 
 Memory. A task's `Counter` holds one range's distinct words; the parent adds them up
-exactly in bounded memory (`data_tools.word_totals`) and keeps the `max_words` most frequent
+exactly in bounded memory (`data_tools.vocab.exact_totals`) and keeps the `max_words` most frequent
 words, a rule that depends on the exact counts alone, so on neither the worker count nor
 the order of merging (a Beam combine's). The alphabet's character counts are exact and
 include every word.
@@ -35,9 +35,9 @@ import numpy as np
 from bert_tf import fileio
 from bert_tf.errors import UserError, reason
 from bert_tf.text import tokenization
-from data_tools import word_totals
 from data_tools.inputs import documents, splits, text_files
 from data_tools.runtime import process_pool
+from data_tools.vocab import exact_totals
 
 SAMPLE_BLOCK = 64 << 10
 _MEMO = 100_000  # whitespace-free chunks memoized by a task's basic split
@@ -280,19 +280,19 @@ def _worker_task(task: Task) -> TaskCounts:
 
 
 def count_corpus(files: Sequence[str], config: CountConfig
-                 ) -> Tuple[Counter, TaskCounts, word_totals.Totals]:
+                 ) -> Tuple[Counter, TaskCounts, exact_totals.Totals]:
     """Counts the words of `files` with `config.num_workers` processes.
 
     Returns:
         (words, stats, totals): the kept words with their exact counts
-        (`word_totals.Totals.finish`), the characters and line/word/byte counts of
+        (`exact_totals.Totals.finish`), the characters and line/word/byte counts of
         everything read, and the `Totals` used (its `peak_words`, `runs`).
 
     Raises:
         UserError: unreadable input, bad flags, or a worker that died.
     """
     tasks = plan_tasks(files, config)
-    totals = word_totals.Totals(config.max_words, config.temp_dir)
+    totals = exact_totals.Totals(config.max_words, config.temp_dir)
     if config.num_workers <= 1 or len(tasks) <= 1:
         results: Iterable[TaskCounts] = (count_task(t, config.do_lower_case) for t in tasks)
     else:

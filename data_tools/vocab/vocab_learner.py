@@ -35,7 +35,7 @@ from typing import Iterable, Iterator, List, Optional, Tuple
 
 from bert_tf.errors import UserError
 from bert_tf.text import tokenization
-from data_tools import word_counts
+from data_tools.vocab import word_counting
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,7 +110,7 @@ def choose_alphabet(chars: Counter, limit: Optional[int]) -> List[str]:
     """The `limit` most frequent characters (ties by code point), sorted by code point.
 
     Args:
-        chars: character -> occurrences within words (`word_counts.char_counts`).
+        chars: character -> occurrences within words (`word_counting.char_counts`).
         limit: how many to keep; None keeps all.
     """
     ranked = sorted(chars.items(), key=lambda kv: (-kv[1], kv[0]))
@@ -155,7 +155,7 @@ def learn_vocab(lines: Iterable[str], config: VocabConfig) -> Tuple[List[str], L
     check_config(config)
     stats = LearnStats()
     counts = count_words(lines, config.do_lower_case, stats)
-    return learn_from_counts(counts, word_counts.char_counts(counts), stats, config)
+    return learn_from_counts(counts, word_counting.char_counts(counts), stats, config)
 
 
 def learn_from_counts(counts: Counter, chars: Counter, stats: LearnStats,

@@ -1,4 +1,4 @@
-"""Tests for data_tools.word_totals: with many rare words, memory stays under --max_words
+"""Tests for data_tools.vocab.exact_totals: with many rare words, memory stays under --max_words
 (plus one task) while the totals stay exact, and the words kept are exactly the promised
 ones, so the vocabulary is the one learned from an unbounded count's top words."""
 
@@ -8,14 +8,14 @@ import collections
 
 import numpy as np
 
-from data_tools import vocab_learner, word_counts, word_totals
-from data_tools.word_counts import CountConfig
+from data_tools.vocab import exact_totals, vocab_learner, word_counting
+from data_tools.vocab.word_counting import CountConfig
 
 
 def test_top_words_is_a_total_order():
     pairs = [("b", 2), ("a", 2), ("c", 5), ("d", 1), ("e", 2)]
-    assert list(word_totals.top_words(pairs, 3).items()) == [("c", 5), ("a", 2), ("b", 2)]
-    assert word_totals.top_words(reversed(pairs), 3) == word_totals.top_words(pairs, 3)
+    assert list(exact_totals.top_words(pairs, 3).items()) == [("c", 5), ("a", 2), ("b", 2)]
+    assert exact_totals.top_words(reversed(pairs), 3) == exact_totals.top_words(pairs, 3)
 
 
 def test_memory_stays_under_max_words_with_the_promised_vocabulary(tmp_path, corpus_lines):
@@ -37,17 +37,17 @@ def test_memory_stays_under_max_words_with_the_promised_vocabulary(tmp_path, cor
     assert len(unbounded) > 4 * max_words
     split = 20_000
     per_task = max(len(vocab_learner.count_words(
-        word_counts._task_lines(t, word_counts.TaskCounts(
+        word_counting._task_lines(t, word_counting.TaskCounts(
             collections.Counter(), collections.Counter())), True, vocab_learner.LearnStats()))
-        for t in word_counts.plan_tasks([str(path)], CountConfig(split_bytes=split)))
+        for t in word_counting.plan_tasks([str(path)], CountConfig(split_bytes=split)))
 
-    words, seen, totals = word_counts.count_corpus(
+    words, seen, totals = word_counting.count_corpus(
         [str(path)], CountConfig(num_workers=2, split_bytes=split, max_words=max_words,
                                  temp_dir=str(tmp_path)))
     assert totals.distinct == len(unbounded)
     assert len(totals.runs) >= 3
     assert totals.peak_words <= max_words + per_task
-    assert words == word_totals.top_words(unbounded.items(), max_words)
+    assert words == exact_totals.top_words(unbounded.items(), max_words)
     assert len(words) == max_words and seen.distinct == len(unbounded)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rare.txt"]  # runs removed
     # The common words all survive with their exact counts: the cap cut only count-1 words.
@@ -58,17 +58,17 @@ def test_memory_stays_under_max_words_with_the_promised_vocabulary(tmp_path, cor
     learned, _ = vocab_learner.learn_from_counts(
         words, seen.chars, vocab_learner.LearnStats(seen.lines, seen.num_words), config)
     reference, _ = vocab_learner.learn_from_counts(
-        word_totals.top_words(unbounded.items(), max_words), word_counts.char_counts(unbounded),
+        exact_totals.top_words(unbounded.items(), max_words), word_counting.char_counts(unbounded),
         vocab_learner.LearnStats(stats.lines, stats.words), config)
     assert learned == reference
     # Without the cap (max_words above the distinct words), no run and the unbounded count.
-    words, _, totals = word_counts.count_corpus(
+    words, _, totals = word_counting.count_corpus(
         [str(path)], CountConfig(split_bytes=split, max_words=len(unbounded)))
     assert words == unbounded and not totals.runs
 
 
 def test_spilled_runs_merge_to_exact_totals(tmp_path):
-    totals = word_totals.Totals(max_words=2, temp_dir=str(tmp_path))
+    totals = exact_totals.Totals(max_words=2, temp_dir=str(tmp_path))
     for part in ({"b": 1, "a": 2}, {"c": 5, "a": 1}, {"d": 1, "b": 1}, {"e": 2}):
         totals.add(collections.Counter(part))
     assert len(totals.runs) == 2 and totals.peak_words == 3

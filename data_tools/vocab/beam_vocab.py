@@ -3,10 +3,10 @@
 `python -m data_tools.build_vocab ... --beam_pipeline_options="--runner=..."` counts the
 words on the runner's workers and learns the same vocabulary as the local run:
 
-1. The launcher plans the tasks of `word_counts.plan_tasks` (byte ranges of the files, or a
+1. The launcher plans the tasks of `word_counting.plan_tasks` (byte ranges of the files, or a
    seeded sample of blocks): it reads only the files' sizes and first bytes, so its own
    work does not grow with the corpus.
-2. Each worker counts its tasks' words (`word_counts.count_task`), reading only its ranges.
+2. Each worker counts its tasks' words (`word_counting.count_task`), reading only its ranges.
 3. `CombinePerKey(sum)` gives every word's exact total, and `Top.Of` the `max_words` most
    frequent, ties broken by code point order: the local runner's rule, a total order, so
    the result does not depend on how the runner groups or merges. Characters and line
@@ -25,14 +25,14 @@ import pickle
 from typing import Iterable, List, Sequence, Tuple
 
 from bert_tf import fileio
-from data_tools import word_counts
 from data_tools.runtime import beam_runtime
 from data_tools.runtime.beam_runtime import beam
-from data_tools.word_counts import CountConfig, TaskCounts
+from data_tools.vocab import word_counting
+from data_tools.vocab.word_counting import CountConfig, TaskCounts
 
 
-def _count(task: word_counts.Task, do_lower_case: bool) -> TaskCounts:
-    return word_counts.count_task(task, do_lower_case)
+def _count(task: word_counting.Task, do_lower_case: bool) -> TaskCounts:
+    return word_counting.count_task(task, do_lower_case)
 
 
 def _rank(pair: Tuple[str, int]) -> Tuple[int, str]:
@@ -61,7 +61,7 @@ def _write_result(stats: TaskCounts, top: List[Tuple[str, int]], distinct: int,
 
 def count_corpus(files: Sequence[str], config: CountConfig, options: str, near: str
                  ) -> Tuple[collections.Counter, TaskCounts]:
-    """Counts the words of `files` on Beam; the same result as `word_counts.count_corpus`.
+    """Counts the words of `files` on Beam; the same result as `word_counting.count_corpus`.
 
     Args:
         files: the input files, in order.
@@ -71,7 +71,7 @@ def count_corpus(files: Sequence[str], config: CountConfig, options: str, near: 
             is empty (the vocabulary file).
 
     Returns:
-        (words, stats) as `word_counts.count_corpus` returns them.
+        (words, stats) as `word_counting.count_corpus` returns them.
 
     Raises:
         UserError: bad options or input (before the pipeline where possible), or a failed
@@ -82,7 +82,7 @@ def count_corpus(files: Sequence[str], config: CountConfig, options: str, near: 
     near = beam_runtime.absolute(near)
     config = dataclasses.replace(config, temp_dir=beam_runtime.absolute(config.temp_dir))
     opts = beam_runtime.pipeline_options(options, list(files) + [config.temp_dir, near])
-    tasks = word_counts.plan_tasks(files, config)
+    tasks = word_counting.plan_tasks(files, config)
     staging = beam_runtime.staging_dir(config.temp_dir, near)
     try:
         result = os.path.join(staging, "counts.pickle")

@@ -8,7 +8,7 @@ words when there are fewer).
 
 What this guarantees: the kept words and their counts are a function of the exact totals
 alone, so they do not depend on the number of workers, on the task size, or on the order in
-which counts are merged (a Beam combine merges in any order; `data_tools.beam_vocab` applies
+which counts are merged (a Beam combine merges in any order; `data_tools.vocab.beam_vocab` applies
 the same rule with `Top.Of`). A word is left out only when `max_words` words are more
 frequent than it, or as frequent and smaller in code point order; with at most `max_words`
 distinct words nothing is left out and nothing is spilled. Memory: at most `max_words`
