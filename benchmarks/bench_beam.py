@@ -25,10 +25,10 @@ import measure  # noqa: E402
 from absl import logging  # noqa: E402
 from machine import describe  # noqa: E402
 
-from data_tools import beam_pipeline, pipeline  # noqa: E402
-from data_tools.job_config import PipelineConfig  # noqa: E402
 from data_tools.prepare import beam_prepare, prepare_job  # noqa: E402
 from data_tools.prepare.prepare_config import PrepareConfig  # noqa: E402
+from data_tools.pretraining_data import beam_create, create_job  # noqa: E402
+from data_tools.pretraining_data.create_config import CreateConfig  # noqa: E402
 
 
 def _shards(paths):
@@ -59,11 +59,11 @@ def main() -> None:
             outs = tuple(os.path.join(tmp, name, f"{'beam' if beam else 'local'}{n}-{i}")
                          for i in range(4))
             if name == "create":
-                config = PipelineConfig(input_files=(src,), output_files=outs,
-                                        vocab_file=args.vocab, num_workers=n,
-                                        log_examples=0, progress_seconds=0)
-                run = ((lambda: beam_pipeline.run(config, options(n))) if beam
-                       else (lambda: pipeline.run(config)))
+                config = CreateConfig(input_files=(src,), output_files=outs,
+                                      vocab_file=args.vocab, num_workers=n,
+                                      log_examples=0, progress_seconds=0)
+                run = ((lambda: beam_create.run(config, options(n))) if beam
+                       else (lambda: create_job.run(config)))
             else:
                 config = PrepareConfig(input_files=(src,), output_files=outs,
                                        dedup=True, num_workers=n,

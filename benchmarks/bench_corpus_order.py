@@ -88,7 +88,7 @@ def by_topic(docs: List[List[str]]) -> List[List[str]]:
 
 def negative_distance(records: List[Record], num_docs: int) -> Tuple[float, int]:
     """(mean |i - j| / num_docs over traced IsRandom records, how many were traced)."""
-    from data_tools.negatives import mean_distance
+    from data_tools.pretraining_data.negatives import mean_distance
 
     pairs = np.array([(a, b) for a, b, r, _ in records if r == 1 and a >= 0 and b >= 0])
     if not len(pairs):

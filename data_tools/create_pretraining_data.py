@@ -22,8 +22,8 @@ from absl import flags
 
 from bert_tf import errors
 from bert_tf.errors import UserError, cli_main
-from data_tools import instances, masking, pipeline
-from data_tools.job_config import PipelineConfig
+from data_tools.pretraining_data import create_job, instances, masking
+from data_tools.pretraining_data.create_config import CreateConfig
 from data_tools.runtime import job_entry, process_pool
 
 FLAGS = flags.FLAGS
@@ -86,8 +86,8 @@ flags.DEFINE_string("beam_pipeline_options", None,
                     "\"); same output bytes as the local run. Needs the [beam] extra.")
 
 
-def config_from_flags() -> PipelineConfig:
-    """Validates the flags and turns them into a frozen `PipelineConfig`."""
+def config_from_flags() -> CreateConfig:
+    """Validates the flags and turns them into a frozen `CreateConfig`."""
     for name in ("input_file", "output_file", "vocab_file"):
         if not FLAGS[name].value:
             raise UserError(f"--{name} is required")
@@ -100,7 +100,7 @@ def config_from_flags() -> PipelineConfig:
         raise UserError(f"--chunk_mb={FLAGS.chunk_mb}: must be > 0")
     if not FLAGS.shuffle_memory_mb >= 1:
         raise UserError(f"--shuffle_memory_mb={FLAGS.shuffle_memory_mb}: must be >= 1")
-    # Flag values are checked by PipelineConfig itself; the files only after that.
+    # Flag values are checked by CreateConfig itself; the files only after that.
     settings = dict(
         vocab_file=FLAGS.vocab_file,
         do_lower_case=FLAGS.do_lower_case,
@@ -123,22 +123,22 @@ def config_from_flags() -> PipelineConfig:
         log_examples=max(0, FLAGS.log_examples),
         progress_seconds=FLAGS.progress_seconds,
     )
-    PipelineConfig(input_files=(), output_files=(), **settings)
+    CreateConfig(input_files=(), output_files=(), **settings)
     inputs, outputs = job_entry.job_files(FLAGS.input_file, FLAGS.output_file,
                                           FLAGS.num_output_shards)
-    return PipelineConfig(input_files=inputs, output_files=outputs, **settings)
+    return CreateConfig(input_files=inputs, output_files=outputs, **settings)
 
 
-def run_on_beam(config: PipelineConfig, options: str) -> pipeline.RunSummary:
+def run_on_beam(config: CreateConfig, options: str) -> create_job.CreateSummary:
     """The job as an Apache Beam pipeline (Beam is imported only here: the `[beam]` extra)."""
-    from data_tools import beam_pipeline
+    from data_tools.pretraining_data import beam_create
 
-    return beam_pipeline.run(config, options)
+    return beam_create.run(config, options)
 
 
 @cli_main
 def main(argv: Sequence[str]) -> None:
-    job_entry.run_job(argv, config_from_flags, pipeline.run, run_on_beam,
+    job_entry.run_job(argv, config_from_flags, create_job.run, run_on_beam,
                       FLAGS.beam_pipeline_options,
                       [name for name in job_entry.LOCAL_ONLY_FLAGS if FLAGS[name].present])
 

@@ -15,9 +15,9 @@ beam = pytest.importorskip("apache_beam")
 
 from _records import count_frames  # noqa: E402
 
-from data_tools import beam_pipeline  # noqa: E402
 from data_tools.prepare import beam_prepare, prepare_job  # noqa: E402
 from data_tools.prepare.prepare_config import PrepareConfig  # noqa: E402
+from data_tools.pretraining_data import beam_create  # noqa: E402
 from data_tools.runtime import beam_runtime, sharded_output  # noqa: E402
 
 DIRECT = ("--runner=DirectRunner --direct_num_workers=2 "
@@ -174,7 +174,7 @@ def test_gzip_shards_equal_the_local_writers_whatever_the_part_sizes(tmp_path):
     (0, 2, 1 << 20, 0), (2 << 20, 2, 1 << 20, 0), (2 * 2**20 + 2, 2, 2**20, 1),
     (10 << 30, 4, 16 << 20, 8), (1 << 62, 1, 1, 24)])
 def test_bucket_bits_bound_each_group_by_the_budget(total, groups, budget, bits):
-    assert beam_pipeline.bucket_bits(total, groups, budget) == bits
+    assert beam_create.bucket_bits(total, groups, budget) == bits
 
 
 def test_success_is_read_from_the_outputs_when_the_runner_reports_no_metrics(

@@ -1,12 +1,12 @@
-"""Tests of data_tools.instances: NSP packing against a list-based transcription of the
-original algorithm, truncation counts against the original's token-by-token loop, MLM-only
-packing, and materialisation."""
+"""Tests of data_tools.pretraining_data.instances: NSP packing against a list-based
+transcription of the original algorithm, truncation counts against the original's token-by-token
+loop, MLM-only packing, and materialisation."""
 
 import numpy as np
 import pytest
 
-from data_tools import instances
-from data_tools.instances import (
+from data_tools.pretraining_data import instances
+from data_tools.pretraining_data.instances import (
     DocumentBuffer,
     PackingConfig,
     RandomStream,

@@ -19,9 +19,9 @@ import pytest
 import reference_instances
 
 from bert_tf.text import tokenization
-from data_tools import instances, tasks
 from data_tools.inputs import documents
-from data_tools.job_config import PipelineConfig
+from data_tools.pretraining_data import chunk_records, instances
+from data_tools.pretraining_data.create_config import CreateConfig
 
 
 def _books(corpus_path, n: int = 4) -> List[List[str]]:
@@ -52,11 +52,11 @@ def books(corpus_path, tmp_path_factory, google_vocab_path):
 
 
 def _ours(path, tokenizer, vocab, seed: int, short_seq_prob: float, store) -> Tuple[float, ...]:
-    config = PipelineConfig(input_files=(str(path),), output_files=("unused",),
-                            vocab_file=vocab, dupe_factor=5, random_seed=seed, chunk_bytes=500_000,
-                            packing=instances.PackingConfig(short_seq_prob=short_seq_prob))
+    config = CreateConfig(input_files=(str(path),), output_files=("unused",),
+                          vocab_file=vocab, dupe_factor=5, random_seed=seed, chunk_bytes=500_000,
+                          packing=instances.PackingConfig(short_seq_prob=short_seq_prob))
     lengths, labels = [], []
-    for _, batch in tasks.job_batches(config, tokenizer, str(store)):
+    for _, batch in chunk_records.job_batches(config, tokenizer, str(store)):
         lengths.append(batch.lengths)
         labels.append(batch.spans.is_random_next)
     return _figures(np.concatenate(lengths), np.concatenate(labels))

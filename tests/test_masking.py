@@ -1,10 +1,15 @@
-"""Tests of data_tools.masking on hand-made batches with seeded generators."""
+"""Tests of data_tools.pretraining_data.masking on hand-made batches with seeded generators."""
 
 import numpy as np
 import pytest
 
-from data_tools import masking
-from data_tools.masking import MaskingConfig, mask_batch, num_to_predict, unit_starts
+from data_tools.pretraining_data import masking
+from data_tools.pretraining_data.masking import (
+    MaskingConfig,
+    mask_batch,
+    num_to_predict,
+    unit_starts,
+)
 
 PAD, CLS, SEP, MASK = 0, 2, 3, 4
 VOCAB = 100

@@ -12,7 +12,7 @@ import tensorflow as tf
 from bert_tf.data import dynamic_masking, masking_rules
 from bert_tf.data.masking_rules import MaskingConfig
 from bert_tf.errors import UserError
-from data_tools import masking
+from data_tools.pretraining_data import masking
 
 
 def config(**kwargs) -> MaskingConfig:

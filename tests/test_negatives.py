@@ -1,4 +1,5 @@
-"""Tests of data_tools.negatives: NSP random next segments drawn as the original draws them.
+"""Tests of data_tools.pretraining_data.negatives: NSP random next segments drawn as the
+original draws them.
 
 Unit tests read a hand-made store whose every token id says where it comes from
 (document * 10000 + sentence * 100 + position), so each draw can be checked: B's document
@@ -22,9 +23,9 @@ import pytest
 import reference_instances
 
 from bert_tf.text import tokenization
-from data_tools import instances, negatives, tasks, token_store
 from data_tools.inputs import documents
-from data_tools.job_config import PipelineConfig
+from data_tools.pretraining_data import chunk_records, instances, negatives, token_store
+from data_tools.pretraining_data.create_config import CreateConfig
 
 
 def _write_docs(path, docs):
@@ -76,7 +77,7 @@ def test_the_index_numbers_each_document_once_across_its_pieces(store):
 def test_a_stored_chunk_gives_the_buffer_packing_would_build(tmp_path):
     docs = [[[5, 6], [], [7]], [[]], [[8, 9, 10]]]
     token_store.write_chunk(str(tmp_path), 4, docs, [10, 11, 12])
-    buf = tasks.stored_buffer(str(tmp_path), 4, sep_id=99)
+    buf = chunk_records.stored_buffer(str(tmp_path), 4, sep_id=99)
     ref = instances.DocumentBuffer.from_documents(docs, 99, [10, 11, 12])
     assert buf.ids.tolist() == ref.ids.tolist() == [5, 6, 7, 99, 8, 9, 10, 99]
     assert (buf.sent_start, buf.sent_end, buf.doc_sents, buf.doc_ids) == (
@@ -141,16 +142,16 @@ def topic_corpus(tmp_path_factory, google_vocab_path):
 
 
 def _trace(path, tokenizer, marker_ids, vocab, store):
-    config = PipelineConfig(input_files=(path,), output_files=("unused",), vocab_file=vocab,
-                            dupe_factor=2, random_seed=5, chunk_bytes=4000)
+    config = CreateConfig(input_files=(path,), output_files=("unused",), vocab_file=vocab,
+                          dupe_factor=2, random_seed=5, chunk_bytes=4000)
     lookup = np.full(len(tokenizer.vocab), -1)
     lookup[list(marker_ids)] = list(marker_ids.values())
     if store is None:  # each chunk alone (B from the chunk's own documents)
         batches = ((c.index, b) for c in documents.iter_chunks(config.input_files, 4000)
-                   for b in tasks.instance_batches(tasks.chunk_buffer(c, tokenizer), c.index,
-                                                   config, tokenizer))
+                   for b in chunk_records.instance_batches(
+                       chunk_records.chunk_buffer(c, tokenizer), c.index, config, tokenizer))
     else:
-        batches = tasks.job_batches(config, tokenizer, store)
+        batches = chunk_records.job_batches(config, tokenizer, store)
     a_docs, b_docs, rnd = [], [], []
     for _, batch in batches:
         doc = lookup[batch.input_ids]  # the unmasked ids: document of each marker
@@ -205,12 +206,12 @@ def _openings_share(path, vocab, store, monkeypatch, seed: int, short: float) ->
         return out
 
     monkeypatch.setattr(negatives.RandomNext, "choose", recording)
-    config = PipelineConfig(input_files=(str(path),), output_files=("unused",),
-                            vocab_file=vocab, dupe_factor=5, random_seed=seed,
-                            packing=instances.PackingConfig(short_seq_prob=short))
+    config = CreateConfig(input_files=(str(path),), output_files=("unused",),
+                          vocab_file=vocab, dupe_factor=5, random_seed=seed,
+                          packing=instances.PackingConfig(short_seq_prob=short))
     tokenizer = tokenization.FullTokenizer(vocab, True)
     random_next = sum(int(b.spans.is_random_next.sum())
-                      for _, b in tasks.job_batches(config, tokenizer, str(store)))
+                      for _, b in chunk_records.job_batches(config, tokenizer, str(store)))
     monkeypatch.undo()
     assert len(chosen) == random_next
     return len(set(chosen)) / random_next

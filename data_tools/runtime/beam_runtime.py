@@ -1,4 +1,4 @@
-"""The machinery the Beam forms of the data jobs share (`data_tools.beam_pipeline`,
+"""The machinery the Beam forms of the data jobs share (`data_tools.pretraining_data.beam_create`,
 `data_tools.prepare.beam_prepare`): options, the temporary directory, part files, shards, running
 and publishing.
 

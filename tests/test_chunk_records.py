@@ -1,6 +1,6 @@
-"""Tests of data_tools.tasks on the bundled corpus with Google's uncased vocab: instance
-statistics against the original's, per-instance consistency, serialised records read back
-with TensorFlow (v1 and v2 names), and the MLM-only and whole-word modes."""
+"""Tests of data_tools.pretraining_data.chunk_records on the bundled corpus with Google's
+uncased vocab: instance statistics against the original's, per-instance consistency, serialised
+records read back with TensorFlow (v1 and v2 names), and the MLM-only and whole-word modes."""
 
 import dataclasses
 
@@ -11,9 +11,9 @@ import tensorflow as tf
 from bert_tf.data import schema
 from bert_tf.errors import UserError
 from bert_tf.text import tokenization
-from data_tools import instances, masking, tasks
 from data_tools.inputs import documents
-from data_tools.job_config import PipelineConfig
+from data_tools.pretraining_data import chunk_records, instances, masking
+from data_tools.pretraining_data.create_config import CreateConfig
 from data_tools.records import example_codec, tfrecord_frames
 
 SEQ, PRED = 128, 20
@@ -28,12 +28,12 @@ def _config(vocab, tmp="/nonexistent", **kw):
     base = dict(input_files=(), output_files=(f"{tmp}/out.tfrecord",), vocab_file=vocab,
                 dupe_factor=1, num_workers=1, log_examples=0, progress_seconds=0)
     base.update(kw)
-    return PipelineConfig(**base)
+    return CreateConfig(**base)
 
 
 def _all_batches(config, tokenizer, path, store):
     config = dataclasses.replace(config, input_files=(str(path),))
-    return [b for _, b in tasks.job_batches(config, tokenizer, str(store))]
+    return [b for _, b in chunk_records.job_batches(config, tokenizer, str(store))]
 
 
 @pytest.fixture(scope="module")
@@ -44,10 +44,10 @@ def nsp_batches(tokenizer, google_vocab_path, corpus_path, tmp_path_factory):
 
 def test_statistics_match_the_original(nsp_batches, tokenizer):
     config, batches = nsp_batches
-    mcfg = tasks.masking_config(config, tokenizer)
-    stats = tasks.InstanceStats()
+    mcfg = chunk_records.masking_config(config, tokenizer)
+    stats = chunk_records.InstanceStats()
     for b in batches:
-        stats.add(tasks.batch_stats(b, SEQ))
+        stats.add(chunk_records.batch_stats(b, SEQ))
         # Every row has room, so the number of predictions is exactly num_to_predict.
         assert (b.masked.num_predictions == masking.num_to_predict(b.lengths, mcfg)).all()
     n = stats.instances
@@ -144,8 +144,8 @@ def test_mlm_only_packs_across_documents_and_fills(tokenizer, google_vocab_path,
 def test_whole_word_fixed_mode_on_real_words(tokenizer, google_vocab_path, corpus_path):
     config = _config(google_vocab_path, do_whole_word_mask=True)
     chunk = next(documents.iter_chunks([str(corpus_path)], config.chunk_bytes))
-    batch = next(tasks.instance_batches(tasks.chunk_buffer(chunk, tokenizer), chunk.index,
-                                        config, tokenizer))
+    buf = chunk_records.chunk_buffer(chunk, tokenizer)
+    batch = next(chunk_records.instance_batches(buf, chunk.index, config, tokenizer))
     cont = tokenizer.is_continuation
     words = multi = 0
     for ids, n, dec in zip(batch.input_ids, batch.lengths, batch.masked.decisions):
@@ -166,8 +166,8 @@ def test_a_full_disk_in_the_first_pass_is_one_line(tokenizer, monkeypatch, tmp_p
     def full(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(tasks.token_store, "write_chunk", full)
+    monkeypatch.setattr(chunk_records.token_store, "write_chunk", full)
     chunk = documents.Chunk(index=0, documents=[["a b c"]], num_bytes=6, doc_ids=[0])
     with pytest.raises(UserError, match=r"^cannot write the tokenized corpus under "
                        r".*: No space left on device \(--temp_dir chooses where it goes\)$"):
-        tasks.store_chunk(chunk, tokenizer, str(tmp_path))
+        chunk_records.store_chunk(chunk, tokenizer, str(tmp_path))

@@ -10,12 +10,12 @@ import dataclasses
 from typing import Tuple
 
 from bert_tf.errors import UserError
-from data_tools import instances, masking
+from data_tools.pretraining_data import instances, masking
 from data_tools.runtime import sharded_output
 
 
 @dataclasses.dataclass(frozen=True)
-class PipelineConfig:
+class CreateConfig:
     """Everything the job needs (built from flags by the entry point).
 
     Attributes:

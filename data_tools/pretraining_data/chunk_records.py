@@ -1,14 +1,15 @@
 """One task of the create-pretraining-data job: a chunk of documents -> framed TFRecords.
 
-A worker packs instances from its chunk's tokens for every dupe (`data_tools.instances`),
-shuffles them, masks them (`data_tools.masking`), serialises them
-(`data_tools.records.example_codec`) and frames them (`data_tools.records.tfrecord_frames`),
-all vectorised with numpy and without TensorFlow. The generator of task i is seeded from
-(random_seed, i) only, so a task's output does not depend on which process runs it, or when.
+A worker packs instances from its chunk's tokens for every dupe
+(`data_tools.pretraining_data.instances`), shuffles them, masks them
+(`data_tools.pretraining_data.masking`), serialises them (`data_tools.records.example_codec`)
+and frames them (`data_tools.records.tfrecord_frames`), all vectorised with numpy and without
+TensorFlow. The generator of task i is seeded from (random_seed, i) only, so a task's output
+does not depend on which process runs it, or when.
 
-A job runs in two passes (`data_tools.token_store`): `store_chunk` tokenizes a chunk into
-the store, then `process_stored` packs it, NSP instances drawing random next segments from
-the whole stored corpus. `process_chunk` does both at once, B from the chunk's own
+A job runs in two passes (`data_tools.pretraining_data.token_store`): `store_chunk` tokenizes a
+chunk into the store, then `process_stored` packs it, NSP instances drawing random next segments
+from the whole stored corpus. `process_chunk` does both at once, B from the chunk's own
 documents (a quick trial of the job on its first chunk).
 """
 
@@ -22,9 +23,9 @@ import numpy as np
 from bert_tf.data import schema
 from bert_tf.errors import UserError, reason
 from bert_tf.text import tokenization
-from data_tools import instances, masking, negatives, token_store
 from data_tools.inputs import documents
-from data_tools.job_config import PipelineConfig
+from data_tools.pretraining_data import instances, masking, negatives, token_store
+from data_tools.pretraining_data.create_config import CreateConfig
 from data_tools.records import example_codec, tfrecord_frames
 from data_tools.records.byte_rows import Rows
 
@@ -85,7 +86,7 @@ def task_rng(random_seed: int, index: int) -> np.random.Generator:
         np.random.SeedSequence(random_seed % (1 << 64), spawn_key=(0, index)))
 
 
-def masking_config(config: PipelineConfig, tokenizer: tokenization.FullTokenizer
+def masking_config(config: CreateConfig, tokenizer: tokenization.FullTokenizer
                    ) -> masking.MaskingConfig:
     """The masking settings of the job, with the special ids of the tokenizer's vocab."""
     return masking.MaskingConfig.from_vocab(
@@ -94,7 +95,7 @@ def masking_config(config: PipelineConfig, tokenizer: tokenization.FullTokenizer
         whole_word_mask_mode=config.whole_word_mask_mode, max_ngram_size=config.max_ngram_size)
 
 
-def build_instances(buf: instances.DocumentBuffer, config: PipelineConfig,
+def build_instances(buf: instances.DocumentBuffer, config: CreateConfig,
                     rng: np.random.Generator,
                     random_next: Optional[instances.RandomNextSource] = None
                     ) -> instances.Spans:
@@ -219,7 +220,7 @@ def stored_buffer(directory: str, index: int, sep_id: int) -> instances.Document
         list(zip(doc_first[:-1].tolist(), doc_first[1:].tolist())), doc_ids.tolist())
 
 
-def instance_batches(buf: instances.DocumentBuffer, index: int, config: PipelineConfig,
+def instance_batches(buf: instances.DocumentBuffer, index: int, config: CreateConfig,
                      tokenizer: tokenization.FullTokenizer,
                      reader: Optional[token_store.Reader] = None
                      ) -> Iterator[InstanceBatch]:
@@ -258,7 +259,7 @@ def chunk_buffer(chunk: documents.Chunk, tokenizer: tokenization.FullTokenizer
         tokenize(chunk, tokenizer), tokenizer.vocab[tokenization.SEP], chunk.doc_ids or None)
 
 
-def process_chunk(chunk: documents.Chunk, config: PipelineConfig,
+def process_chunk(chunk: documents.Chunk, config: CreateConfig,
                   tokenizer: tokenization.FullTokenizer, num_examples: int = 0) -> TaskResult:
     """Tokenizes, packs, masks, serialises and frames one chunk in one pass (B of NSP
     instances from the chunk's own documents: a trial of the job, not its output)."""
@@ -266,7 +267,7 @@ def process_chunk(chunk: documents.Chunk, config: PipelineConfig,
                           config, tokenizer, num_examples)
 
 
-def process_stored(task: StoredTask, config: PipelineConfig,
+def process_stored(task: StoredTask, config: CreateConfig,
                    tokenizer: tokenization.FullTokenizer, reader: token_store.Reader,
                    num_examples: int = 0) -> TaskResult:
     """The second pass of a task: packs the stored chunk, B from the whole corpus."""
@@ -276,7 +277,7 @@ def process_stored(task: StoredTask, config: PipelineConfig,
 
 
 def process_buffer(buf: instances.DocumentBuffer, index: int, num_bytes: int,
-                   config: PipelineConfig,
+                   config: CreateConfig,
                    tokenizer: tokenization.FullTokenizer, num_examples: int = 0,
                    reader: Optional[token_store.Reader] = None) -> TaskResult:
     """Packs, masks, serialises and frames one task's buffer (runs in a worker).
@@ -308,7 +309,7 @@ def process_buffer(buf: instances.DocumentBuffer, index: int, num_bytes: int,
     return TaskResult(index, data, lens, buf.num_documents, num_bytes, stats, examples)
 
 
-def job_batches(config: PipelineConfig, tokenizer: tokenization.FullTokenizer,
+def job_batches(config: CreateConfig, tokenizer: tokenization.FullTokenizer,
                 directory: str) -> Iterator[Tuple[int, InstanceBatch]]:
     """(task index, batch) of a whole job, in this process and in task order: what the job
     writes before its shuffle (for tests and benchmarks that trace instances). The corpus is

@@ -1,13 +1,12 @@
 """Random-next (NSP negative) segments drawn from the whole corpus, as the original draws them.
 
-The original `create_pretraining_data.py` picks the B segment of an IsRandom instance like
-this: a document uniformly from the whole corpus (10 tries to avoid A's own), a start
-sentence uniformly within it, then sentences from there until B reaches its target length
-or the document ends. `RandomNext` does exactly that over the tokenized corpus that the
-create job's first pass stored on disk (`data_tools.token_store`), so every sentence of the
-corpus can open a random B, whatever the corpus order and document length, with the
-random draws taken from the task's own generator (the output depends only on the input
-and the seed).
+The original `create_pretraining_data.py` picks the B segment of an IsRandom instance like this:
+a document uniformly from the whole corpus (10 tries to avoid A's own), a start sentence
+uniformly within it, then sentences from there until B reaches its target length or the document
+ends. `RandomNext` does exactly that over the tokenized corpus that the create job's first pass
+stored on disk (`data_tools.pretraining_data.token_store`), so every sentence of the corpus can
+open a random B, whatever the corpus order and document length, with the random draws taken from
+the task's own generator (the output depends only on the input and the seed).
 
 One deviation, kept from earlier releases: B never comes from A's own document. After the
 original's 10 tries (which a corpus of very few documents can fail), one of the other
@@ -22,7 +21,7 @@ from typing import List, Sequence, Tuple
 
 import numpy as np
 
-from data_tools import token_store
+from data_tools.pretraining_data import token_store
 
 _OFFSETS_BLOCK = 32  # sentence offsets read at once (a B segment spans a few sentences)
 

@@ -1,7 +1,8 @@
-"""Tests of data_tools.pipeline.run: byte-identical output for any worker count and memory
-budget, gzip, remote paths through tf.io.gfile (the ram:// filesystem), and properties of the
-whole output on corpora built to break them: a global shuffle (no corpus order, no bunched
-dupes) and no random next segment from A's own document when documents are long."""
+"""Tests of data_tools.pretraining_data.create_job.run: byte-identical output for any worker
+count and memory budget, gzip, remote paths through tf.io.gfile (the ram:// filesystem), and
+properties of the whole output on corpora built to break them: a global shuffle (no corpus
+order, no bunched dupes) and no random next segment from A's own document when documents are
+long."""
 
 import collections
 
@@ -9,16 +10,16 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf.data import schema
-from data_tools import pipeline
-from data_tools.instances import PackingConfig
-from data_tools.job_config import PipelineConfig
+from data_tools.pretraining_data import create_job
+from data_tools.pretraining_data.create_config import CreateConfig
+from data_tools.pretraining_data.instances import PackingConfig
 
 
 def _config(vocab, tmp="/nonexistent", **kw):
     base = dict(input_files=(), output_files=(f"{tmp}/out.tfrecord",), vocab_file=vocab,
                 dupe_factor=1, num_workers=1, log_examples=0, progress_seconds=0)
     base.update(kw)
-    return PipelineConfig(**base)
+    return CreateConfig(**base)
 
 
 def _small_corpus(tmp_path, corpus_lines, n_lines=2500):
@@ -37,7 +38,7 @@ def test_run_is_identical_for_any_worker_count_and_memory_budget(
         config = _config(google_vocab_path, input_files=(str(small),), output_files=files,
                          num_workers=workers, chunk_bytes=60_000, dupe_factor=2,
                          shuffle_memory_bytes=memory, temp_dir=str(tmp_path / "spill"))
-        summaries[workers, memory] = pipeline.run(config)
+        summaries[workers, memory] = create_job.run(config)
         outs[workers, memory] = [open(f, "rb").read() for f in files]
 
     for workers, memory in ((1, 256 << 20), (2, 256 << 20), (2, 100_000)):
@@ -69,8 +70,8 @@ def test_gzip_output_reads_back(tmp_path, corpus_lines, google_vocab_path):
     small = _small_corpus(tmp_path, corpus_lines, 600)
     plain, gz = str(tmp_path / "p.tfrecord"), str(tmp_path / "g.tfrecord.gz")
     for out, comp in ((plain, ""), (gz, "gzip")):
-        pipeline.run(_config(google_vocab_path, input_files=(str(small),), output_files=(out,),
-                             output_compression=comp))
+        create_job.run(_config(google_vocab_path, input_files=(str(small),), output_files=(out,),
+                               output_compression=comp))
     a = [r.numpy() for r in tf.data.TFRecordDataset(plain)]
     b = [r.numpy() for r in tf.data.TFRecordDataset(gz, compression_type="GZIP")]
     assert a == b and len(a) > 50
@@ -88,9 +89,9 @@ def test_remote_paths_through_tf_gfile(corpus_lines, google_vocab_path):
         f.write("\n".join(corpus_lines[:600]) + "\n")
     outs = [f"ram://cpd_test/out/t-{i}.tfrecord" for i in range(2)]
     # A small shuffle budget: the spilled buckets go beside the outputs, through gfile too.
-    summary = pipeline.run(_config(google_vocab_path, input_files=(src,),
-                                   output_files=tuple(outs), num_workers=1,
-                                   chunk_bytes=20_000, shuffle_memory_bytes=50_000))
+    summary = create_job.run(_config(google_vocab_path, input_files=(src,),
+                                     output_files=tuple(outs), num_workers=1,
+                                     chunk_bytes=20_000, shuffle_memory_bytes=50_000))
     assert sorted(tf.io.gfile.listdir("ram://cpd_test/out")) == ["t-0.tfrecord", "t-1.tfrecord"]
     n = sum(1 for _ in tf.data.TFRecordDataset(outs))
     assert n == summary.instances > 50
@@ -145,7 +146,7 @@ def test_output_order_is_independent_of_corpus_order_and_dupes_are_spread(tmp_pa
     config = _config(str(vocab), input_files=(str(corpus),), output_files=files,
                      chunk_bytes=4000, dupe_factor=4, shuffle_memory_bytes=60_000,
                      packing=PackingConfig(max_seq_length=32))
-    summary = pipeline.run(config)
+    summary = create_job.run(config)
     assert summary.instances > 3000
     for path in files:
         docs = np.array([a for a, _, _ in _source_documents(path)])
@@ -170,7 +171,7 @@ def test_random_next_segments_never_come_from_a_long_documents_own_text(tmp_path
     config = _config(str(vocab), input_files=(str(corpus),),
                      output_files=(str(tmp_path / "o.tfrecord"),), chunk_bytes=6000,
                      dupe_factor=2, packing=PackingConfig(max_seq_length=32))
-    pipeline.run(config)
+    create_job.run(config)
     records = _source_documents(str(tmp_path / "o.tfrecord"))
     random_next = [(a, b) for a, b, r in records if r == 1]
     is_next = [(a, b) for a, b, r in records if r == 0]
@@ -185,12 +186,12 @@ def test_random_next_segments_never_come_from_a_long_documents_own_text(tmp_path
 def test_the_shuffle_spills_locally_when_the_outputs_are_remote(tmp_path):
     import tempfile
 
-    from data_tools.job_config import PipelineConfig
-    from data_tools.pipeline import shuffle_temp_dir
+    from data_tools.pretraining_data.create_config import CreateConfig
+    from data_tools.pretraining_data.create_job import shuffle_temp_dir
 
     def config(output, temp_dir=""):
-        return PipelineConfig(input_files=("in.txt",), output_files=(output,),
-                              vocab_file="vocab.txt", temp_dir=temp_dir)
+        return CreateConfig(input_files=("in.txt",), output_files=(output,),
+                            vocab_file="vocab.txt", temp_dir=temp_dir)
 
     assert shuffle_temp_dir(config("gs://bucket/data/train.tfrecord")) == tempfile.gettempdir()
     assert shuffle_temp_dir(config(str(tmp_path / "train.tfrecord"))) == str(tmp_path)

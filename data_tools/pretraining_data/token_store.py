@@ -9,9 +9,9 @@ the corpus in chunks instead, so the create job runs in two passes over the chun
    table of every document's sentences is built from what the chunks report
    (`IndexBuilder`): a few integers per chunk in memory, 16 bytes per document on disk;
 2. each chunk is then packed, and a random next segment is read from the file of the
-   document drawn (`data_tools.negatives.RandomNext`): a few `pread`s of a few hundred
-   bytes, so memory stays flat however large the corpus, and every sentence of the corpus
-   can open a random B, as in the original.
+   document drawn (`data_tools.pretraining_data.negatives.RandomNext`): a few `pread`s of a
+   few hundred bytes, so memory stays flat however large the corpus, and every sentence of
+   the corpus can open a random B, as in the original.
 
 A chunk file holds, after a header of four int64 (magic, documents, sentences, tokens):
 the chunk's corpus document ids (int64 [documents]), each document's first sentence

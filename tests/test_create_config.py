@@ -1,16 +1,17 @@
-"""Tests of data_tools.job_config: defaults are the original script's, the config is frozen."""
+"""Tests of data_tools.pretraining_data.create_config: defaults are the original script's, the
+config is frozen."""
 
 import dataclasses
 
 import pytest
 
 from bert_tf.errors import UserError
-from data_tools.instances import PackingConfig
-from data_tools.job_config import PipelineConfig
+from data_tools.pretraining_data.create_config import CreateConfig
+from data_tools.pretraining_data.instances import PackingConfig
 
 
 def test_defaults_are_the_originals():
-    config = PipelineConfig(input_files=("a",), output_files=("b",), vocab_file="v")
+    config = CreateConfig(input_files=("a",), output_files=("b",), vocab_file="v")
     assert (config.packing.max_seq_length, config.max_predictions_per_seq,
             config.random_seed, config.dupe_factor, config.masked_lm_prob,
             config.packing.short_seq_prob, config.do_lower_case,
@@ -20,7 +21,7 @@ def test_defaults_are_the_originals():
 
 
 def test_config_is_frozen():
-    config = PipelineConfig(input_files=("a",), output_files=("b",), vocab_file="v")
+    config = CreateConfig(input_files=("a",), output_files=("b",), vocab_file="v")
     with pytest.raises(dataclasses.FrozenInstanceError):
         config.dupe_factor = 3
 
@@ -39,7 +40,7 @@ def test_config_is_frozen():
 ])
 def test_config_checks_itself_with_the_flag_names(change, message):
     with pytest.raises(UserError, match=message):
-        PipelineConfig(input_files=("a",), output_files=("b",), vocab_file="v", **change)
-    ok = PipelineConfig(input_files=("a",), output_files=("b",), vocab_file="v")
+        CreateConfig(input_files=("a",), output_files=("b",), vocab_file="v", **change)
+    ok = CreateConfig(input_files=("a",), output_files=("b",), vocab_file="v")
     with pytest.raises(UserError, match=message):  # replace() checks again
         dataclasses.replace(ok, **change)

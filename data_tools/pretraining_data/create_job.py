@@ -1,11 +1,11 @@
 """The create-pretraining-data job: chunks -> parallel workers -> global shuffle -> shards.
 
-The parent streams the input into chunks of whole documents (`data_tools.inputs.documents`); each
-chunk is one task (`data_tools.tasks`), run by a pool of worker processes. Results are
-consumed in task order, so the output is byte-identical whatever the number of workers.
-An NSP job makes two passes over the chunks: the first tokenizes them into a store on
-local disk (`data_tools.token_store`, removed at the end), the second packs them, drawing
-the random next segments from the whole corpus as the original does.
+The parent streams the input into chunks of whole documents (`data_tools.inputs.documents`);
+each chunk is one task (`data_tools.pretraining_data.chunk_records`), run by a pool of worker
+processes. Results are consumed in task order, so the output is byte-identical whatever the
+number of workers. An NSP job makes two passes over the chunks: the first tokenizes them into a
+store on local disk (`data_tools.pretraining_data.token_store`, removed at the end), the second
+packs them, drawing the random next segments from the whole corpus as the original does.
 
 Every record of the run then goes through one global shuffle
 (`data_tools.shuffle.external_shuffle`): each output file is a uniform random sample of all
@@ -35,12 +35,9 @@ from bert_tf import fileio
 from bert_tf.data import schema
 from bert_tf.errors import UserError
 from bert_tf.text import tokenization
-from data_tools import token_store
 from data_tools.inputs import documents, splits
-from data_tools.job_config import PipelineConfig
-from data_tools.runtime import process_pool, sharded_output
-from data_tools.shuffle import external_shuffle
-from data_tools.tasks import (
+from data_tools.pretraining_data import token_store
+from data_tools.pretraining_data.chunk_records import (
     InstanceStats,
     StoredTask,
     TaskResult,
@@ -48,14 +45,17 @@ from data_tools.tasks import (
     store_chunk,
     truncation_warning,
 )
+from data_tools.pretraining_data.create_config import CreateConfig
+from data_tools.runtime import process_pool, sharded_output
+from data_tools.shuffle import external_shuffle
 
-__all__ = ["PipelineConfig", "RunSummary", "run"]
+__all__ = ["CreateConfig", "CreateSummary", "run"]
 
 _MAX_LOGGED_TOKENS = 512
 
 
 @dataclasses.dataclass
-class RunSummary:
+class CreateSummary:
     """The outcome of `run`."""
 
     instances: int
@@ -75,7 +75,7 @@ class RunSummary:
 _WORKER: Dict[str, object] = {}
 
 
-def _init_worker(config: PipelineConfig, tokenizer: tokenization.FullTokenizer,
+def _init_worker(config: CreateConfig, tokenizer: tokenization.FullTokenizer,
                  store: Optional[token_store.StoreIndex] = None) -> None:
     # Started by data_tools.runtime.process_pool, which sets the signal handlers.
     _WORKER["config"] = config
@@ -83,7 +83,7 @@ def _init_worker(config: PipelineConfig, tokenizer: tokenization.FullTokenizer,
     _WORKER["reader"] = token_store.Reader(store) if store is not None else None
 
 
-def store_split(split: splits.Split, config: PipelineConfig,
+def store_split(split: splits.Split, config: CreateConfig,
                 tokenizer: tokenization.FullTokenizer, directory: str
                 ) -> Tuple[List[StoredTask], documents.CorpusStats]:
     """The first pass over one split: its chunks tokenized into the store."""
@@ -112,7 +112,7 @@ def _worker_task(task: StoredTask, num_examples: int, plan: Optional[external_sh
     return dataclasses.replace(result, frames=np.empty(0, np.uint8)), spilled
 
 
-def _map(fn: Callable, local_fn: Callable, calls: Iterable[tuple], config: PipelineConfig,
+def _map(fn: Callable, local_fn: Callable, calls: Iterable[tuple], config: CreateConfig,
          tokenizer: tokenization.FullTokenizer,
          store: Optional[token_store.StoreIndex] = None) -> Iterator:
     """`fn(*call)` for every call in order, on the job's worker processes (or `local_fn` in
@@ -131,7 +131,7 @@ def _map(fn: Callable, local_fn: Callable, calls: Iterable[tuple], config: Pipel
         _WORKER.clear()
 
 
-def job_results(config: PipelineConfig, tokenizer: tokenization.FullTokenizer,
+def job_results(config: CreateConfig, tokenizer: tokenization.FullTokenizer,
                 corpus_stats: documents.CorpusStats, progress: "_Progress",
                 plan: Callable[[], Optional[external_shuffle.SpillPlan]]
                 ) -> Iterator[Tuple[TaskResult, Optional[tuple]]]:
@@ -251,7 +251,7 @@ def log_example(example: Dict[str, object], tokenizer: tokenization.FullTokenize
                      " ".join(str(v) for v in values))
 
 
-def run(config: PipelineConfig) -> RunSummary:
+def run(config: CreateConfig) -> CreateSummary:
     """Runs the job: reads the inputs, writes every shard (atomically), returns a summary.
 
     Raises:
@@ -310,9 +310,9 @@ def run(config: PipelineConfig) -> RunSummary:
     num_records = shuffler.records
     warn_truncation(stats, config, corpus_stats)
     seconds = time.monotonic() - start
-    summary = RunSummary(num_records, progress.documents, corpus_stats.lines,
-                         len(config.output_files), bytes_written, seconds,
-                         corpus_stats.warnings, stats, shuffler.stats)
+    summary = CreateSummary(num_records, progress.documents, corpus_stats.lines,
+                            len(config.output_files), bytes_written, seconds,
+                            corpus_stats.warnings, stats, shuffler.stats)
     logging.info("wrote %d instances to %d shard(s), %.1f MB of records, in %.1f s (%.0f "
                  "instances/s); "
                  "%d documents, %d lines; %d warning(s)", summary.instances, summary.shards,
@@ -338,7 +338,7 @@ def log_shuffle(shuffler: external_shuffle.ExternalShuffle) -> None:
                  st.written_bytes / per, st.read_bytes / per, st.split_buckets)
 
 
-def temp_location(config: PipelineConfig) -> str:
+def temp_location(config: CreateConfig) -> str:
     """Where temporary files go: --temp_dir, else beside the outputs when they are local,
     else the machine's temporary directory (spilling to gs:// would move every record
     through the network twice more)."""
@@ -349,7 +349,7 @@ def temp_location(config: PipelineConfig) -> str:
     return os.path.dirname(config.output_files[0]) or "."
 
 
-def shuffle_temp_dir(config: PipelineConfig) -> str:
+def shuffle_temp_dir(config: CreateConfig) -> str:
     """`temp_location`, logged with what goes there, so the user knows where the space goes."""
     where = temp_location(config)
     what = "the shuffle's records beyond --shuffle_memory_mb"
@@ -359,7 +359,7 @@ def shuffle_temp_dir(config: PipelineConfig) -> str:
     return where
 
 
-def warn_truncation(stats: InstanceStats, config: PipelineConfig,
+def warn_truncation(stats: InstanceStats, config: CreateConfig,
                     corpus_stats: documents.CorpusStats) -> None:
     """Logs and counts the warning about lines too long for an instance, if any."""
     packing = config.packing

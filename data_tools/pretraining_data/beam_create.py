@@ -1,16 +1,16 @@
 """The create-pretraining-data job as an Apache Beam pipeline (Dataflow, Flink, Spark, Direct).
 
 `python -m data_tools.create_pretraining_data ... --beam_pipeline_options="--runner=..."`
-runs the same job as `data_tools.pipeline` and writes the same bytes:
+runs the same job as `data_tools.pretraining_data.create_job` and writes the same bytes:
 
 1. The launcher plans the splits (`data_tools.inputs.splits`: file sizes only, the local runner's
    plan, so the same tasks and per-task seeds) and runs the first chunk itself, so that a
    job that fails on real text, the vocab or the flags fails before the pipeline. It reads
    nothing else of the corpus.
 2. Workers read their splits and tokenize the chunks into the token store under the
-   temporary directory (`pipeline.store_split`); one worker builds the store's index from
+   temporary directory (`create_job.store_split`); one worker builds the store's index from
    their reports (a side input of the next step). Workers then pack each stored chunk
-   (`tasks.process_stored`), reading random next segments from the whole store as the local
+   (`chunk_records.process_stored`), reading random next segments from the whole store as the local
    runner does (a store under gs:// is first copied to each worker's disk). Each record
    gets the global shuffle's key (`external_shuffle.record_keys`); shard = key % num_shards.
 3. Records are grouped by (shard, bucket), the bucket being the key's top bits, with enough
@@ -38,13 +38,13 @@ from absl import logging
 from bert_tf import fileio
 from bert_tf.errors import UserError
 from bert_tf.text import tokenization
-from data_tools import pipeline, token_store
 from data_tools.inputs import documents, splits
-from data_tools.job_config import PipelineConfig
+from data_tools.pretraining_data import create_job, token_store
+from data_tools.pretraining_data.chunk_records import InstanceStats, process_chunk, process_stored
+from data_tools.pretraining_data.create_config import CreateConfig
 from data_tools.runtime import beam_runtime
 from data_tools.runtime.beam_runtime import NAMESPACE, beam
 from data_tools.shuffle import external_shuffle
-from data_tools.tasks import InstanceStats, process_chunk, process_stored
 
 _MAX_BUCKET_BITS = 24
 
@@ -58,7 +58,7 @@ class _Store(beam.DoFn):
     """split -> a `StoredTask` (with its report) per chunk: the split read by this worker,
     its chunks tokenized into the store; its counts go to counters (per file by index)."""
 
-    def __init__(self, config: PipelineConfig, directory: str):
+    def __init__(self, config: CreateConfig, directory: str):
         self.config = config
         self.directory = directory
 
@@ -66,7 +66,7 @@ class _Store(beam.DoFn):
         self.tokenizer = load_tokenizer(self.config)
 
     def process(self, split):
-        stored, stats = pipeline.store_split(split, self.config, self.tokenizer, self.directory)
+        stored, stats = create_job.store_split(split, self.config, self.tokenizer, self.directory)
         for name, value in (("lines", stats.lines), ("documents_read", stats.documents),
                             (f"lines_{split.file_index}", stats.file_lines.get(split.path, 0)),
                             (f"bad_utf8_{split.file_index}", stats.bad_utf8.get(split.path, 0))):
@@ -102,7 +102,7 @@ class _Tasks(beam.DoFn):
     (task, keys uint64 bytes, frame lengths int64 bytes, frames)), the bucket being the
     keys' top `bits` bits."""
 
-    def __init__(self, config: PipelineConfig, bits: int):
+    def __init__(self, config: CreateConfig, bits: int):
         self.config = config
         self.bits = bits
 
@@ -120,7 +120,7 @@ class _Tasks(beam.DoFn):
         examples = config.log_examples if task.index == store.task_ids[0] else 0
         result = process_stored(task, config, self.tokenizer, self.reader, examples)
         for example in result.examples:
-            pipeline.log_example(example, self.tokenizer, config.use_v2_feature_names)
+            create_job.log_example(example, self.tokenizer, config.use_v2_feature_names)
         stats = result.stats
         for name in _STATS_FIELDS:
             self.counters[name].inc(getattr(stats, name))
@@ -186,22 +186,22 @@ def _sort_group(item, directory: str):
     return beam_runtime.write_part(directory, shard, bucket, data)
 
 
-def load_tokenizer(config: PipelineConfig) -> tokenization.FullTokenizer:
+def load_tokenizer(config: CreateConfig) -> tokenization.FullTokenizer:
     return tokenization.FullTokenizer(
         config.vocab_file, config.do_lower_case,
         required_tokens=(tokenization.UNK, tokenization.CLS, tokenization.SEP,
                          tokenization.MASK))
 
 
-def run(config: PipelineConfig, options: str) -> pipeline.RunSummary:
-    """Runs the job on Beam; writes the same shards as `pipeline.run(config)`.
+def run(config: CreateConfig, options: str) -> create_job.CreateSummary:
+    """Runs the job on Beam; writes the same shards as `create_job.run(config)`.
 
     Args:
         config: the job.
         options: Beam pipeline options, e.g. "--runner=DataflowRunner --project=...".
 
     Raises:
-        UserError: as `pipeline.run`, before the pipeline starts where possible.
+        UserError: as `create_job.run`, before the pipeline starts where possible.
     """
     start = time.monotonic()
     # Workers may run elsewhere (a portable runner's in their own working directory).
@@ -264,12 +264,12 @@ def run(config: PipelineConfig, options: str) -> pipeline.RunSummary:
     stats = InstanceStats(**{name: counters.get(name, 0) for name in _STATS_FIELDS},
                           decisions=tuple(counters.get(n, 0) for n in
                                           ("mask", "keep", "random")))
-    pipeline.warn_truncation(stats, config, corpus_stats)
+    create_job.warn_truncation(stats, config, corpus_stats)
     seconds = time.monotonic() - start
-    summary = pipeline.RunSummary(stats.instances, counters.get("documents", 0),
-                                  corpus_stats.lines, len(outputs),
-                                  counters.get("shard_bytes", written), seconds,
-                                  corpus_stats.warnings, stats)
+    summary = create_job.CreateSummary(stats.instances, counters.get("documents", 0),
+                                       corpus_stats.lines, len(outputs),
+                                       counters.get("shard_bytes", written), seconds,
+                                       corpus_stats.warnings, stats)
     if not counters:  # no counts to report: never "0 instances" beside complete shards
         logging.info("Beam: wrote %d shard(s), %.1f MB of records, in %.1f s; %d lines; %d "
                      "warning(s)", summary.shards, summary.bytes_written / 1e6, seconds,
@@ -284,7 +284,7 @@ def run(config: PipelineConfig, options: str) -> pipeline.RunSummary:
     return summary
 
 
-def _try_first_chunk(split_plan: List[splits.Split], config: PipelineConfig) -> float:
+def _try_first_chunk(split_plan: List[splits.Split], config: CreateConfig) -> float:
     """Runs the job's first chunk here (its text, the vocab and the flags fail before the
     pipeline starts); returns its record bytes per text byte, whence the key buckets.
 
@@ -301,6 +301,6 @@ def _try_first_chunk(split_plan: List[splits.Split], config: PipelineConfig) -> 
     raise _no_text(config)
 
 
-def _no_text(config: PipelineConfig) -> UserError:
+def _no_text(config: CreateConfig) -> UserError:
     return UserError(f"no text to write: the {len(config.input_files)} input file(s) hold no "
                      "document with a token (empty, blank or unreadable lines only)")

@@ -8,18 +8,17 @@ with the [SEP] between documents inside). The packing loop therefore only deals 
 integers (offsets and lengths, via `bisect`), and `materialize` builds every token matrix in
 one vectorised gather.
 
-NSP packing follows the original `create_instances_from_document` step by step (target
-length per document, chunk accumulation, random split point `a_end`, random next with "put
-back", `truncate_seq_pair`). The random next segment comes from the whole corpus, as in the
-original, through a `RandomNext` source (`data_tools.negatives`: a uniformly drawn document,
-a uniformly drawn start sentence, never A's own document); its tokens are appended after the
-buffer's. Without one, B comes from the buffer's other documents, which is the original
-exactly when the buffer holds the whole corpus; only a buffer of a single document takes B
-from A's own document, as the original does.
-Truncation removes from the longer segment (ties: `B`), front or back with probability 1/2 per
-token, exactly as the original; since which segment loses each token does not depend on the
-coin flips, only the counts are computed, and the number of front removals is one binomial
-draw (same distribution, O(1) for a 10 MB line).
+NSP packing follows the original `create_instances_from_document` step by step (target length
+per document, chunk accumulation, random split point `a_end`, random next with "put back",
+`truncate_seq_pair`). The random next segment comes from the whole corpus, as in the original,
+through a `RandomNext` source (`data_tools.pretraining_data.negatives`: a uniformly drawn
+document, a uniformly drawn start sentence, never A's own document); its tokens are appended
+after the buffer's. Without one, B comes from the buffer's other documents, which is the
+original exactly when the buffer holds the whole corpus; only a buffer of a single document
+takes B from A's own document, as the original does. Truncation removes from the longer segment
+(ties: `B`), front or back with probability 1/2 per token, exactly as the original; since which
+segment loses each token does not depend on the coin flips, only the counts are computed, and
+the number of front removals is one binomial draw (same distribution, O(1) for a 10 MB line).
 """
 
 from __future__ import annotations
@@ -143,7 +142,7 @@ class DocumentBuffer:
 
 
 class RandomNextSource(Protocol):
-    """Where random next segments come from (`data_tools.negatives.RandomNext`)."""
+    """Where random next segments come from (`data_tools.pretraining_data.negatives.RandomNext`)."""
 
     def draw(self, uniform_int, doc: int, target: int) -> Tuple[int, int]:
         """(start, end) of a segment for A from buffer document `doc`, `target` tokens."""
