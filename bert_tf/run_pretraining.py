@@ -7,6 +7,15 @@ read only here and turned at once into frozen configs (`RunConfig`), which the l
 
 Every check that can fail on user input runs before training starts and ends the run with a
 one-line `error: ...` and a non-zero exit.
+
+Run health: `--eval_every_n_steps=N` evaluates `--max_eval_steps` batches of
+`--eval_input_file` at every multiple of N (a console line, `eval/` summaries and a line of
+`output_dir/eval_history.jsonl`, read by `bert_tf.training.eval_history.read_eval_history`).
+A NaN/Inf loss, or after warmup a loop's loss above `--divergence_threshold` times its recent
+level, stops the run with one `error:` line naming the step, the last checkpoint (kept) and
+what to try (`bert_tf.training.health`). With `--dynamic_masking`, masked-LM evaluation
+(periodic and `--do_eval`) masks each eval record once at 15% with a fixed seed, whatever
+`--masked_lm_prob` is, so runs compare; on static records it uses the records' own masks.
 """
 
 from __future__ import annotations
@@ -109,10 +118,20 @@ flags.DEFINE_integer("seed", 12345, "Seeds initialization, dropout, shuffling an
 flags.DEFINE_integer("log_every_n_steps", 100,
                      "Progress line every N steps; also after the first loop and every 30 s "
                      "(at loop boundaries).")
-flags.DEFINE_integer("keep_checkpoint_max", 5, "Recent checkpoints to keep.")
+flags.DEFINE_integer("keep_checkpoint_max", 5,
+                     "Recent checkpoints to keep (2 at least: the newest may hold a state that "
+                     "the next loss shows diverged).")
 flags.DEFINE_integer("max_steps_per_run", 0,
                      "Stop this process after N steps with a checkpoint (0 = no limit); rerun "
                      "with the same --output_dir to continue.")
+flags.DEFINE_integer("eval_every_n_steps", 0,
+                     "Evaluate --max_eval_steps batches of --eval_input_file every N training "
+                     "steps (0 = off): a console line, eval/ summaries and a line of "
+                     "eval_history.jsonl in --output_dir.")
+flags.DEFINE_float("divergence_threshold", 2.0,
+                   "Stop the run when, after --num_warmup_steps, a loop's mean loss exceeds "
+                   "this factor times its recent level (median of the last 10 loops) and is "
+                   "1 nat above it; 0 = off. A NaN or Inf loss always stops it.")
 flags.DEFINE_float("max_train_minutes", 0,
                    "Training-time budget of the run (0 = none): minutes of train calls, summed "
                    "over resumes (start-up, graph tracing, checkpoint saves and eval do not "
@@ -131,7 +150,7 @@ class RunConfig:
         optimizer: the optimizer settings.
         distribution: strategy, precision, XLA.
         train_input: the training input (None without do_train).
-        eval_input: the eval input (None without do_eval).
+        eval_input: the eval input (None without do_eval or eval_every_n_steps).
         do_train, do_eval: what to run.
         input_position: --input_position ("auto" is resolved once the strategy exists).
     """
@@ -186,7 +205,7 @@ def config_from_flags() -> RunConfig:
         raise UserError(f"--learning_rate must be positive, got {FLAGS.learning_rate}")
 
     from bert_tf.data import input_validation, masking_rules
-    from bert_tf.data.input_config import InputConfig
+    from bert_tf.data.input_config import EVAL_MASKING_SEED, InputConfig, eval_masking
     from bert_tf.training import distribution, optimization, trainer
 
     masking = None
@@ -201,7 +220,11 @@ def config_from_flags() -> RunConfig:
             raise UserError(f"--{' and --'.join(ignored)} appl{'ies' if len(ignored) == 1 else 'y'}"
                             " only with --dynamic_masking (the stored masks are used as "
                             "written)")
-    if FLAGS.dynamic_masking and FLAGS.do_train:
+    if FLAGS.eval_every_n_steps and not FLAGS.do_train:
+        raise UserError("--eval_every_n_steps applies only with --do_train")
+    # Periodic or final evaluation; with --dynamic_masking it masks too (at 15%).
+    evaluates = FLAGS.do_eval or FLAGS.eval_every_n_steps > 0
+    if FLAGS.dynamic_masking:
         if not FLAGS.vocab_file:
             raise UserError("--dynamic_masking needs --vocab_file: the ids of [MASK], [CLS], "
                             "[SEP] and [PAD] differ between vocabularies")
@@ -225,8 +248,9 @@ def config_from_flags() -> RunConfig:
             max_predictions_per_seq=FLAGS.max_predictions_per_seq,
             vocab_size=bert_config.vocab_size,
             is_training=is_training,
-            seed=FLAGS.seed,
-            masking=masking if is_training else None,
+            # Eval masks dynamically at one fixed rate and seed (see input_config).
+            masking=masking if is_training or masking is None else eval_masking(masking),
+            seed=FLAGS.seed if is_training else EVAL_MASKING_SEED,
             drop_remainder=is_training,
             skip_corrupt_records=FLAGS.skip_corrupt_records,
         )
@@ -242,14 +266,16 @@ def config_from_flags() -> RunConfig:
     train_input = eval_input = None
     if FLAGS.do_train:
         train_input = input_config(_required("input_file"), True, "input_file")
-    if FLAGS.do_eval:
+    if evaluates:
         what = "eval_input_file" if FLAGS.eval_input_file else "input_file"
         eval_input = input_config(FLAGS.eval_input_file or _required("input_file"), False, what)
         if not FLAGS.eval_input_file or set(eval_input.resolved_files.files) & set(
                 train_input.resolved_files.files if train_input else ()):
-            logging.warning("--do_eval reads training files (%s): its figures measure "
+            logging.warning("%s reads training files (%s): its figures measure "
                             "memorisation, not generalisation; give held-out records with "
-                            "--eval_input_file", "no --eval_input_file" if not
+                            "--eval_input_file",
+                            "--do_eval" if FLAGS.do_eval else "--eval_every_n_steps",
+                            "no --eval_input_file" if not
                             FLAGS.eval_input_file else "--eval_input_file overlaps --input_file")
 
     if FLAGS.distribution_strategy == "tpu" and FLAGS["num_gpus"].present:
@@ -293,6 +319,9 @@ def config_from_flags() -> RunConfig:
         use_nsp=not FLAGS.no_nsp,
         seed=FLAGS.seed,
         dtype_policy=FLAGS.dtype_policy,
+        num_warmup_steps=FLAGS.num_warmup_steps,
+        divergence_threshold=FLAGS.divergence_threshold,
+        eval_every_n_steps=FLAGS.eval_every_n_steps,
     )
     if FLAGS.init_checkpoint:
         from bert_tf.training import checkpointing
@@ -331,14 +360,15 @@ def run(config: RunConfig) -> Optional[dict]:
         optimizer_fn=lambda: optimization.create_optimizer(config.optimizer, clock=clock),
         clock=clock,
     )
+    eval_input = config.eval_input
+    if eval_input is not None and distribution.is_tpu_strategy(strategy):
+        # TPUs need static shapes: the last partial eval batch is dropped.
+        eval_input = dataclasses.replace(eval_input, drop_remainder=True)
     if config.do_train:
-        runner.train(trainer.pretraining_dataset_fn(_positioned(config, strategy)))
+        runner.train(trainer.pretraining_dataset_fn(_positioned(config, strategy)),
+                     trainer.pretraining_dataset_fn(eval_input) if eval_input else None)
         _report_skipped("training", config.train_input)
     if config.do_eval:
-        eval_input = config.eval_input
-        if distribution.is_tpu_strategy(strategy):
-            # TPUs need static shapes: the last partial eval batch is dropped.
-            eval_input = dataclasses.replace(eval_input, drop_remainder=True)
         results = runner.evaluate(trainer.pretraining_dataset_fn(eval_input))
         _report_skipped("eval", config.eval_input)
         return results

@@ -311,12 +311,42 @@ def test_dynamic_masking_gives_fresh_masks_of_the_same_records(tmp_path):
     assert not np.array_equal(masks[0], masks[1]) and not np.array_equal(masks[1], masks[2])
 
 
-def test_eval_keeps_the_stored_masks_even_with_dynamic_masking(tmp_path):
-    examples = write_files(tmp_path, num_files=1, per_file=4)
-    ds = make_pretraining_dataset(config(tmp_path, is_training=False, masking=masking()))
-    (batch,) = collect(ds)
-    np.testing.assert_array_equal(batch["masked_lm_positions"],
-                                  [e["masked_lm_positions"] for e in examples])
+def test_eval_with_dynamic_masking_masks_each_record_once_whatever_the_batching(tmp_path):
+    # An eval input masks every record from (seed, file, record): each pass, any batch size
+    # and any number of input pipelines give the same masks (periodic evaluations of a run
+    # and runs of other layouts compare), unlike the stored ones; another seed, other masks.
+    from bert_tf.data.dynamic_masking import restore_original_ids
+
+    examples = write_files(tmp_path, num_files=2, per_file=6)
+    cfg = config(tmp_path, is_training=False, drop_remainder=False,
+                 masking=masking(masked_lm_prob=0.3))
+
+    def masks_by_example(*datasets):
+        found = {}
+        for ds in datasets:
+            for b in collect(ds):
+                # Position 1 holds the example's id, maybe masked now: read it unmasked.
+                original = restore_original_ids(*(tf.constant(b[k]) for k in (
+                    "input_ids", "masked_lm_positions", "masked_lm_ids",
+                    "masked_lm_weights"))).numpy()
+                for i, index in enumerate(original[:, 1] - ID_BASE):
+                    found[int(index)] = tuple(map(tuple, (b["input_ids"][i],
+                                                     b["masked_lm_positions"][i])))
+        return found
+
+    first = masks_by_example(make_pretraining_dataset(cfg))
+    assert sorted(first) == list(range(12))
+    assert masks_by_example(make_pretraining_dataset(cfg)) == first
+    assert masks_by_example(make_pretraining_dataset(dataclasses.replace(cfg, batch_size=5))
+                            ) == first
+    assert masks_by_example(*(make_pretraining_dataset(cfg, tf.distribute.InputContext(
+        2, pipeline, 2)) for pipeline in range(2))) == first
+    stored = {i: tuple(e["masked_lm_positions"]) for i, e in enumerate(examples)}
+    assert sum(first[i][1] != stored[i] for i in stored) >= 6
+    other_seed = masks_by_example(make_pretraining_dataset(dataclasses.replace(cfg, seed=99)))
+    assert sum(other_seed[i] != first[i] for i in first) >= 6
+    # masked_lm_prob 0.3 of 7-10 real tokens: 2 or 3 predictions (the stored ones have 1-3).
+    assert {sum(1 for p in first[i][1] if p) for i in first} <= {2, 3}
 
 
 # ----------------------------------------------------------------------------- errors

@@ -7,7 +7,8 @@
 - --max_train_minutes stops at a loop boundary with a checkpoint, then evaluates;
 - Ctrl-C stops with exit 130 and leaves only complete checkpoints;
 - (SIGTERM: tests/test_preemption.py, at --steps_per_loop=1000, with one and two workers;)
-- a non-finite loss stops with one `error:` line naming the step and saves nothing after it;
+- a non-finite loss stops with one `error:` line naming the step and saves nothing after it
+  (loss spikes and --eval_every_n_steps: tests/test_health.py);
 - eval-only with another --bert_config_file is one `error:` line (strict restore);
 - init_checkpoint warm-starts a longer-sequence "phase 2" and reports unused variables;
 - --dynamic_masking takes the special ids from --vocab_file and trains;
@@ -234,13 +235,21 @@ def test_non_finite_loss_stops_with_one_line_naming_the_step(data, tmp_path):
     lines = error_lines(proc.stderr)
     assert len(lines) == 1
     match = re.fullmatch(r"error: non-finite loss \((nan|inf|-inf)\) at step (\d+); stopped "
-                         r"without saving it \(last checkpoint: (.*)\)", lines[0])
+                         r"without saving it \((.*)\); try a lower --learning_rate or a "
+                         r"longer warmup \(--num_warmup_steps; --warmup_proportion when "
+                         r"fine-tuning\)", lines[0])
     assert match, lines[0]
     bad_step = int(match.group(2))
     assert bad_step >= 2  # step 1 starts from the finite initial weights
     saved = sorted(int(p.name[5:-6]) for p in tmp_path.glob("ckpt-*.index"))
-    assert saved == list(range(1, bad_step))  # every good step, nothing from the bad one
-    assert match.group(3).endswith(f"ckpt-{bad_step - 1}")
+    assert saved == list(range(1, bad_step))  # every step before, nothing from the bad one
+    # The state saved at bad_step - 1 gave the bad loss: the one before is the good one.
+    if bad_step == 2:
+        assert re.fullmatch(r"last checkpoint: .*ckpt-1, the state that gave this loss",
+                            match.group(3)), match.group(3)
+    else:
+        assert re.fullmatch(rf"last good checkpoint: .*ckpt-{bad_step - 2}, kept; a rerun "
+                            r"resumes from it", match.group(3)), match.group(3)
     assert "Traceback" not in proc.stderr
 
 
@@ -297,6 +306,10 @@ def test_max_train_minutes_stops_at_a_loop_boundary_saves_and_evaluates(data, tm
 @pytest.mark.parametrize("overrides, message", [
     ({"unknown_flag": "1"}, r"error: Unknown command line flag 'unknown_flag'"),
     ({"max_train_minutes": -1}, r"error: --max_train_minutes must be >= 0, got -1.0"),
+    ({"eval_every_n_steps": 2, "do_train": "false", "do_eval": "true"},
+     r"error: --eval_every_n_steps applies only with --do_train"),
+    ({"divergence_threshold": 0.5},
+     r"error: --divergence_threshold must be 0 \(off\) or above 1, got 0.5"),
     ({"do_train": "false"}, r"error: at least one of --do_train or --do_eval must be true"),
     ({"max_seq_length": 128},
      r"error: --max_seq_length=128 exceeds max_position_embeddings=64 of the bert_config"),

@@ -13,7 +13,9 @@ once in `bert_tf.data.masking_rules`: the count rule, the candidates, the 80/10/
 Everything is TF ops on a batch, for a `tf.data` map. Randomness comes only from the stateless
 ops seeded by the caller's `seed` tensor, so a (seed, batch index) pair always gives the same
 masks: runs are reproducible and resumable, and a record read in another epoch (another batch
-index) gets a fresh mask.
+index) gets a fresh mask. Evaluation wants the opposite (`remask_records`): one mask per
+record, drawn from the record's own place in the input, the same at every evaluation and
+whatever the batch size or the number of input pipelines.
 
 Whole-word masking (`do_whole_word_mask`, e.g. `from_vocab_file(..., do_whole_word_mask=True)`)
 follows the writer's default ("fixed") whole-word rules: a piece starting with "##" joins the
@@ -35,7 +37,7 @@ from bert_tf.data.masking_rules import KEEP_FRACTION, MASK_FRACTION, MaskingConf
 from bert_tf.errors import UserError
 
 __all__ = ["MaskingConfig", "mask_tokens", "num_to_predict", "remask_batch",
-           "restore_original_ids", "word_ids"]
+           "remask_records", "restore_original_ids", "word_ids"]
 
 
 def check_supported(config: MaskingConfig) -> None:
@@ -281,3 +283,38 @@ def remask_batch(
     out = dict(features)
     out.update(mask_tokens(original, features[schema.INPUT_MASK], seed, config))
     return out
+
+
+def remask_records(
+    features: Dict[str, tf.Tensor], seed: int, file_index: tf.Tensor, record_index: tf.Tensor,
+    config: MaskingConfig
+) -> Dict[str, tf.Tensor]:
+    """`remask_batch` with one seed per record, for evaluation.
+
+    Each record is masked as a batch of one, seeded by (seed, its file, its record number),
+    so its mask does not depend on the batch it is in: every evaluation of a run, and of
+    another run with another batch size or replica count, scores the same masks.
+
+    Args:
+        features: a parsed batch, as for `remask_batch`.
+        seed: the eval masking seed.
+        file_index: [batch] int, each record's file (its index in the input's file list).
+        record_index: [batch] int, each record's number in its file.
+        config: the masking settings.
+
+    Returns:
+        A new dict: the same features, with input_ids and masked_lm_* replaced.
+    """
+    base = tf.constant([seed, 0], tf.int64)
+
+    def one(args):
+        row, file, record = args
+        row_seed = tf.random.experimental.stateless_fold_in(
+            tf.random.experimental.stateless_fold_in(base, tf.cast(file, tf.int64)),
+            tf.cast(record, tf.int64))
+        out = remask_batch({k: v[None] for k, v in row.items()}, row_seed, config)
+        return {k: v[0] for k, v in out.items()}
+
+    signature = {k: tf.TensorSpec(v.shape[1:], v.dtype) for k, v in features.items()}
+    return tf.map_fn(one, (dict(features), file_index, record_index),
+                     fn_output_signature=signature)

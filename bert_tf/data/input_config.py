@@ -34,6 +34,19 @@ class InputFiles:
 
 _COMPRESSIONS = ("auto", "", "GZIP")
 
+# Masked-LM evaluation of a run that masks dynamically: one rate and one seed for every run,
+# whatever --masked_lm_prob and --seed it trains with, so that their held-out figures compare.
+# The rate is BERT's (what create_pretraining_data writes by default); runs on static records
+# are evaluated on the records' own masks.
+EVAL_MASKED_LM_PROB = 0.15
+EVAL_MASKING_SEED = 15
+
+
+def eval_masking(masking: masking_rules.MaskingConfig) -> masking_rules.MaskingConfig:
+    """The eval input's masking for a run that trains with `masking`: the same vocabulary
+    ids and whole-word setting, at EVAL_MASKED_LM_PROB."""
+    return dataclasses.replace(masking, masked_lm_prob=EVAL_MASKED_LM_PROB)
+
 
 @dataclasses.dataclass(frozen=True)
 class InputConfig:
@@ -51,9 +64,11 @@ class InputConfig:
         cycle_length: files read in parallel.
         compression: "auto" (detect gzip from each file's magic bytes), "" or "GZIP".
         use_v2_feature_names: "auto" (detect from the first record), True or False.
-        masking: draw fresh masks each epoch with these settings (dynamic masking); None
-            keeps the stored masks. Training only: eval keeps the stored masks so that its
-            losses stay comparable between runs.
+        masking: draw new masks with these settings (dynamic masking); None keeps the
+            stored masks. Training draws fresh masks every batch (every epoch differs); eval
+            (is_training False) draws one mask per record from `seed` and the record's place,
+            the same at every evaluation (give it `eval_masking(...)` and
+            `EVAL_MASKING_SEED`, so that runs trained at any rate score the same masks).
         drop_remainder: drop the last partial batch, giving fully static shapes (use True for
             training; for eval False keeps every example).
         validate_files: read the first record of each file before building the pipeline.

@@ -293,7 +293,7 @@ def make_pretraining_dataset(
         records = _shuffled_records(config, inputs, mode, pipeline_id, num_pipelines)
     batches = records.batch(config.batch_size, drop_remainder=config.drop_remainder)
 
-    masking = config.masking if config.is_training else None
+    masking = config.masking
     v2 = inputs.use_v2_feature_names
     base_seed = tf.constant([config.seed, pipeline_id], tf.int64)
 
@@ -306,10 +306,13 @@ def make_pretraining_dataset(
         serialized, file_index, record_index = batch
         features = check_batch(parse_batch(serialized, config, v2), config.vocab_size,
                                config.max_seq_length, (paths, file_index, record_index))
-        if masking is not None:
+        if masking is not None and config.is_training:
             # One stateless seed per batch: reproducible, and fresh for every epoch.
             seed = tf.random.experimental.stateless_fold_in(base_seed, index)
             features = dynamic_masking.remask_batch(features, seed, masking)
+        elif masking is not None:  # eval: each record's own mask, the same at every pass
+            features = dynamic_masking.remask_records(features, config.seed, file_index,
+                                                      record_index, masking)
         return features
 
     dataset = batches.enumerate(start=first_batch).map(

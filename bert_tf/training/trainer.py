@@ -11,7 +11,7 @@ killed run on the same trajectory: model, optimizer, step, dropout RNG and each 
 input position (`checkpointing`, `resume`; where none was saved, the input skips the batches).
 
 Failure handling: bad input found inside the graph becomes a one-line `UserError`; a
-non-finite loss stops the run with a `UserError` naming the step, without saving that state;
+diverged loss (`health`) stops the run with a `UserError` naming the step, without saving it;
 Ctrl-C stops at once and leaves only complete checkpoints; SIGTERM (a preempted VM; to any
 worker) saves the step reached after the current call, on every worker, and stops.
 """
@@ -35,6 +35,8 @@ from bert_tf.training import (
     checkpoint_paths,
     checkpointing,
     distribution,
+    eval_history,
+    health,
     objectives,
     preemption,
     resume,
@@ -62,7 +64,7 @@ class TrainerConfig:
         eval_batch_size: GLOBAL examples per eval batch.
         num_train_steps: total optimizer steps of the run.
         save_checkpoints_steps: save every this many steps (and at the end).
-        keep_checkpoint_max: number of recent checkpoints kept.
+        keep_checkpoint_max: number of recent checkpoints kept (2 at least, see health).
         steps_per_loop: train steps between host-side logging and checkpoint checks.
         gradient_accumulation_steps: k micro-batches summed per optimizer step.
         log_every_n_steps: progress report interval; there is also a report after the first
@@ -81,6 +83,9 @@ class TrainerConfig:
         seed: seeds model initialization and dropout.
         use_xla: XLA-compile the per-replica step.
         dtype_policy: float32, mixed_bfloat16 or mixed_float16 (adds loss scaling).
+        num_warmup_steps, divergence_threshold: after warmup, a loss spike of this factor stops
+            the run (0 = off; see bert_tf.training.health).
+        eval_every_n_steps: evaluate `train`'s eval input every N steps (0 = off).
     """
 
     output_dir: str
@@ -100,6 +105,9 @@ class TrainerConfig:
     seed: int = 12345
     use_xla: bool = False
     dtype_policy: str = "float32"
+    num_warmup_steps: int = 0
+    divergence_threshold: float = health.DEFAULT_THRESHOLD
+    eval_every_n_steps: int = 0
 
     def __post_init__(self) -> None:
         positive = ("train_batch_size", "eval_batch_size", "num_train_steps",
@@ -108,8 +116,10 @@ class TrainerConfig:
         for name in positive:
             if getattr(self, name) <= 0:
                 raise UserError(f"--{name} must be positive, got {getattr(self, name)}")
-        if self.max_steps_per_run < 0:
-            raise UserError(f"--max_steps_per_run must be >= 0, got {self.max_steps_per_run}")
+        for name in ("max_steps_per_run", "num_warmup_steps", "eval_every_n_steps"):
+            if getattr(self, name) < 0:
+                raise UserError(f"--{name} must be >= 0, got {getattr(self, name)}")
+        health.check_threshold(self.divergence_threshold)
         if not self.max_train_minutes >= 0:
             raise UserError(f"--max_train_minutes must be >= 0, got {self.max_train_minutes}")
         if not self.output_dir:
@@ -250,15 +260,17 @@ class Trainer:
         per_replica_batch = self.micro_batch_size * cfg.gradient_accumulation_steps
         arithmetic = resume.arithmetic(dataset_fn)
         unsupported = None if arithmetic else resume.unsupported_reason(self.strategy)
+        # Two at least: the newest may be a state that the next loss shows diverged (health).
+        keep = max(cfg.keep_checkpoint_max, health.MIN_CHECKPOINTS_KEPT)
         train_input = None if arithmetic or unsupported else resume.TrainInput(
-            self.strategy, dataset_fn, per_replica_batch, cfg.output_dir, cfg.keep_checkpoint_max)
+            self.strategy, dataset_fn, per_replica_batch, cfg.output_dir, keep)
         checkpoint = tf.train.Checkpoint(
             model=self.model, optimizer=self.optimizer, step=self.step,
             rng=checkpointing.seed_state_variables(self.model),
             **(train_input.checkpoint_objects() if train_input else {}),
             **clock_checkpoint_objects(self.clock))
         saver = checkpointing.CheckpointSaver(
-            cfg.output_dir, checkpoint, self.step, cfg.keep_checkpoint_max, self.worker_index,
+            cfg.output_dir, checkpoint, self.step, keep, self.worker_index,
             also_save=train_input.save_own if train_input else None)
         latest = tf.train.latest_checkpoint(cfg.output_dir)
         problem = unsupported
@@ -293,14 +305,17 @@ class Trainer:
             train_input.resume_at(start, latest, problem)
         return saver, train_input, start
 
-    def train(self, dataset_fn: DatasetFn) -> TrainResult:
+    def train(self, dataset_fn: DatasetFn,
+              eval_dataset_fn: Optional[DatasetFn] = None) -> TrainResult:
         """Trains to `num_train_steps`, resuming from the latest checkpoint in output_dir.
+
+        Evaluates `eval_dataset_fn` (if given) every eval_every_n_steps (`eval_history`).
 
         Returns:
             The steps run and their losses.
 
         Raises:
-            UserError: bad input, a checkpoint that does not fit, or a non-finite loss.
+            UserError: bad input, a checkpoint that does not fit, or a diverged loss.
             KeyboardInterrupt: on Ctrl-C (only complete checkpoints remain).
             checkpointing.Terminated: on SIGTERM to any worker (a preempted VM), after the
                 current call (seconds) and a checkpoint of the step reached.
@@ -320,6 +335,9 @@ class Trainer:
                                   metrics_fn=self.objective.metrics)
         all_losses = []
         step, last_report = start, None
+        detector = health.DivergenceDetector(cfg.divergence_threshold, cfg.num_warmup_steps)
+        periodic = eval_history.PeriodicEval(cfg.output_dir, cfg.eval_every_n_steps if
+                                             eval_dataset_fn else 0, start, self.is_chief)
         if start >= cfg.num_train_steps:
             logging.info("already trained to step %d (num_train_steps=%d)", start, stop)
         before_first = (f"stopped by SIGTERM at step {start} before its first train call ended: "
@@ -336,17 +354,15 @@ class Trainer:
             try:
                 while step < stop:
                     to_save = cfg.save_checkpoints_steps - step % cfg.save_checkpoints_steps
-                    n = min(cfg.steps_per_loop, stop - step, to_save)
+                    n = min(cfg.steps_per_loop, stop - step, to_save, periodic.steps_to_next(step))
                     step_losses, sums, seconds = host_loop.run(
                         lambda k: self._call(self.steps.train_loop, iterator, tf.constant(k)), n)
                     progress.add(step_losses, sums, seconds)
                     all_losses.append(step_losses)
-                    bad = np.flatnonzero(~np.isfinite(step_losses))
-                    if bad.size:
-                        raise UserError(
-                            f"non-finite loss ({step_losses[bad[0]]}) at step "
-                            f"{step + bad[0] + 1}; stopped without saving it "
-                            f"(last checkpoint: {saver.latest or 'none'})")
+                    diverged = detector.observe(step + 1, step_losses)
+                    if diverged:  # (decided alike on every worker: the losses are reduced)
+                        raise UserError(health.stop_message(diverged, cfg.output_dir,
+                                                            self.is_chief))
                     step = int(self.step.numpy())
                     if host_loop.time_up and step < stop:  # the chief's clock, agreed
                         logging.info("--max_train_minutes=%g reached at step %d: saving a "
@@ -360,9 +376,12 @@ class Trainer:
                     if step % cfg.save_checkpoints_steps == 0 or step == stop:
                         path = saver.save()
                         logging.info("saved checkpoint %s", path)
+                    if periodic.due(step) and not host_loop.stopped:
+                        periodic.run(step, lambda: self._eval_results(eval_dataset_fn))
             finally:
                 host_loop.log_summary()
                 progress.close()
+                periodic.close()
         if self.clock is not None:
             logging.info("training clock %.2f s of the %.0f s budget at step %d; learning "
                          "rate %.6e", self.clock.seconds, self.clock.budget_seconds, step,
@@ -412,6 +431,17 @@ class Trainer:
         """
         if not self._trained:
             self.restore_for_eval()
+        results, sums, batches = self._eval_results(dataset_fn, max_steps)
+        logging.info("evaluated %d batches (%d examples)", batches, int(sums["num_examples"]))
+        logger = ProgressLogger(self.config.output_dir, 0, 0, write_summaries=self.is_chief)
+        logger.report_eval(results)
+        logger.close()
+        if self.is_chief:
+            write_eval_results(os.path.join(self.config.output_dir, EVAL_RESULTS_FILE), results)
+        return results
+
+    def _eval_results(self, dataset_fn: DatasetFn, max_steps: Optional[int] = None):
+        """(metrics with "global_step", global sums, batches) of one pass over dataset_fn."""
         iterator = iter(self.distribute_dataset(dataset_fn, self.eval_batch_per_replica))
         max_steps = self.config.max_eval_steps if max_steps is None else max_steps
         batches, sums = self._call(self.steps.eval_loop, iterator, tf.constant(max_steps))
@@ -420,13 +450,7 @@ class Trainer:
             raise UserError("eval input is empty: no batch to evaluate")
         results = {k: float(v) for k, v in self.objective.metrics(sums).items()}
         results["global_step"] = int(self.step.numpy())
-        logging.info("evaluated %d batches (%d examples)", int(batches), int(sums["num_examples"]))
-        logger = ProgressLogger(self.config.output_dir, 0, 0, write_summaries=self.is_chief)
-        logger.report_eval(results)
-        logger.close()
-        if self.is_chief:
-            write_eval_results(os.path.join(self.config.output_dir, EVAL_RESULTS_FILE), results)
-        return results
+        return results, sums, int(batches)
 
     def predict(self, dataset_fn: DatasetFn, num_batches: int) -> Dict[str, np.ndarray]:
         """Per-example predictions (`Objective.predictions`) of `num_batches` global batches.

@@ -1,0 +1,369 @@
+"""Tests of run health: bert_tf.training.health (divergence stop) and
+bert_tf.training.eval_history (evaluation during training, eval_history.jsonl).
+
+- the spike detector on hand-made loss sequences: no trip during warmup or on ordinary
+  noise, a trip on a 3x jump after warmup and on NaN/Inf, the last good checkpoint chosen;
+- eval_history.jsonl: append, torn lines, a step evaluated twice, the schedule and timing;
+- in-process: periodic evaluation leaves the trajectory (losses and final weights, dropout
+  on) exactly as without it, lands on multiples of N and agrees with `Trainer.evaluate`;
+- end to end (`python -m bert_tf.run_pretraining`): a learning rate that really diverges
+  stops with one `error:` line naming the step, the kept checkpoint (which restores, and
+  which a rerun at a sane learning rate resumes from) and the advice;
+  `--eval_every_n_steps` with `--dynamic_masking --masked_lm_prob=0.4` writes the history,
+  console lines and summaries, and evaluates masks drawn at 15%.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import math
+import os
+import re
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from _pretraining_helpers import (
+    blocks_dataset_fn,
+    error_lines,
+    progress_steps,
+    run_module,
+    synthetic_examples,
+    tiny_bert_config,
+    write_bert_config,
+    write_tfrecords,
+)
+
+from bert_tf.data import masking_rules
+from bert_tf.errors import UserError
+from bert_tf.modeling.pretraining_model import BertPretrainingModel
+from bert_tf.training import checkpoint_paths, eval_history, health, optimization, trainer
+from bert_tf.training.health import Divergence, DivergenceDetector
+
+MODULE = "bert_tf.run_pretraining"
+ADVICE = re.escape(health.ADVICE)
+
+
+# ----------------------------------------------------------------- the spike detector
+
+
+def feed(detector, losses, steps_per_loop=1, first_step=1):
+    """Feeds per-step losses loop by loop; returns the first Divergence (or None)."""
+    for start in range(0, len(losses), steps_per_loop):
+        found = detector.observe(first_step + start, losses[start:start + steps_per_loop])
+        if found:
+            return found
+    return None
+
+
+def test_no_trip_during_warmup_even_on_a_3x_jump():
+    detector = DivergenceDetector(threshold=2.0, warmup_steps=10)
+    assert feed(detector, [6.0] * 6 + [18.0] * 4) is None  # steps 7-10: inside the warmup
+    assert detector.level() == 6.0  # the median ignores the four jumps among ten
+
+
+def test_trips_on_a_3x_jump_after_warmup_at_its_first_step():
+    detector = DivergenceDetector(threshold=2.0, warmup_steps=5)
+    losses = [7.0, 6.0, 5.0, 4.0, 3.5, 3.0, 3.0, 3.2, 9.0, 9.5, 30.0]
+    found = feed(detector, losses)
+    assert found == Divergence(step=9, loss=9.0, level=3.75)  # median of steps 1-8
+    # A loop of 4 steps whose mean is above the bar: the first step above it by itself (6.0
+    # is not above 2 x 3.0).
+    detector = DivergenceDetector(threshold=2.0, warmup_steps=0)
+    assert feed(detector, [3.0] * 12 + [3.1, 6.0, 12.0, 12.0], steps_per_loop=4) == Divergence(
+        step=15, loss=12.0, level=3.0)
+
+
+def test_ordinary_noise_and_falling_losses_do_not_trip():
+    rng = np.random.default_rng(0)
+    steps = np.arange(1, 20001)
+    # A pretraining-like curve (10.4 -> ~2) with 5% per-step noise, as small batches give
+    # (the demo run's per-step losses varied by 2%, at most 1.05x their recent median).
+    curve = (2.0 + 8.4 * np.exp(-steps / 3000)) * (1 + 0.05 * rng.standard_normal(steps.size))
+    assert feed(DivergenceDetector(warmup_steps=100), curve.tolist()) is None
+    assert feed(DivergenceDetector(warmup_steps=100), curve.tolist(), steps_per_loop=50) is None
+    # Fine-tuning: a loss near 0.05 that reads up to 0.6 on hard batches is 12x its level
+    # but under 1 nat above it.
+    small = np.abs(0.05 + 0.02 * rng.standard_normal(3000))
+    small[::97] = 0.6
+    assert feed(DivergenceDetector(), small.tolist()) is None
+    # The same jump above 1 nat does stop it.
+    found = feed(DivergenceDetector(), small[:200].tolist() + [1.2])
+    assert (found.step, found.loss) == (201, 1.2) and 0.03 < found.level < 0.1
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_a_non_finite_loss_trips_at_once_warmup_or_not(bad):
+    detector = DivergenceDetector(threshold=0, warmup_steps=1000)  # spike rule off
+    assert feed(detector, [5.0, 5.0]) is None
+    found = detector.observe(3, [5.0, bad, 5.0])
+    assert found.step == 4 and found.non_finite and (found.loss == bad or math.isnan(bad))
+
+
+def test_the_spike_rule_waits_for_history_and_can_be_turned_off():
+    # A resumed run starts without history: three loops before the rule acts.
+    assert feed(DivergenceDetector(), [3.0, 3.0, 50.0]) is None
+    assert feed(DivergenceDetector(), [3.0, 3.0, 3.0, 50.0]) is not None
+    assert feed(DivergenceDetector(threshold=0), [3.0] * 10 + [1e6]) is None
+    for bad in (0.5, 1.0, -2.0):
+        with pytest.raises(UserError, match=rf"^--divergence_threshold must be 0 \(off\) or "
+                                            rf"above 1, got {bad}$"):
+            DivergenceDetector(threshold=bad)
+
+
+def test_the_last_good_checkpoint_is_the_newest_whose_next_loss_was_healthy():
+    saved = ["/run/ckpt-2", "/run/ckpt-4", "/run/ckpt-6"]
+    # The loss of step 7 comes from the state saved at step 6: ckpt-6 is condemned.
+    spike = Divergence(step=7, loss=30.0, level=3.0)
+    assert spike.last_good_checkpoint(saved) == "/run/ckpt-4"
+    assert spike.message(saved) == (
+        "loss diverged at step 7: 30, 10.0x its recent level 3; stopped without saving it "
+        f"(last good checkpoint: /run/ckpt-4, kept; a rerun resumes from it); {health.ADVICE}")
+    assert Divergence(step=8, loss=30.0, level=3.0).last_good_checkpoint(saved) == "/run/ckpt-6"
+    nan = Divergence(step=3, loss=math.nan)
+    assert nan.message(["/run/ckpt-2"]) == (
+        "non-finite loss (nan) at step 3; stopped without saving it (last checkpoint: "
+        f"/run/ckpt-2, the state that gave this loss); {health.ADVICE}")
+    assert "(no checkpoint saved before it)" in nan.message([])
+
+
+# ----------------------------------------------------------------- eval_history.jsonl
+
+
+def test_history_appends_lines_and_reads_past_a_torn_one(tmp_path):
+    path = os.fspath(tmp_path / eval_history.EVAL_HISTORY_FILE)
+    assert eval_history.read_eval_history(os.fspath(tmp_path)) == []
+    eval_history.append_record(path, {"step": 2, "loss": 5.0})
+    eval_history.append_record(path, {"step": 4, "loss": 4.0})
+    with open(path, "a") as f:
+        f.write('{"step": 6, "lo')  # a crash in the middle of a line
+    assert [r["step"] for r in eval_history.read_eval_history(path)] == [2, 4]
+    # A resumed run evaluates step 4 again, then goes on: the torn line stays on its own.
+    eval_history.append_record(path, {"step": 4, "loss": 3.9})
+    eval_history.append_record(path, {"step": 6, "loss": 3.5})
+    lines = open(path).read().splitlines()
+    assert lines[2] == '{"step": 6, "lo' and len(lines) == 5
+    assert eval_history.read_eval_history(os.fspath(tmp_path)) == [
+        {"step": 2, "loss": 5.0}, {"step": 4, "loss": 3.9}, {"step": 6, "loss": 3.5}]
+
+
+def test_periodic_eval_schedule_and_training_seconds(tmp_path):
+    now = [100.0]
+    periodic = eval_history.PeriodicEval(os.fspath(tmp_path), 5, start_step=5, write=True,
+                                         clock=lambda: now[0])
+    assert [periodic.steps_to_next(s) for s in (5, 7, 9, 10)] == [5, 3, 1, 5]
+    assert [s for s in range(5, 21) if periodic.due(s)] == [10, 15, 20]  # not the start
+
+    def evaluate():
+        now[0] += 30.0  # an evaluation of 30 s
+        return {"loss": 3.0, "masked_lm_loss": 2.5, "global_step": 10}, {"num_examples": 8}, 1
+
+    now[0] = 112.0
+    assert periodic.run(10, evaluate) == {"loss": 3.0, "masked_lm_loss": 2.5}
+    now[0] = 150.0
+    periodic.run(15, evaluate)
+    periodic.close()
+    records = eval_history.read_eval_history(os.fspath(tmp_path))
+    # Training time without the evaluations: 12 s, then 12 + (150 - 142) = 20 s.
+    assert [(r["step"], r["train_seconds"]) for r in records] == [(10, 12.0), (15, 20.0)]
+    assert records[0] == {"step": 10, "loss": 3.0, "masked_lm_loss": 2.5, "train_seconds": 12.0,
+                          "start_step": 5, "sums": {"num_examples": 8.0}}
+    off = eval_history.PeriodicEval(os.fspath(tmp_path), 0, 0, write=True)
+    assert not any(off.due(s) for s in range(1, 100)) and off.steps_to_next(3) > 10**12
+
+
+# ----------------------------------------------------------------- in the trainer
+
+STEPS = 6
+BATCH = 8
+
+
+def make_trainer(output_dir, **overrides):
+    config = dict(output_dir=os.fspath(output_dir), train_batch_size=BATCH, eval_batch_size=8,
+                  num_train_steps=STEPS, save_checkpoints_steps=3, log_every_n_steps=100,
+                  steps_per_loop=4, use_xla=False)
+    config.update(overrides)
+    # Dropout on: an evaluation that drew from the dropout RNG would move the trajectory.
+    bert = tiny_bert_config(hidden_dropout_prob=0.2, attention_probs_dropout_prob=0.2)
+    opt = optimization.OptimizerConfig(learning_rate=1e-3, num_train_steps=STEPS,
+                                       num_warmup_steps=1)
+    return trainer.Trainer(
+        trainer.TrainerConfig(**config), tf.distribute.OneDeviceStrategy("/cpu:0"),
+        model_fn=lambda: BertPretrainingModel(bert),
+        optimizer_fn=lambda: optimization.create_optimizer(opt))
+
+
+def summary_scalars(directory):
+    scalars = {}
+    for path in sorted(glob.glob(os.path.join(directory, "events.out.tfevents.*"))):
+        for event in tf.compat.v1.train.summary_iterator(path):
+            for value in event.summary.value:
+                scalars.setdefault(value.tag, []).append(
+                    (event.step, float(tf.make_ndarray(value.tensor))))
+    return scalars
+
+
+def test_periodic_eval_leaves_the_trajectory_unchanged(tmp_path, caplog):
+    examples = synthetic_examples(64, seed=3)
+    held_out = blocks_dataset_fn(synthetic_examples(20, seed=4), repeat=False)
+    plain = make_trainer(tmp_path / "plain")
+    plain_result = plain.train(blocks_dataset_fn(examples))
+    caplog.set_level("INFO", logger="absl")
+    evaluated = make_trainer(tmp_path / "eval", eval_every_n_steps=2)
+    result = evaluated.train(blocks_dataset_fn(examples), held_out)
+    np.testing.assert_array_equal(result.losses, plain_result.losses)
+    for ours, ref in zip(evaluated.model.weights, plain.model.weights):
+        np.testing.assert_array_equal(ours.numpy(), ref.numpy(), err_msg=ours.path)
+    assert evaluated.optimizer.iterations.numpy() == plain.optimizer.iterations.numpy()
+
+    history = eval_history.read_eval_history(os.fspath(tmp_path / "eval"))
+    assert [r["step"] for r in history] == [2, 4, 6]
+    assert all(r["sums"]["num_examples"] == 20 for r in history)
+    assert history[0]["masked_lm_loss"] != history[2]["masked_lm_loss"]  # it trained
+    # The last periodic evaluation is the end-of-training eval of the same weights.
+    final = evaluated.evaluate(held_out)
+    for key in ("loss", "masked_lm_loss", "masked_lm_accuracy", "next_sentence_loss",
+                "next_sentence_accuracy"):
+        assert history[2][key] == pytest.approx(final[key], rel=1e-6), key
+    lines = re.findall(r"eval at step (\d+) \(20 examples\): masked_lm_accuracy \S+ \| "
+                       r"masked_lm_loss \S+ \| next_sentence_accuracy \S+ \| "
+                       r"next_sentence_loss \S+ \| loss \S+ \(3 batches", caplog.text)
+    assert lines == ["2", "4", "6"]
+    scalars = summary_scalars(os.fspath(tmp_path / "eval" / "eval"))
+    # Periodic evaluations at 2, 4, 6, then the final one at 6, in the same run directory.
+    assert [s for s, _ in scalars["masked_lm_accuracy"]] == [2, 4, 6, 6]
+    np.testing.assert_allclose([v for _, v in scalars["masked_lm_loss"]][:3],
+                               [r["masked_lm_loss"] for r in history], rtol=1e-6)
+
+
+# ----------------------------------------------------------------- end to end
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("data")
+    write_tfrecords(root / "train.tfrecord", synthetic_examples(96, seed=11,
+                                                                uneven_weights=False))
+    write_tfrecords(root / "eval.tfrecord", synthetic_examples(24, seed=12))
+    write_bert_config(root / "bert_config.json")
+    return root
+
+
+def cli_flags(data, output_dir, **overrides):
+    flags = {
+        "bert_config_file": data / "bert_config.json",
+        "input_file": data / "train.tfrecord",
+        "eval_input_file": data / "eval.tfrecord",
+        "output_dir": output_dir,
+        "max_seq_length": 16,
+        "max_predictions_per_seq": 4,
+        "train_batch_size": 8,
+        "eval_batch_size": 8,
+        "learning_rate": 1e-3,
+        "num_train_steps": 6,
+        "num_warmup_steps": 2,
+        "save_checkpoints_steps": 3,
+        "log_every_n_steps": 1,
+        "do_train": "true",
+    }
+    flags.update(overrides)
+    return [f"--{k}={v}" for k, v in flags.items() if v is not None]
+
+
+def test_a_diverging_learning_rate_stops_with_one_line_and_keeps_a_good_checkpoint(
+        data, tmp_path):
+    # lr 10 without clipping: the loss passes 40 within the 3 warmup steps (no stop there)
+    # and goes to the thousands after them.
+    out = tmp_path / "out"
+    proc = run_module(MODULE, cli_flags(data, out, learning_rate=10, clip_norm=0,
+                                        num_warmup_steps=3, num_train_steps=30,
+                                        save_checkpoints_steps=1, keep_checkpoint_max=1))
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    lines = error_lines(proc.stderr)
+    assert len(lines) == 1, proc.stderr[-3000:]
+    match = re.fullmatch(rf"error: loss diverged at step (\d+): (\S+), (\S+)x its recent level "
+                         rf"(\S+); stopped without saving it \(last good checkpoint: (\S+), "
+                         rf"kept; a rerun resumes from it\); {ADVICE}", lines[0])
+    assert match, lines[0]
+    step, loss, level = int(match.group(1)), float(match.group(2)), float(match.group(4))
+    assert step > 3 and loss > 2 * level
+    good = match.group(5)
+    assert good == os.fspath(out / f"ckpt-{step - 2}")
+    # Nothing saved from the bad step on; keep_checkpoint_max=1 still kept two, and the good
+    # one is the latest of the index (the state that gave the bad loss is out of it).
+    saved = sorted(int(p.name[5:-6]) for p in out.glob("ckpt-*.index"))
+    assert saved == [step - 2, step - 1]
+    assert tf.train.latest_checkpoint(os.fspath(out)) == good
+    assert list(tf.train.get_checkpoint_state(os.fspath(out)).all_model_checkpoint_paths) == [
+        good]
+    # The good checkpoint restores into the model (every variable), at its step, with
+    # finite weights.
+    model = BertPretrainingModel(tiny_bert_config())
+    step_var = tf.Variable(0, dtype=tf.int64)
+    checkpoint_paths.read_strictly(good, {"model": model, "step": step_var})
+    assert int(step_var.numpy()) == step - 2
+    assert all(np.isfinite(w.numpy()).all() for w in model.weights)
+    # The advice taken: a rerun at a sane learning rate resumes from it and trains on.
+    rerun = run_module(MODULE, cli_flags(data, out, learning_rate=1e-3, clip_norm=0,
+                                         num_warmup_steps=3, num_train_steps=step + 2,
+                                         save_checkpoints_steps=1, keep_checkpoint_max=1))
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert f"resuming from {good} at step {step - 2}" in rerun.stderr
+    assert progress_steps(rerun.stderr) == list(range(step - 1, step + 3))
+
+
+def expected_predictions(examples, masking):
+    """The masked positions the count rule gives each record (masking_rules' reference)."""
+    ids = examples["input_ids"].copy()
+    for row, (positions, labels, weights) in enumerate(zip(
+            examples["masked_lm_positions"], examples["masked_lm_ids"],
+            examples["masked_lm_weights"])):
+        ids[row, positions[weights > 0]] = labels[weights > 0]  # the unmasked tokens
+    total = 0
+    specials = (masking.cls_token_id, masking.sep_token_id, masking.pad_token_id)
+    for row_ids, row_mask in zip(ids, examples["input_mask"]):
+        real = row_mask > 0
+        candidates = int((real & ~np.isin(row_ids, specials)).sum())
+        total += min(masking_rules.num_to_predict(int(real.sum()), masking), candidates)
+    return total
+
+
+def test_eval_every_n_steps_with_dynamic_masking_evaluates_15_percent_masks(data, tmp_path):
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(123)]
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(words) + "\n")
+    out = tmp_path / "out"
+    proc = run_module(MODULE, cli_flags(data, out, dynamic_masking="true", vocab_file=vocab,
+                                        masked_lm_prob=0.4, eval_every_n_steps=2,
+                                        steps_per_loop=5, do_eval="true"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    history = eval_history.read_eval_history(os.fspath(out))
+    assert [r["step"] for r in history] == [2, 4, 6]
+    assert [r["start_step"] for r in history] == [0, 0, 0]
+    assert 0 < history[0]["train_seconds"] < history[1]["train_seconds"]
+    # Every evaluation scores the same masks, drawn at 15% whatever --masked_lm_prob says.
+    eval_examples = synthetic_examples(24, seed=12)
+    rule = masking_rules.MaskingConfig.from_vocab_file(os.fspath(vocab), 4, 0.15)
+    at_15 = expected_predictions(eval_examples, rule)
+    at_40 = expected_predictions(eval_examples, masking_rules.MaskingConfig.from_vocab_file(
+        os.fspath(vocab), 4, 0.4))
+    assert at_15 < at_40
+    assert [r["sums"]["mlm_weight"] for r in history] == [at_15] * 3
+    assert all(r["sums"]["num_examples"] == 24 for r in history)
+    # One console line per evaluation.
+    lines = re.findall(r"eval at step (\d+) \(24 examples\): masked_lm_accuracy [0-9.]+ \| "
+                       r"masked_lm_loss [0-9.]+ \| next_sentence_accuracy [0-9.]+",
+                       proc.stderr)
+    assert lines == ["2", "4", "6"]
+    # --do_eval at the end: the same masks and weights as the evaluation at step 6.
+    results = dict(line.split(" = ") for line in (out / "eval_results.txt").read_text()
+                   .splitlines())
+    assert float(results["masked_lm_loss"]) == pytest.approx(history[2]["masked_lm_loss"],
+                                                             rel=1e-5)
+    scalars = summary_scalars(os.fspath(out / "eval"))
+    assert {"masked_lm_accuracy", "masked_lm_loss", "next_sentence_accuracy", "loss"} <= set(
+        scalars)
+    assert [s for s, _ in scalars["masked_lm_accuracy"]] == [2, 4, 6, 6]
+    json.dumps(history, allow_nan=False)  # strict JSON (no NaN) as written
