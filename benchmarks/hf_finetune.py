@@ -294,7 +294,7 @@ def run_classification(args, recipe, tok, check, result) -> None:
     import torch
     from transformers import BertForSequenceClassification
 
-    from bert_tf.finetune import metrics
+    from bert_tf.finetune import classification_metrics as metrics
 
     task, max_len = args.task, recipe["max_seq_length"]
     pad = max_len if args.pad_to_max else None

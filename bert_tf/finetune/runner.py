@@ -1,6 +1,6 @@
 """The one fine-tuning flow shared by run_classifier, run_tagging and run_squad.
 
-    task.read()  ->  init.resolve()  ->  Trainer(task model, AdamW, task objective)
+    task.read()  ->  warm_start.resolve()  ->  Trainer(task model, AdamW, task objective)
         -> train (checkpoints, exact resume, SIGTERM)  -> predict dev -> task.evaluate
         -> predict test -> task.write_predictions  -> export (optional)
 
@@ -23,8 +23,7 @@ from absl import logging
 
 from bert_tf import fileio
 from bert_tf.errors import UserError
-from bert_tf.finetune import heads, inputs
-from bert_tf.finetune import init as init_lib
+from bert_tf.finetune import heads, inputs, warm_start
 from bert_tf.text import tokenization
 from bert_tf.training import distribution, objectives, optimization, results, trainer
 
@@ -171,13 +170,13 @@ def run(config: FinetuneConfig, task: Task) -> Outcome:
     local_config = os.path.join(config.output_dir, "bert_config.json")
     local_vocab = os.path.join(config.output_dir, "vocab.txt")
     if not config.do_train or resumed:
-        model = init_lib.resolve("", config.bert_config_file or local_config,
-                                 config.vocab_file or local_vocab)
+        model = warm_start.resolve("", config.bert_config_file or local_config,
+                                   config.vocab_file or local_vocab)
         if config.do_train and config.init_checkpoint:
             model = dataclasses.replace(model, files=None)  # resuming: weights come from there
     else:
-        model = init_lib.resolve(config.init_checkpoint, config.bert_config_file,
-                                 config.vocab_file)
+        model = warm_start.resolve(config.init_checkpoint, config.bert_config_file,
+                                   config.vocab_file)
     model.config.check_seq_length(config.max_seq_length)
     tokenizer = tokenization.FullTokenizer(model.vocab_file, config.do_lower_case)
     train_arrays = (task.arrays("train", tokenizer, config.max_seq_length)
@@ -204,7 +203,7 @@ def run(config: FinetuneConfig, task: Task) -> Outcome:
         model_fn=lambda: heads.build_model(task.kind, model.config, task.num_labels()),
         optimizer_fn=lambda: optimization.create_optimizer(optimizer),
         objective=task.objective(),
-        warm_start_fn=(lambda m: init_lib.load_encoder_weights(m, files)) if files else None)
+        warm_start_fn=(lambda m: warm_start.load_encoder_weights(m, files)) if files else None)
     if config.do_train and distribution.is_chief(strategy):
         model.config.to_json_file(local_config)
         if os.path.abspath(model.vocab_file) != os.path.abspath(local_vocab):

@@ -69,9 +69,9 @@ def _settled(model: Model, first: Model, output_dir: str) -> Model:
     """
     if model.init_checkpoint or (model.bert_config_file and model.vocab_file):
         return model
-    from bert_tf.finetune import init as init_lib
+    from bert_tf.finetune import warm_start
 
-    source = init_lib.resolve(first.init_checkpoint, first.bert_config_file,
+    source = warm_start.resolve(first.init_checkpoint, first.bert_config_file,
                               first.vocab_file)
     folder = os.path.join(output_dir, f"{model.name}_model")
     fileio.makedirs(folder)

@@ -17,8 +17,9 @@ import numpy as np
 from absl import logging
 
 from bert_tf.errors import UserError
+from bert_tf.finetune import classification_metrics as metrics
 from bert_tf.finetune import label_list as labels_io
-from bert_tf.finetune import metrics, subset, tagging_metrics
+from bert_tf.finetune import subset, tagging_metrics
 from bert_tf.finetune import tagging_data as data
 from bert_tf.finetune.objectives import TaggingObjective
 
