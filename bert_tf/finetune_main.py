@@ -20,12 +20,21 @@ def export_finetuned(model_dir: str, export_dir: str, model) -> None:
     task_serving.export_finetuned(model_dir, export_dir, model)
 
 
-def entry_points(make_task: Callable[[], object]) -> Tuple[Callable, Callable]:
-    """(main, console_main) of an entry point whose task `make_task` builds from its flags."""
+def entry_points(make_task: Callable[[], object], module: str) -> Tuple[Callable, Callable]:
+    """(main, console_main) of an entry point whose task `make_task` builds from its flags.
+
+    Args:
+        make_task: builds the task from the entry point's flags.
+        module: the entry module's `__name__`: `main` is declared its own, so that --help
+            opens with that module's docstring (what the command does, with an example),
+            not with this one's.
+    """
 
     @cli_main
     def main(argv) -> None:
         cli.run_main(argv, make_task, export_finetuned)
+
+    main.__module__ = module
 
     def console_main() -> None:
         errors.run_app(main)

@@ -44,7 +44,7 @@ def _task():
 
 
 # The `bert-tf-squad` console script is console_main.
-main, console_main = finetune_main.entry_points(_task)
+main, console_main = finetune_main.entry_points(_task, __name__)
 
 
 if __name__ == "__main__":
