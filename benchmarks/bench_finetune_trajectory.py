@@ -46,9 +46,13 @@ def child(trace_dir: str, argv: list) -> None:
     import tensorflow as tf
     from absl import app
 
-    from bert_tf.finetune import heads, inputs
+    from bert_tf.finetune import inputs
+    from bert_tf.finetune.classification_task import ClassificationTask
+    from bert_tf.finetune.tagging_task import TaggingTask
 
-    build, dataset_fn_of = heads.build_model, inputs.train_dataset_fn
+    task_classes = (ClassificationTask, TaggingTask)
+    builders = {cls: cls.build_model for cls in task_classes}
+    dataset_fn_of = inputs.train_dataset_fn
     steps_text = pathlib.Path(trace_dir, "steps.txt").read_text()
 
     def flag(name: str) -> str:
@@ -56,8 +60,8 @@ def child(trace_dir: str, argv: list) -> None:
 
     batch = int(flag("train_batch_size"))
 
-    def build_model(kind, config, num_labels):
-        model = build(kind, config, num_labels)
+    def build_model(task, config):
+        model = builders[type(task)](task, config)
         if pathlib.Path(trace_dir, "own_head.txt").exists():  # bert_tf's own seeded start
             kernel = model.head.kernel.numpy()
         else:
@@ -81,7 +85,9 @@ def child(trace_dir: str, argv: list) -> None:
         np.save(os.path.join(trace_dir, "order.npy"), np.concatenate(order))
         return dataset_fn_of(arrays, keys, seed, trim_keys)
 
-    heads.build_model, inputs.train_dataset_fn = build_model, train_dataset_fn
+    for cls in task_classes:
+        cls.build_model = build_model
+    inputs.train_dataset_fn = train_dataset_fn
     module = {"bert_tf.run_classifier": "run_classifier", "bert_tf.run_tagging": "run_tagging",
               "bert_tf.run_squad": "run_squad"}[argv[0]]
     entry = __import__(f"bert_tf.{module}", fromlist=["main"])

@@ -87,7 +87,7 @@ def test_a_cut_batch_gives_the_same_outputs_at_every_real_position():
                         num_attention_heads=2, intermediate_size=32,
                         max_position_embeddings=SEQ)
     tf.keras.utils.set_random_seed(3)
-    model = heads.build_model("tagger", config, 4)
+    model = heads.model_of_kind("tagger", config, 4)
     arrays = _arrays([5, 11, 3, 9])
     arrays["input_ids"] %= 64  # within the tiny vocabulary
     keys = ("input_ids", "input_mask", "segment_ids")

@@ -55,7 +55,7 @@ LONG_SENTENCE = ("The µ-meson (muon), discovered in 1936 by Carl D. Anderson & 
 def _task_model(kind, num_labels, seed):
     """A task model with random weights, larger than the initializer's so that predictions
     vary with the input."""
-    model = heads.build_model(kind, CONFIG, num_labels)
+    model = heads.model_of_kind(kind, CONFIG, num_labels)
     rng = np.random.default_rng(seed)
     for weight in model.weights:
         if weight.path.split("/")[-1] not in ("gamma", "beta"):

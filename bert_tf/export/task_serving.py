@@ -270,7 +270,7 @@ def _restore(model_dir: str, kind: str, config, num_labels: int):
     latest = tf.train.latest_checkpoint(model_dir)
     if not latest:
         raise UserError(f"{model_dir}: no fine-tuned checkpoint to export")
-    model = heads.build_model(kind, config, num_labels)
+    model = heads.model_of_kind(kind, config, num_labels)
     read_strictly(latest, {"model": model}, what="export")
     return model
 

@@ -18,9 +18,10 @@ from bert_tf import fileio
 from bert_tf.errors import UserError
 from bert_tf.finetune import classification_data as data
 from bert_tf.finetune import classification_metrics as metrics
+from bert_tf.finetune import heads, subset
 from bert_tf.finetune import label_list as labels_io
-from bert_tf.finetune import subset
 from bert_tf.finetune.objectives import ClassificationObjective
+from bert_tf.modeling.config import BertConfig
 
 # CoLA is scored by Matthews correlation in GLUE; the others add F1 when binary.
 _MCC_TASKS = ("cola",)
@@ -85,6 +86,10 @@ class ClassificationTask:
 
     def num_labels(self) -> int:
         return 1 if self.regression else len(self.label_list or ())
+
+    def build_model(self, config: BertConfig):
+        """The model this task fine-tunes: the encoder of `config` and this task's head."""
+        return heads.BertClassifier(config, self.num_labels())
 
     def objective(self) -> ClassificationObjective:
         return ClassificationObjective(regression=self.regression)

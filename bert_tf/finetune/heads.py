@@ -23,9 +23,8 @@ from typing import Any, Dict, Optional
 import keras
 
 from bert_tf.modeling.config import BertConfig
-from bert_tf.modeling.encoder import BertEncoder, constructor_args
+from bert_tf.modeling.encoder import INPUT_NAMES, BertEncoder, constructor_args
 
-INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
 KINDS = ("classifier", "tagger", "span")
 
 
@@ -146,8 +145,9 @@ class BertSpanExtractor(_TaskModel):
         self.head = dense
 
 
-def build_model(kind: str, config: BertConfig, num_labels: int) -> _TaskModel:
-    """The task model of `kind` ("classifier", "tagger" or "span")."""
+def model_of_kind(kind: str, config: BertConfig, num_labels: int) -> _TaskModel:
+    """The task model a fine-tuned directory names in its finetune_task.json ("classifier",
+    "tagger" or "span"), for export. A task being trained builds its own (`build_model`)."""
     if kind == "classifier":
         return BertClassifier(config, num_labels)
     if kind == "tagger":

@@ -24,14 +24,13 @@ rows whose "example_index" is -1; the objectives ignore those rows and the host 
 from __future__ import annotations
 
 import math
-from typing import Callable, Dict, Mapping, Sequence
+from typing import Dict, Mapping, Sequence
 
 import numpy as np
 import tensorflow as tf
 
 from bert_tf.finetune.objectives import EXAMPLE_INDEX
-
-DatasetFn = Callable[[tf.distribute.InputContext, int], tf.data.Dataset]
+from bert_tf.training.trainer import DatasetFn
 
 # Trimmed batch lengths are multiples of this (see the module docstring).
 TRIM_MULTIPLE = 8

@@ -5,10 +5,11 @@
         -> predict test -> task.write_predictions  -> export (optional)
 
 A task (`classification_task`, `tagging_task`, `squad_task`) supplies only its data, its
-head kind, its objective and its metrics; the trainer, optimizer, checkpoints and strategies
-are the pretraining ones. The number of steps follows the original scripts:
-int(num_train_examples / train_batch_size * num_train_epochs), warmup the given proportion of
-them. Examples are the featurized rows (windows, for tagging and QA), as in run_squad.
+model (`build_model`: the encoder and its head), its objective and its metrics; the trainer,
+optimizer, checkpoints and strategies are the pretraining ones. The number of steps follows
+the original scripts: int(num_train_examples / train_batch_size * num_train_epochs), warmup
+the given proportion of them. Examples are the featurized rows (windows, for tagging and
+QA), as in run_squad.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from absl import logging
 
 from bert_tf import fileio
 from bert_tf.errors import UserError
-from bert_tf.finetune import heads, inputs, warm_start
+from bert_tf.finetune import inputs, warm_start
 from bert_tf.text import tokenization
 from bert_tf.training import distribution, objectives, optimization, results, trainer
 
@@ -37,6 +38,7 @@ class Task(Protocol):
     trim_keys: tuple
 
     def num_labels(self) -> int: ...
+    def build_model(self, config) -> object: ...
     def objective(self) -> objectives.Objective: ...
     def read(self, do_train: bool, do_eval: bool, do_predict: bool, model_dir: str) -> None: ...
     def save_assets(self, output_dir: str) -> None: ...
@@ -200,7 +202,7 @@ def run(config: FinetuneConfig, task: Task) -> Outcome:
     files = model.files
     runner = trainer.Trainer(
         trainer_config, strategy,
-        model_fn=lambda: heads.build_model(task.kind, model.config, task.num_labels()),
+        model_fn=lambda: task.build_model(model.config),
         optimizer_fn=lambda: optimization.create_optimizer(optimizer),
         objective=task.objective(),
         warm_start_fn=(lambda m: warm_start.load_encoder_weights(m, files)) if files else None)

@@ -19,8 +19,9 @@ from absl import logging
 
 from bert_tf import fileio
 from bert_tf.errors import UserError
-from bert_tf.finetune import squad_data, squad_metrics, squad_postprocess
+from bert_tf.finetune import heads, squad_data, squad_metrics, squad_postprocess
 from bert_tf.finetune.objectives import SpanObjective
+from bert_tf.modeling.config import BertConfig
 from bert_tf.training import results
 
 
@@ -58,6 +59,10 @@ class SquadTask:
 
     def num_labels(self) -> int:
         return 2
+
+    def build_model(self, config: BertConfig):
+        """The model this task fine-tunes: the encoder of `config` and this task's head."""
+        return heads.BertSpanExtractor(config)
 
     def objective(self) -> SpanObjective:
         return SpanObjective()

@@ -18,10 +18,11 @@ from absl import logging
 
 from bert_tf.errors import UserError
 from bert_tf.finetune import classification_metrics as metrics
+from bert_tf.finetune import heads, subset, tagging_metrics
 from bert_tf.finetune import label_list as labels_io
-from bert_tf.finetune import subset, tagging_metrics
 from bert_tf.finetune import tagging_data as data
 from bert_tf.finetune.objectives import TaggingObjective
+from bert_tf.modeling.config import BertConfig
 
 EVAL_PREDICTIONS_FILE = "eval_predictions.conll"
 TEST_PREDICTIONS_FILE = "test_predictions.conll"
@@ -62,6 +63,10 @@ class TaggingTask:
 
     def num_labels(self) -> int:
         return len(self.label_list or ())
+
+    def build_model(self, config: BertConfig):
+        """The model this task fine-tunes: the encoder of `config` and this task's head."""
+        return heads.BertTagger(config, self.num_labels())
 
     def objective(self) -> TaggingObjective:
         return TaggingObjective()
