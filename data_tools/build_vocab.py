@@ -43,8 +43,8 @@ flags.DEFINE_integer("limit_alphabet", 1000,
                      "Keep the most frequent N characters (others become [UNK]); 0 = all.")
 flags.DEFINE_integer("num_workers", None, "Worker processes counting words (default: all "
                      "cores). The vocabulary does not depend on it.")
-flags.DEFINE_float("split_mb", 4, "Bytes of a plain input file per counting task, in MB "
-                   "(the vocabulary does not depend on it). Smaller tasks share the work "
+flags.DEFINE_float("split_mb", 4, "Bytes of a plain input file per counting part, in MB "
+                   "(the vocabulary does not depend on it). Smaller parts share the work "
                    "more evenly; larger ones leave the parent fewer counts to add up.")
 flags.DEFINE_integer("max_words", 1_000_000,
                      "The trainer learns from the N most frequent words (exact counts; ties "

@@ -67,8 +67,8 @@ flags.DEFINE_integer("num_workers", None, "Worker processes (default: all cores)
 flags.DEFINE_integer("num_output_shards", None,
                      "Number of output files when --output_file contains {shard}.")
 flags.DEFINE_float("chunk_mb", 0.5,
-                   "Text per parallel task, in MB. Random next sentences are drawn from the "
-                   "task's documents. The output depends on it (not on --num_workers).")
+                   "Text per chunk, the unit of parallel work, in MB. The output depends on "
+                   "it (not on --num_workers).")
 flags.DEFINE_float("shuffle_memory_mb", 16,
                    "Memory for the global shuffle of all records; beyond it, the workers "
                    "spill records to temporary files, each written and read once, and read "

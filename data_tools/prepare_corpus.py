@@ -52,8 +52,8 @@ flags.DEFINE_bool("dedup", False,
                   "Drop documents identical (after whitespace normalisation) to an earlier "
                   "one; keeps 8 bytes per document in memory.")
 flags.DEFINE_integer("num_workers", None, "Worker processes (default: all cores).")
-flags.DEFINE_float("chunk_mb", 1.0, "Text per parallel task, in MB (the output does not "
-                   "depend on it).")
+flags.DEFINE_float("chunk_mb", 1.0, "Text per chunk, the unit of parallel work, in MB (the "
+                   "output does not depend on it).")
 flags.DEFINE_float("progress_seconds", 5.0, "Seconds between progress lines (0: none).")
 flags.DEFINE_string("beam_pipeline_options", None,
                     "Run the job as an Apache Beam pipeline with these options (e.g. "

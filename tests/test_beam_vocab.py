@@ -1,7 +1,7 @@
 """Tests of build_vocab on Apache Beam (`--beam_pipeline_options`, data_tools.vocab.beam_vocab): the
 DirectRunner with two worker processes learns, byte for byte, the local runner's vocabulary,
 with several splits, a gzip file read whole, an invalid byte and a cap on the words kept.
-(The sample is the same task list, `word_counting.plan_tasks`: tests/test_word_counting.py.)"""
+(The sample is the same part list, `word_counting.plan_parts`: tests/test_word_counting.py.)"""
 
 import gzip
 import os

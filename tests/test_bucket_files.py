@@ -76,10 +76,10 @@ def test_sort_unit_writes_its_pieces_in_place(tmp_path):
         assert f0.read() == whole[:ends[0]] and f1.read() == whole[ends[0]:]
 
 
-def test_equal_keys_go_in_task_then_record_order():
+def test_equal_keys_go_in_chunk_then_record_order():
     """As on Beam: the blocks' order (which process wrote first) does not matter."""
-    def block(task, keys, names):
-        return sb.Block(task, np.array(keys, np.uint64),
+    def block(chunk, keys, names):
+        return sb.Block(chunk, np.array(keys, np.uint64),
                         np.array([len(x) for x in names], np.int64),
                         np.frombuffer(b"".join(names), np.uint8))
 

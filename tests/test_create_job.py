@@ -157,7 +157,7 @@ def test_output_order_is_independent_of_corpus_order_and_dupes_are_spread(tmp_pa
         rho = np.corrcoef(np.arange(n), ranks)[0, 1]
         assert abs(rho) < 4 / n ** 0.5, rho  # 4 sd of rho under a random order
         # Adjacent records of one document, over what a random order gives: dupes of a
-        # document are written together by one task, so any local shuffle bunches them.
+        # document are written together by one chunk, so any local shuffle bunches them.
         counts = np.bincount(docs)
         expected = float((counts * (counts - 1)).sum()) / (n * (n - 1))
         observed = float(np.mean(docs[1:] == docs[:-1]))

@@ -91,7 +91,7 @@ def test_each_split_reads_the_documents_that_start_in_it(tmp_path):
     path = _doc_file(tmp_path, [30, 30, 30, 30, 5])
     chunks = list(documents.iter_chunks([path], 600))
     # Ids: (file, range number) in the high bits, a count within the range in the low ones.
-    assert [c.index for c in chunks] == [splits.task_id(0, k, 0) for k in range(3)] == [
+    assert [c.index for c in chunks] == [splits.chunk_id(0, k, 0) for k in range(3)] == [
         0, 1 << 16, 2 << 16]
     assert [[d[0][:3] for d in c.documents] for c in chunks] == [
         ["d00", "d01"], ["d02", "d03"], ["d04"]]

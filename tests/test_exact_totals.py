@@ -1,5 +1,5 @@
 """Tests for data_tools.vocab.exact_totals: with many rare words, memory stays under --max_words
-(plus one task) while the totals stay exact, and the words kept are exactly the promised
+(plus one part) while the totals stay exact, and the words kept are exactly the promised
 ones, so the vocabulary is the one learned from an unbounded count's top words."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ def test_top_words_is_a_total_order():
 
 def test_memory_stays_under_max_words_with_the_promised_vocabulary(tmp_path, corpus_lines):
     """Many rare words: 12,000 distinct ones, seen once each, among 1,500 corpus lines. The
-    totals hold at most max_words plus one task's words, the rest goes to sorted runs, and
+    totals hold at most max_words plus one part's words, the rest goes to sorted runs, and
     the kept words are exactly the max_words most frequent of an unbounded count (ties by
     code point), so the vocabulary is the one learned from that reference."""
     rng = np.random.default_rng(3)
@@ -36,17 +36,17 @@ def test_memory_stays_under_max_words_with_the_promised_vocabulary(tmp_path, cor
     max_words = 3000
     assert len(unbounded) > 4 * max_words
     split = 20_000
-    per_task = max(len(vocab_learner.count_words(
-        word_counting._task_lines(t, word_counting.TaskCounts(
+    per_part = max(len(vocab_learner.count_words(
+        word_counting.part_lines(t, word_counting.WordCounts(
             collections.Counter(), collections.Counter())), True, vocab_learner.LearnStats()))
-        for t in word_counting.plan_tasks([str(path)], CountConfig(split_bytes=split)))
+        for t in word_counting.plan_parts([str(path)], CountConfig(split_bytes=split)))
 
     words, seen, totals = word_counting.count_corpus(
         [str(path)], CountConfig(num_workers=2, split_bytes=split, max_words=max_words,
                                  temp_dir=str(tmp_path)))
     assert totals.distinct == len(unbounded)
     assert len(totals.runs) >= 3
-    assert totals.peak_words <= max_words + per_task
+    assert totals.peak_words <= max_words + per_part
     assert words == exact_totals.top_words(unbounded.items(), max_words)
     assert len(words) == max_words and seen.distinct == len(unbounded)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rare.txt"]  # runs removed

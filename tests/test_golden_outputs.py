@@ -31,7 +31,7 @@ MADE_WITH = "numpy 2.4.6, tokenizers 0.23.3, unicodedata 14.0.0 (Python 3.11)"
 
 # create_pretraining_data: {flags: {shard name: (instances, bytes, sha256)}}.
 CREATE_GOLDEN = {
-    # The defaults (NSP, token masking) in 2 shards, from several tasks (per-task seeds).
+    # The defaults (NSP, token masking) in 2 shards, from several chunks (per-chunk seeds).
     ("--dupe_factor=2", "--num_output_shards=2", "--chunk_mb=0.03"): {
         "train-00000-of-00002.tfrecord": (
             462, 381921, "3b0942c17f8861bb09f00718a1af3503315bd493b60cc7f6e6ca2c22d9689cf7"),

@@ -255,7 +255,7 @@ def test_a_remote_store_is_read_from_a_local_copy(store):
     for name in tf.io.gfile.listdir(index.directory):
         tf.io.gfile.copy(f"{index.directory}/{name}", f"{remote}/{name}", overwrite=True)
     reader = token_store.Reader(token_store.StoreIndex(
-        remote, index.num_documents, index.task_ids, index.sent_base, index.doc_base,
+        remote, index.num_documents, index.chunk_ids, index.sent_base, index.doc_base,
         index.docs_per_chunk))
     assert reader.directory != remote and not reader.directory.startswith("ram://")
     first, count = reader.document(3)

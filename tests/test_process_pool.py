@@ -49,7 +49,7 @@ def test_calls_are_consumed_lazily_within_the_window():
 
     results = process_pool.map_ordered(_square, calls(), 2)
     assert next(results) == 0
-    # At most num_workers + 1 tasks beyond the one consumed, plus the draw that found none free.
+    # At most num_workers + 1 calls beyond the one consumed, plus the draw that found none free.
     assert len(drawn) <= 2 + 1 + 1
     assert list(results) == [i * i for i in range(1, 100)]
     assert len(drawn) == 100
@@ -79,7 +79,7 @@ KILLED_MID_SEND = textwrap.dedent("""
     from bert_tf.errors import UserError
     from data_tools.runtime import process_pool
 
-    def task(i, pid_file):
+    def call(i, pid_file):
         if i == 0:
             return "small"
         with open(pid_file, "w") as f:
@@ -88,9 +88,9 @@ KILLED_MID_SEND = textwrap.dedent("""
         return b"x" * (64 << 20)  # blocks in send: the parent is not reading
 
     pid_file = sys.argv[1]
-    results = process_pool.map_ordered(task, [(0, pid_file), (1, pid_file)], 2)
+    results = process_pool.map_ordered(call, [(0, pid_file), (1, pid_file)], 2)
     assert next(results) == "small"
-    time.sleep(1.5)  # the consumer is busy; task 1 is stuck half-sent
+    time.sleep(1.5)  # the consumer is busy; call 1 is stuck half-sent
     os.kill(int(open(pid_file).read()), signal.SIGKILL)
     try:
         next(results)
@@ -117,12 +117,12 @@ def test_the_workers_are_gone_after_an_early_stop():
     assert not set(pids) & set(alive)
 
 
-# The parent stops its workers at once when the first task fails, often while they are still
+# The parent stops its workers at once when the first call fails, often while they are still
 # starting. Until a forked worker has set its own handlers it would run the parent's (the
 # entry points turn SIGTERM into KeyboardInterrupt), print a traceback and could hang: 1
 # prepare_corpus bad-input run in 20 did. So SIGINT/SIGTERM are blocked from the fork until
 # the worker's handlers are in place, then unblocked.
-def _mask_in_task(i):
+def _mask_in_call(i):
     return sorted(signal.pthread_sigmask(signal.SIG_BLOCK, []))
 
 
@@ -139,8 +139,8 @@ def test_stop_signals_stay_blocked_until_the_worker_set_its_handlers(tmp_path, m
 
     monkeypatch.setattr(process_pool, "_start_worker", recording_start)
     parent_sigint = signal.getsignal(signal.SIGINT)  # SIG_IGN when pytest ran in background
-    masks = list(process_pool.map_ordered(_mask_in_task, [(0,)], 1))
+    masks = list(process_pool.map_ordered(_mask_in_call, [(0,)], 1))
     at_start = {int(s) for s in seen.read_text().split()}
     assert {signal.SIGINT, signal.SIGTERM} <= set(at_start)
-    assert not {signal.SIGINT, signal.SIGTERM} & set(masks[0])  # unblocked for the tasks
+    assert not {signal.SIGINT, signal.SIGTERM} & set(masks[0])  # unblocked for the calls
     assert signal.getsignal(signal.SIGINT) is parent_sigint  # the parent's are untouched

@@ -12,15 +12,15 @@ import pytest
 from bert_tf.errors import UserError
 from data_tools.inputs import documents
 from data_tools.vocab import vocab_learner, word_counting
-from data_tools.vocab.word_counting import CountConfig, Task
+from data_tools.vocab.word_counting import CountConfig, FilePart
 
 
-def _all_lines(tasks, counts):
-    return [line for task in tasks for line in word_counting._task_lines(task, counts)]
+def _all_lines(parts, counts):
+    return [line for part in parts for line in word_counting.part_lines(part, counts)]
 
 
 def _fresh():
-    return word_counting.TaskCounts(collections.Counter(), collections.Counter())
+    return word_counting.WordCounts(collections.Counter(), collections.Counter())
 
 
 @pytest.mark.parametrize("split_bytes", [1, 2, 5, 17, 64, 1 << 20])
@@ -33,25 +33,25 @@ def test_byte_ranges_read_every_line_exactly_once(tmp_path, split_bytes):
     path.write_bytes(data)
     stats = documents.CorpusStats(quiet=True)
     expected = list(documents.iter_lines(str(path), stats))
-    tasks = word_counting.plan_tasks([str(path)], CountConfig(split_bytes=split_bytes))
-    assert len(tasks) == -(-len(data) // split_bytes)
+    parts = word_counting.plan_parts([str(path)], CountConfig(split_bytes=split_bytes))
+    assert len(parts) == -(-len(data) // split_bytes)
     counts = _fresh()
-    assert _all_lines(tasks, counts) == expected
+    assert _all_lines(parts, counts) == expected
     assert counts.input_bytes == len(data)
     assert counts.warning_lines([str(path)]) == stats.warnings == [
         f"{path}: 1 invalid UTF-8 byte sequence(s) replaced"]
 
 
-def test_compressed_files_are_one_task_each(tmp_path, corpus_lines):
+def test_compressed_files_are_one_part_each(tmp_path, corpus_lines):
     text = ("\n".join(corpus_lines[:300]) + "\n").encode()
     (tmp_path / "a.txt.gz").write_bytes(gzip.compress(text))
     (tmp_path / "b.txt").write_bytes(text)
     files = [str(tmp_path / "a.txt.gz"), str(tmp_path / "b.txt")]
-    tasks = word_counting.plan_tasks(files, CountConfig(split_bytes=len(text) // 4 + 1))
-    assert [(t.path, t.ranges[0][1]) for t in tasks][0] == (files[0], -1)
-    assert [t.path for t in tasks] == files[:1] + files[1:] * 4
+    parts = word_counting.plan_parts(files, CountConfig(split_bytes=len(text) // 4 + 1))
+    assert [(t.path, t.ranges[0][1]) for t in parts][0] == (files[0], -1)
+    assert [t.path for t in parts] == files[:1] + files[1:] * 4
     counts = _fresh()
-    assert _all_lines(tasks, counts) == corpus_lines[:300] * 2
+    assert _all_lines(parts, counts) == corpus_lines[:300] * 2
 
 
 def test_counts_are_exact_and_the_same_for_any_worker_count(tmp_path, corpus_lines):
@@ -89,18 +89,18 @@ def test_sample_is_seeded_whole_lines_about_the_size_asked(tmp_path, corpus_line
     def sample(seed, workers=1):
         config = CountConfig(sample_bytes=300_000, seed=seed, split_bytes=100_000,
                              num_workers=workers)
-        tasks = word_counting.plan_tasks([str(path)], config)
+        parts = word_counting.plan_parts([str(path)], config)
         counts = _fresh()
-        return tasks, collections.Counter(_all_lines(tasks, counts)), counts
+        return parts, collections.Counter(_all_lines(parts, counts)), counts
 
-    tasks, lines, counts = sample(7)
-    blocks = sum(len(t.ranges) for t in tasks)
-    # split_bytes holds one block: one task per block drawn.
-    assert blocks == -(-300_000 // word_counting.SAMPLE_BLOCK) == len(tasks)
-    assert all(t.ranges == tuple(sorted(t.ranges)) for t in tasks)
+    parts, lines, counts = sample(7)
+    blocks = sum(len(t.ranges) for t in parts)
+    # split_bytes holds one block: one part per block drawn.
+    assert blocks == -(-300_000 // word_counting.SAMPLE_BLOCK) == len(parts)
+    assert all(t.ranges == tuple(sorted(t.ranges)) for t in parts)
     # Whole lines of the corpus, each at most as often as in it; about the bytes asked.
     assert all(full[line] >= n for line, n in lines.items())
-    drawn = sum(end - start for t in tasks for start, end in t.ranges)
+    drawn = sum(end - start for t in parts for start, end in t.ranges)
     assert abs(counts.input_bytes - drawn) < 2 * max(map(len, corpus_lines)) * blocks
     assert sample(7)[1] == lines
     assert sample(8)[1] != lines
@@ -111,7 +111,7 @@ def test_sample_is_seeded_whole_lines_about_the_size_asked(tmp_path, corpus_line
     assert a == b == vocab_learner.count_words(lines.elements(), True,
                                                vocab_learner.LearnStats())
     # Asking for more than the corpus reads it all, once.
-    everything = word_counting.plan_tasks([str(path)], CountConfig(sample_bytes=10 * size))
+    everything = word_counting.plan_parts([str(path)], CountConfig(sample_bytes=10 * size))
     assert sum(len(t.ranges) for t in everything) == -(-size // word_counting.SAMPLE_BLOCK)
 
 
@@ -119,12 +119,12 @@ def test_bad_settings_and_inputs(tmp_path):
     (tmp_path / "a.gz").write_bytes(gzip.compress(b"a b\n"))
     with pytest.raises(UserError, match="--sample_mb reads blocks at random offsets, which a "
                                         "compressed file does not allow: decompress"):
-        word_counting.plan_tasks([str(tmp_path / "a.gz")], CountConfig(sample_bytes=10))
+        word_counting.plan_parts([str(tmp_path / "a.gz")], CountConfig(sample_bytes=10))
     with pytest.raises(UserError, match="cannot read input file"):
-        word_counting.plan_tasks([str(tmp_path / "missing.txt")], CountConfig())
+        word_counting.plan_parts([str(tmp_path / "missing.txt")], CountConfig())
     with pytest.raises(UserError, match="--max_words=0: must be >= 1"):
         CountConfig(max_words=0)
     with pytest.raises(UserError, match="--num_workers=0: must be >= 1"):
         CountConfig(num_workers=0)
-    assert word_counting.count_task(Task(0, str(tmp_path / "a.gz"), ((0, -1),)), True).words \
+    assert word_counting.count_part(FilePart(0, str(tmp_path / "a.gz"), ((0, -1),)), True).words \
         == {"a": 1, "b": 1}

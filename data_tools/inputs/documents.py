@@ -32,11 +32,11 @@ from data_tools.inputs import splits, text_files
 
 @dataclasses.dataclass
 class Chunk:
-    """Consecutive documents of the corpus: one task for a worker.
+    """Consecutive documents of the corpus: the unit of parallel work (a worker's call).
 
     Attributes:
-        index: the task's index, `split index << 32` plus the chunk's number in its split
-            (increasing in corpus order); seeds the task's generator.
+        index: the chunk's index, `split index << 32` plus the chunk's number in its split
+            (increasing in corpus order); seeds the chunk's generator.
         documents: each document is a list of non-blank lines (stripped).
         num_bytes: UTF-8 bytes of text in the chunk, newlines included (its size).
         doc_ids: the corpus-wide id of each document (`split index << 32` plus its number in
@@ -176,13 +176,13 @@ def iter_chunks(
 
 def split_chunks(split: splits.Split, chunk_bytes: int, stats: CorpusStats
                  ) -> Iterator[Chunk]:
-    """The chunks (tasks) of one split: the documents of each range of `chunk_bytes` (the
+    """The chunks of one split: the documents of each range of `chunk_bytes` (the
     split's own, `splits.split_documents`; a compressed file's reader cuts the ranges of its
     text itself), a document longer than `chunk_bytes` cut into pieces at a line boundary,
     grouped into chunks of at least `chunk_bytes` of text, a small last one (under half of
     that) merged into the one before.
 
-    Chunk indices and document ids are `splits.task_id` and `splits.doc_id` of (file, range,
+    Chunk indices and document ids are `splits.chunk_id` and `splits.doc_id` of (file, range,
     count): they depend on the input only (not on which worker reads the split, nor on the
     file being compressed). `stats` gets the split's counts (per file, for
     `CorpusStats.finish`).
@@ -222,7 +222,7 @@ def _range_chunks(docs: Iterable[List[str]], file_index: int, number: int, chunk
         if size >= chunk_bytes:
             if held is not None:
                 yield held
-            held = Chunk(index=splits.task_id(file_index, number, count),
+            held = Chunk(index=splits.chunk_id(file_index, number, count),
                          documents=chunk_docs, num_bytes=size, doc_ids=ids)
             count += 1
             chunk_docs, ids, size = [], [], 0
@@ -234,7 +234,7 @@ def _range_chunks(docs: Iterable[List[str]], file_index: int, number: int, chunk
     if held is not None:
         yield held
     if chunk_docs:
-        yield Chunk(index=splits.task_id(file_index, number, count), documents=chunk_docs,
+        yield Chunk(index=splits.chunk_id(file_index, number, count), documents=chunk_docs,
                     num_bytes=size, doc_ids=ids)
 
 

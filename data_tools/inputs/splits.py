@@ -3,7 +3,7 @@
 A plain file is cut into ranges of `split_bytes` of text, counted after a byte-order mark; a
 compressed one (`data_tools.inputs.text_files`) is one split, as it cannot be entered at an offset,
 whose reader cuts the same ranges of the decompressed text (`documents.split_chunks`), so a
-compressed file gives the same tasks as the plain one. The plan depends on the files' sizes
+compressed file gives the same chunks as the plain one. The plan depends on the files' sizes
 and first bytes and on `split_bytes` only, never on the number of workers, so the jobs'
 outputs do not either.
 
@@ -56,16 +56,16 @@ class Split:
     number: int = 0
 
 
-# Task and document ids: (file, range number) in the high bits, a count within the range in
+# Chunk and document ids: (file, range number) in the high bits, a count within the range in
 # the low ones; int64, increasing in corpus order, the same for a plain and a compressed file.
-_FILE_BITS, _RANGE_BITS, _TASK_BITS, _DOC_BITS = 19, 24, 16, 20
+_FILE_BITS, _RANGE_BITS, _CHUNK_BITS, _DOC_BITS = 19, 24, 16, 20
 
 
-def task_id(file_index: int, number: int, chunk: int) -> int:
-    """The id of a range's `chunk`-th task."""
-    if chunk >= 1 << _TASK_BITS:
-        raise UserError(f"a document of more than {1 << _TASK_BITS} chunks: raise --chunk_mb")
-    return ((file_index << _RANGE_BITS | number) << _TASK_BITS) | chunk
+def chunk_id(file_index: int, number: int, chunk: int) -> int:
+    """The id of a range's `chunk`-th chunk."""
+    if chunk >= 1 << _CHUNK_BITS:
+        raise UserError(f"a document of more than {1 << _CHUNK_BITS} chunks: raise --chunk_mb")
+    return ((file_index << _RANGE_BITS | number) << _CHUNK_BITS) | chunk
 
 
 def doc_id(file_index: int, number: int, doc: int) -> int:

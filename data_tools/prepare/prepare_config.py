@@ -29,7 +29,7 @@ class PrepareConfig:
             dropped.
         dedup: drop documents identical (after whitespace normalisation) to an earlier one.
         num_workers: processes (1 runs in this process).
-        chunk_bytes: text per task (the output does not depend on it).
+        chunk_bytes: text per chunk (the output does not depend on it).
         progress_seconds: interval of progress lines (0: none).
     """
 

@@ -210,7 +210,7 @@ def _init_worker(config: PrepareConfig) -> None:
     _WORKER["config"] = config
 
 
-def _worker_task(split: splits.Split, spill_dir: str) -> SplitResult:
+def _worker_split(split: splits.Split, spill_dir: str) -> SplitResult:
     return process_split(split, _WORKER["config"], process_chunk, spill_dir)
 
 
@@ -224,7 +224,7 @@ def _split_results(config: PrepareConfig, split_plan: Sequence[splits.Split], sp
                    for split in split_plan)
     else:
         results = process_pool.map_ordered(
-            _worker_task, ((split, spill_dir) for split in split_plan), config.num_workers,
+            _worker_split, ((split, spill_dir) for split in split_plan), config.num_workers,
             _init_worker, (config,))
     lines = [0] * len(config.input_files)
     for split in split_plan:

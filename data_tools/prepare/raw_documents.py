@@ -47,7 +47,8 @@ DOCUMENT_PER = (PER_FILE, PER_LINE, PER_BLANK_LINE)
 
 @dataclasses.dataclass
 class Chunk:
-    """Consecutive documents of the input: one task for a worker.
+    """Consecutive documents of the input, prepared at once by a worker
+    (`prepare_job.process_chunk`).
 
     Attributes:
         index: `split index << 32` plus the chunk's number in its split (increasing in

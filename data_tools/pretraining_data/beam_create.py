@@ -4,7 +4,7 @@
 runs the same job as `data_tools.pretraining_data.create_job` and writes the same bytes:
 
 1. The launcher plans the splits (`data_tools.inputs.splits`: file sizes only, the local runner's
-   plan, so the same tasks and per-task seeds) and runs the first chunk itself, so that a
+   plan, so the same chunks and per-chunk seeds) and runs the first chunk itself, so that a
    job that fails on real text, the vocab or the flags fails before the pipeline. It reads
    nothing else of the corpus.
 2. Workers read their splits and tokenize the chunks into the token store under the
@@ -20,7 +20,7 @@ runs the same job as `data_tools.pretraining_data.create_job` and writes the sam
    temporary file beside the output; the launcher renames every shard when the pipeline
    succeeded and removes temporary files whatever happened.
 
-Memory per worker: one task (a chunk and its records, as a local worker) or one group
+Memory per worker: one chunk (its documents and records, as a local worker) or one group
 (about --shuffle_memory_mb of records, held twice while sorted), plus Beam's own buffers.
 Nothing grows with the corpus. Only the Beam modules import Beam (the `[beam]` extra).
 """
@@ -55,7 +55,7 @@ _STATS_FIELDS = ("instances", "tokens", "maskable_tokens", "short", "predictions
 
 
 class _Store(beam.DoFn):
-    """split -> a `StoredTask` (with its report) per chunk: the split read by this worker,
+    """split -> a `StoredChunk` (with its report) per chunk: the split read by this worker,
     its chunks tokenized into the store; its counts go to counters (per file by index)."""
 
     def __init__(self, config: CreateConfig, directory: str):
@@ -97,9 +97,9 @@ def _build_index(reports, directory: str) -> token_store.StoreIndex:
         builder.close()
 
 
-class _Tasks(beam.DoFn):
-    """chunk ref (or `StoredTask`, with the store's index as side input) -> ((shard, bucket),
-    (task, keys uint64 bytes, frame lengths int64 bytes, frames)), the bucket being the
+class _PackChunks(beam.DoFn):
+    """chunk ref (or `StoredChunk`, with the store's index as side input) -> ((shard, bucket),
+    (chunk, keys uint64 bytes, frame lengths int64 bytes, frames)), the bucket being the
     keys' top `bits` bits."""
 
     def __init__(self, config: CreateConfig, bits: int):
@@ -110,15 +110,15 @@ class _Tasks(beam.DoFn):
         self.tokenizer = load_tokenizer(self.config)
         self.reader = None
         self.counters = {name: beam.metrics.Metrics.counter(NAMESPACE, name) for name in
-                         _STATS_FIELDS + ("documents", "tasks", "record_bytes",
+                         _STATS_FIELDS + ("documents", "chunks", "record_bytes",
                                           "mask", "keep", "random")}
 
-    def process(self, task, store):
+    def process(self, chunk, store):
         config = self.config
         if self.reader is None or self.reader.index.directory != store.directory:
             self.reader = token_store.Reader(store)
-        examples = config.log_examples if task.index == store.task_ids[0] else 0
-        result = process_stored(task, config, self.tokenizer, self.reader, examples)
+        examples = config.log_examples if chunk.index == store.chunk_ids[0] else 0
+        result = process_stored(chunk, config, self.tokenizer, self.reader, examples)
         for example in result.examples:
             create_job.log_example(example, self.tokenizer, config.use_v2_feature_names)
         stats = result.stats
@@ -127,7 +127,7 @@ class _Tasks(beam.DoFn):
         for name, value in zip(("mask", "keep", "random"), stats.decisions):
             self.counters[name].inc(value)
         self.counters["documents"].inc(result.num_documents)
-        self.counters["tasks"].inc()
+        self.counters["chunks"].inc()
         self.counters["record_bytes"].inc(int(result.frames.nbytes))
         lengths = result.frame_lengths.astype(np.int64)
         if not len(lengths):
@@ -152,11 +152,11 @@ def _groups(group_of: np.ndarray) -> Iterator[Tuple[int, np.ndarray]]:
         yield g, order[lo:hi]
 
 
-def _take(task: int, keys: np.ndarray, lengths: np.ndarray, view: memoryview,
+def _take(chunk: int, keys: np.ndarray, lengths: np.ndarray, view: memoryview,
           sel: np.ndarray) -> Tuple[int, bytes, bytes, bytes]:
     starts = (np.cumsum(lengths) - lengths)[sel]
     data = b"".join([view[s:s + n] for s, n in zip(starts.tolist(), lengths[sel].tolist())])
-    return task, keys[sel].tobytes(), lengths[sel].tobytes(), data
+    return chunk, keys[sel].tobytes(), lengths[sel].tobytes(), data
 
 
 def bucket_bits(total_bytes: int, num_groups: int, budget: int) -> int:
@@ -173,12 +173,12 @@ def _sort_group(item, directory: str):
     blocks = list(blocks)
     keys = np.concatenate([np.frombuffer(b[1], np.uint64) for b in blocks])
     lengths = np.concatenate([np.frombuffer(b[2], np.int64) for b in blocks])
-    # Ties (two equal 64-bit keys) go in task order, then record order, as locally.
-    tasks = np.repeat([b[0] for b in blocks], [len(b[1]) // 8 for b in blocks])
+    # Ties (two equal 64-bit keys) go in chunk order, then record order, as locally.
+    chunks = np.repeat([b[0] for b in blocks], [len(b[1]) // 8 for b in blocks])
     block_of = np.repeat(np.arange(len(blocks)), [len(b[1]) // 8 for b in blocks])
     starts = np.concatenate([np.cumsum(np.frombuffer(b[2], np.int64))
                              - np.frombuffer(b[2], np.int64) for b in blocks])
-    order = np.lexsort((starts, tasks, keys))
+    order = np.lexsort((starts, chunks, keys))
     views = [memoryview(b[3]) for b in blocks]
     data = b"".join([views[b][s:s + n] for b, s, n in zip(
         block_of[order].tolist(), starts[order].tolist(), lengths[order].tolist())])
@@ -237,9 +237,9 @@ def run(config: CreateConfig, options: str) -> create_job.CreateSummary:
         index = (stored | "Reports" >> beam.Map(lambda t: (0, t.info))
                  | "AllReports" >> beam.GroupByKey()
                  | "Index" >> beam.MapTuple(lambda _, reports: _build_index(reports, store)))
-        parts = (stored | "Tasks" >> beam.Map(dataclasses.replace, info=None)
-                 | "SpreadTasks" >> beam.Reshuffle()
-                 | "Pack" >> beam.ParDo(_Tasks(config, bits), beam.pvalue.AsSingleton(index))
+        parts = (stored | "Chunks" >> beam.Map(dataclasses.replace, info=None)
+                 | "SpreadChunks" >> beam.Reshuffle()
+                 | "Pack" >> beam.ParDo(_PackChunks(config, bits), beam.pvalue.AsSingleton(index))
                  | "GroupBuckets" >> beam.GroupByKey()
                  | "SortGroups" >> beam.Map(_sort_group, staging))
         beam_runtime.finish_shards(p, parts, temps, config.output_compression)
@@ -276,8 +276,8 @@ def run(config: CreateConfig, options: str) -> create_job.CreateSummary:
                      summary.lines, len(summary.warnings))
         return summary
     logging.info("Beam: wrote %d instances to %d shard(s), %.1f MB of records, from %d "
-                 "tasks in %.1f s; %d documents, %d lines; %d warning(s)", summary.instances,
-                 summary.shards, summary.bytes_written / 1e6, counters.get("tasks", 0),
+                 "chunks in %.1f s; %d documents, %d lines; %d warning(s)", summary.instances,
+                 summary.shards, summary.bytes_written / 1e6, counters.get("chunks", 0),
                  seconds, summary.documents, summary.lines, len(summary.warnings))
     logging.info("statistics: %s", stats.describe(config.packing.nsp,
                                                   config.packing.max_seq_length))

@@ -1,10 +1,11 @@
-"""One task of the create-pretraining-data job: a chunk of documents -> framed TFRecords.
+"""What a worker does with one chunk of the create-pretraining-data job: documents -> framed
+TFRecords.
 
 A worker packs instances from its chunk's tokens for every dupe
 (`data_tools.pretraining_data.instances`), shuffles them, masks them
 (`data_tools.pretraining_data.masking`), serialises them (`data_tools.records.example_codec`)
 and frames them (`data_tools.records.tfrecord_frames`), all vectorised with numpy and without
-TensorFlow. The generator of task i is seeded from (random_seed, i) only, so a task's output
+TensorFlow. The generator of chunk i is seeded from (random_seed, i) only, so a chunk's output
 does not depend on which process runs it, or when.
 
 A job runs in two passes (`data_tools.pretraining_data.token_store`): `store_chunk` tokenizes a
@@ -34,7 +35,7 @@ _BATCH_ROWS = 4096  # instances masked and serialised at once (bounds worker mem
 
 @dataclasses.dataclass
 class InstanceStats:
-    """Counters over instances (summed over tasks)."""
+    """Counters over instances (summed over chunks)."""
 
     instances: int = 0
     tokens: int = 0  # real tokens, specials included
@@ -68,11 +69,11 @@ class InstanceStats:
 
 
 @dataclasses.dataclass
-class TaskResult:
+class ChunkRecords:
     """What a worker returns for one chunk."""
 
     index: int
-    frames: np.ndarray  # uint8: the TFRecord frames of the task's records, back to back
+    frames: np.ndarray  # uint8: the TFRecord frames of the chunk's records, back to back
     frame_lengths: np.ndarray  # int64 [records]
     num_documents: int
     num_bytes: int
@@ -80,8 +81,8 @@ class TaskResult:
     examples: List[Dict[str, object]]
 
 
-def task_rng(random_seed: int, index: int) -> np.random.Generator:
-    """The generator of task `index`: depends only on the seed and the task index."""
+def chunk_rng(random_seed: int, index: int) -> np.random.Generator:
+    """The generator of chunk `index`: depends only on the seed and the chunk index."""
     return np.random.default_rng(
         np.random.SeedSequence(random_seed % (1 << 64), spawn_key=(0, index)))
 
@@ -116,7 +117,7 @@ def build_instances(buf: instances.DocumentBuffer, config: CreateConfig,
 
 @dataclasses.dataclass
 class InstanceBatch:
-    """Instances of a task before serialisation (for the writer, the statistics and tests).
+    """Instances of a chunk before serialisation (for the writer, the statistics and tests).
 
     Attributes:
         spans: the truncated spans of these instances.
@@ -173,7 +174,7 @@ def truncation_warning(stats: InstanceStats, max_seq_length: int, max_num_tokens
 
 
 @dataclasses.dataclass(frozen=True)
-class StoredTask:
+class StoredChunk:
     """A chunk once stored (`store_chunk`): what its second pass needs.
 
     Attributes:
@@ -194,8 +195,8 @@ def tokenize(chunk: documents.Chunk, tokenizer: tokenization.FullTokenizer
 
 
 def store_chunk(chunk: documents.Chunk, tokenizer: tokenization.FullTokenizer,
-                directory: str) -> StoredTask:
-    """The first pass of a task: tokenizes the chunk into the store.
+                directory: str) -> StoredChunk:
+    """The first pass of a chunk: tokenizes the chunk into the store.
 
     Raises:
         UserError: the store cannot be written (a full disk, say).
@@ -207,7 +208,7 @@ def store_chunk(chunk: documents.Chunk, tokenizer: tokenization.FullTokenizer,
     except OSError as e:
         raise UserError(f"cannot write the tokenized corpus under {directory}: {reason(e)} "
                         "(--temp_dir chooses where it goes)") from None
-    return StoredTask(chunk.index, chunk.num_bytes, info)
+    return StoredChunk(chunk.index, chunk.num_bytes, info)
 
 
 def stored_buffer(directory: str, index: int, sep_id: int) -> instances.DocumentBuffer:
@@ -224,11 +225,11 @@ def instance_batches(buf: instances.DocumentBuffer, index: int, config: CreateCo
                      tokenizer: tokenization.FullTokenizer,
                      reader: Optional[token_store.Reader] = None
                      ) -> Iterator[InstanceBatch]:
-    """Packs a task's buffer, then yields its masked instances in batches, in order.
+    """Packs a chunk's buffer, then yields its masked instances in batches, in order.
 
     Args:
-        buf: the task's documents.
-        index: the task's (chunk's) index: seeds its generator.
+        buf: the chunk's documents.
+        index: the chunk's index: seeds its generator.
         config: the job.
         tokenizer: the WordPiece tokenizer (special ids, word continuations).
         reader: the stored corpus that NSP instances draw random next segments from; None:
@@ -238,7 +239,7 @@ def instance_batches(buf: instances.DocumentBuffer, index: int, config: CreateCo
         return
     vocab = tokenizer.vocab
     cls_id, sep_id = vocab[tokenization.CLS], vocab[tokenization.SEP]
-    rng = task_rng(config.random_seed, index)
+    rng = chunk_rng(config.random_seed, index)
     source = (negatives.RandomNext(reader, index, buf.ids, buf.doc_ids)
               if reader is not None and config.packing.nsp else None)
     spans = build_instances(buf, config, rng, source)
@@ -260,31 +261,31 @@ def chunk_buffer(chunk: documents.Chunk, tokenizer: tokenization.FullTokenizer
 
 
 def process_chunk(chunk: documents.Chunk, config: CreateConfig,
-                  tokenizer: tokenization.FullTokenizer, num_examples: int = 0) -> TaskResult:
+                  tokenizer: tokenization.FullTokenizer, num_examples: int = 0) -> ChunkRecords:
     """Tokenizes, packs, masks, serialises and frames one chunk in one pass (B of NSP
     instances from the chunk's own documents: a trial of the job, not its output)."""
     return process_buffer(chunk_buffer(chunk, tokenizer), chunk.index, chunk.num_bytes,
                           config, tokenizer, num_examples)
 
 
-def process_stored(task: StoredTask, config: CreateConfig,
+def process_stored(chunk: StoredChunk, config: CreateConfig,
                    tokenizer: tokenization.FullTokenizer, reader: token_store.Reader,
-                   num_examples: int = 0) -> TaskResult:
-    """The second pass of a task: packs the stored chunk, B from the whole corpus."""
-    buf = stored_buffer(reader.directory, task.index, tokenizer.vocab[tokenization.SEP])
-    return process_buffer(buf, task.index, task.num_bytes, config, tokenizer, num_examples,
+                   num_examples: int = 0) -> ChunkRecords:
+    """The second pass of a chunk: packs the stored chunk, B from the whole corpus."""
+    buf = stored_buffer(reader.directory, chunk.index, tokenizer.vocab[tokenization.SEP])
+    return process_buffer(buf, chunk.index, chunk.num_bytes, config, tokenizer, num_examples,
                           reader)
 
 
 def process_buffer(buf: instances.DocumentBuffer, index: int, num_bytes: int,
                    config: CreateConfig,
                    tokenizer: tokenization.FullTokenizer, num_examples: int = 0,
-                   reader: Optional[token_store.Reader] = None) -> TaskResult:
-    """Packs, masks, serialises and frames one task's buffer (runs in a worker).
+                   reader: Optional[token_store.Reader] = None) -> ChunkRecords:
+    """Packs, masks, serialises and frames one chunk's buffer (runs in a worker).
 
     Args:
-        buf: the task's documents.
-        index: the task's index.
+        buf: the chunk's documents.
+        index: the chunk's index.
         num_bytes: the chunk's text bytes (for progress).
         config: the job.
         tokenizer: the WordPiece tokenizer.
@@ -306,12 +307,12 @@ def process_buffer(buf: instances.DocumentBuffer, index: int, num_bytes: int,
     data = np.concatenate([f.data for f in frames]) if frames else np.zeros(0, np.uint8)
     lens = (np.concatenate([f.lengths for f in frames]) if frames
             else np.zeros(0, np.int64))
-    return TaskResult(index, data, lens, buf.num_documents, num_bytes, stats, examples)
+    return ChunkRecords(index, data, lens, buf.num_documents, num_bytes, stats, examples)
 
 
 def job_batches(config: CreateConfig, tokenizer: tokenization.FullTokenizer,
                 directory: str) -> Iterator[Tuple[int, InstanceBatch]]:
-    """(task index, batch) of a whole job, in this process and in task order: what the job
+    """(chunk index, batch) of a whole job, in this process and in chunk order: what the job
     writes before its shuffle (for tests and benchmarks that trace instances). The corpus is
     stored under `directory` first, as the job stores it."""
     chunks = documents.iter_chunks(config.input_files, config.chunk_bytes)
@@ -324,7 +325,7 @@ def job_batches(config: CreateConfig, tokenizer: tokenization.FullTokenizer,
         builder.close()
     sep_id = tokenizer.vocab[tokenization.SEP]
     try:
-        for index in reader.index.task_ids.tolist():
+        for index in reader.index.chunk_ids.tolist():
             buf = stored_buffer(directory, index, sep_id)
             for batch in instance_batches(buf, index, config, tokenizer, reader):
                 yield index, batch

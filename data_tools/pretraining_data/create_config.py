@@ -25,12 +25,12 @@ class CreateConfig:
         packing: how instances are packed (`instances.PackingConfig`).
         masked_lm_prob, max_predictions_per_seq, do_whole_word_mask, whole_word_mask_mode,
             max_ngram_size: masking (see `masking.MaskingConfig`).
-        random_seed: seeds every task's generator and the shuffle.
+        random_seed: seeds every chunk's generator and the shuffle.
         dupe_factor: passes over the data, each with different packing and masks.
         output_compression: "" or "gzip".
         use_v2_feature_names: input_word_ids / input_type_ids instead of v1 names.
         num_workers: processes (1 runs in this process).
-        chunk_bytes: text per task; the output depends on it (not on num_workers).
+        chunk_bytes: text per chunk; the output depends on it (not on num_workers).
         shuffle_memory_bytes: records the global shuffle holds in memory; beyond it they
             are spilled to temporary files (and read back in buckets of at most this size,
             one per worker).

@@ -1,17 +1,18 @@
 """The create-pretraining-data job: chunks -> parallel workers -> global shuffle -> shards.
 
 The parent streams the input into chunks of whole documents (`data_tools.inputs.documents`);
-each chunk is one task (`data_tools.pretraining_data.chunk_records`), run by a pool of worker
-processes. Results are consumed in task order, so the output is byte-identical whatever the
-number of workers. An NSP job makes two passes over the chunks: the first tokenizes them into a
-store on local disk (`data_tools.pretraining_data.token_store`, removed at the end), the second
-packs them, drawing the random next segments from the whole corpus as the original does.
+each chunk is the unit of parallel work (`data_tools.pretraining_data.chunk_records`), run by a
+pool of worker processes. Results are consumed in chunk order, so the output is byte-identical
+whatever the number of workers. An NSP job makes two passes over the chunks: the first tokenizes
+them into a store on local disk (`data_tools.pretraining_data.token_store`, removed at the end),
+the second packs them, drawing the random next segments from the whole corpus as the original
+does.
 
 Every record of the run then goes through one global shuffle
 (`data_tools.shuffle.external_shuffle`): each output file is a uniform random sample of all
 instances, in random order, as the original shuffles all its instances before writing. Memory is
-bounded by the shuffle's budget and a few tasks in flight, not by the corpus size: once the
-records outgrow the budget, the workers append their tasks' records to their own bucket files
+bounded by the shuffle's budget and a few chunks in flight, not by the corpus size: once the
+records outgrow the budget, the workers append their chunks' records to their own bucket files
 and send back only counts; in the final pass they read and sort one bucket each and write its
 pieces into the shards' files in place (this process appends them itself for gzip or remote
 outputs).
@@ -38,9 +39,9 @@ from bert_tf.text import tokenization
 from data_tools.inputs import documents, splits
 from data_tools.pretraining_data import token_store
 from data_tools.pretraining_data.chunk_records import (
+    ChunkRecords,
     InstanceStats,
-    StoredTask,
-    TaskResult,
+    StoredChunk,
     process_stored,
     store_chunk,
     truncation_warning,
@@ -85,7 +86,7 @@ def _init_worker(config: CreateConfig, tokenizer: tokenization.FullTokenizer,
 
 def store_split(split: splits.Split, config: CreateConfig,
                 tokenizer: tokenization.FullTokenizer, directory: str
-                ) -> Tuple[List[StoredTask], documents.CorpusStats]:
+                ) -> Tuple[List[StoredChunk], documents.CorpusStats]:
     """The first pass over one split: its chunks tokenized into the store."""
     stats = documents.CorpusStats(quiet=True)
     stored = [store_chunk(chunk, tokenizer, directory)
@@ -93,17 +94,17 @@ def store_split(split: splits.Split, config: CreateConfig,
     return stored, stats
 
 
-def _store_task(split: splits.Split, directory: str
-                ) -> Tuple[List[StoredTask], documents.CorpusStats]:
+def _store_split(split: splits.Split, directory: str
+                ) -> Tuple[List[StoredChunk], documents.CorpusStats]:
     return store_split(split, _WORKER["config"], _WORKER["tokenizer"], directory)
 
 
-def _worker_task(task: StoredTask, num_examples: int, plan: Optional[external_shuffle.SpillPlan]
-                 ) -> Tuple[TaskResult, Optional[tuple]]:
+def _pack_stored(chunk: StoredChunk, num_examples: int, plan: Optional[external_shuffle.SpillPlan]
+                 ) -> Tuple[ChunkRecords, Optional[tuple]]:
     """One stored chunk; once the shuffle spills, its records go to this worker's bucket
     files and only their count comes back (the parent never touches them)."""
     config = _WORKER["config"]
-    result = process_stored(task, config, _WORKER["tokenizer"], _WORKER["reader"],
+    result = process_stored(chunk, config, _WORKER["tokenizer"], _WORKER["reader"],
                             num_examples)
     if plan is None or not len(result.frame_lengths):
         return result, None
@@ -134,9 +135,9 @@ def _map(fn: Callable, local_fn: Callable, calls: Iterable[tuple], config: Creat
 def job_results(config: CreateConfig, tokenizer: tokenization.FullTokenizer,
                 corpus_stats: documents.CorpusStats, progress: "_Progress",
                 plan: Callable[[], Optional[external_shuffle.SpillPlan]]
-                ) -> Iterator[Tuple[TaskResult, Optional[tuple]]]:
-    """Every task's result in task order, as `(result, what shuffle.spill returned if the
-    worker spilled its records, else None)`; `plan()` is asked as each task is handed out.
+                ) -> Iterator[Tuple[ChunkRecords, Optional[tuple]]]:
+    """Every chunk's result in chunk order, as `(result, what shuffle.spill returned if the
+    worker spilled its records, else None)`; `plan()` is asked as each chunk is handed out.
 
     Pass 1 reads every split in the workers (no process reads the whole corpus) and stores
     its chunks' tokens; pass 2 packs each stored chunk. The store lives in a temporary
@@ -155,15 +156,15 @@ def job_results(config: CreateConfig, tokenizer: tokenization.FullTokenizer,
                         f"{e.strerror or e} (--temp_dir chooses where it goes)") from None
     try:
         builder = token_store.IndexBuilder(directory)
-        tasks: List[StoredTask] = []
+        chunks: List[StoredChunk] = []
         try:
             for split, (stored, stats) in zip(split_plan, _map(
-                    _store_task, _store_task,
+                    _store_split, _store_split,
                     ((split, directory) for split in split_plan), config, tokenizer)):
                 corpus_stats.add(stats)
-                for task in stored:
-                    builder.add(task.info)
-                    tasks.append(dataclasses.replace(task, info=None))
+                for chunk in stored:
+                    builder.add(chunk.info)
+                    chunks.append(dataclasses.replace(chunk, info=None))
                 progress.stored(split.size, len(stored))
             index = builder.finish()
         finally:
@@ -171,21 +172,21 @@ def job_results(config: CreateConfig, tokenizer: tokenization.FullTokenizer,
         corpus_stats.finish(config.input_files, sizes)
         stored_mb = sum(os.path.getsize(os.path.join(directory, name))
                         for name in os.listdir(directory)) / 1e6
-        logging.info("pass 1 of 2: %d split(s) -> %d task(s), %d documents tokenized into "
-                     "%.1f MB under %s in %.1f s", len(split_plan), len(tasks),
+        logging.info("pass 1 of 2: %d split(s) -> %d chunk(s), %d documents tokenized into "
+                     "%.1f MB under %s in %.1f s", len(split_plan), len(chunks),
                      index.num_documents, stored_mb, directory,
                      time.monotonic() - progress.start)
-        progress.restart(sum(t.num_bytes for t in tasks))
+        progress.restart(sum(t.num_bytes for t in chunks))
 
-        def examples_for(task: StoredTask) -> int:
-            return config.log_examples if task is tasks[0] else 0
+        def examples_for(chunk: StoredChunk) -> int:
+            return config.log_examples if chunk is chunks[0] else 0
 
-        def pack_here(task: StoredTask, num_examples: int, _plan) -> Tuple[TaskResult, None]:
-            return process_stored(task, config, tokenizer, _WORKER["reader"],
+        def pack_here(chunk: StoredChunk, num_examples: int, _plan) -> Tuple[ChunkRecords, None]:
+            return process_stored(chunk, config, tokenizer, _WORKER["reader"],
                                   num_examples), None
 
-        yield from _map(_worker_task, pack_here,
-                        ((task, examples_for(task), plan()) for task in tasks),
+        yield from _map(_pack_stored, pack_here,
+                        ((chunk, examples_for(chunk), plan()) for chunk in chunks),
                         config, tokenizer, index)
     finally:
         shutil.rmtree(directory, ignore_errors=True)
@@ -193,7 +194,7 @@ def job_results(config: CreateConfig, tokenizer: tokenization.FullTokenizer,
 
 class _Progress:
     """Periodic progress lines on stderr (absl logging): pass 1 counts the input bytes of
-    the splits read, pass 2 the text bytes of the tasks packed."""
+    the splits read, pass 2 the text bytes of the chunks packed."""
 
     def __init__(self, total_bytes: int, every: float):
         self.every = every
@@ -210,12 +211,12 @@ class _Progress:
         self.documents = 0
         self.instances = 0
 
-    def stored(self, split_bytes: int, tasks: int) -> None:
+    def stored(self, split_bytes: int, chunks: int) -> None:
         self.bytes += split_bytes
-        self.instances += tasks
-        self._log(f"{self.instances} task(s) tokenized")
+        self.instances += chunks
+        self._log(f"{self.instances} chunk(s) tokenized")
 
-    def update(self, result: TaskResult) -> None:
+    def update(self, result: ChunkRecords) -> None:
         self.bytes += result.num_bytes
         self.documents += result.num_documents
         self.instances += len(result.frame_lengths)
@@ -272,7 +273,7 @@ def run(config: CreateConfig) -> CreateSummary:
     record_bytes = text_bytes = 0
 
     def expected_record_bytes() -> int:
-        # Records per text byte so far, times the text of all tasks (known after pass 1):
+        # Records per text byte so far, times the text of all chunks (known after pass 1):
         # sizes the shuffle's buckets.
         return int(record_bytes * progress.total_bytes / text_bytes) if text_bytes else 0
 
@@ -288,14 +289,14 @@ def run(config: CreateConfig) -> CreateSummary:
             for result, spilled in results:
                 for example in result.examples:
                     log_example(example, tokenizer, config.use_v2_feature_names)
-                task_bytes = int(result.frame_lengths.sum())
-                record_bytes += task_bytes
+                chunk_record_bytes = int(result.frame_lengths.sum())
+                record_bytes += chunk_record_bytes
                 text_bytes += result.num_bytes
                 progress.update(result)
                 if spilled is None:
                     shuffler.add(result.index, result.frames, result.frame_lengths)
                 else:
-                    shuffler.add_spilled(len(result.frame_lengths), task_bytes, spilled)
+                    shuffler.add_spilled(len(result.frame_lengths), chunk_record_bytes, spilled)
                 stats.add(result.stats)
         if shuffler.records == 0:
             raise UserError(

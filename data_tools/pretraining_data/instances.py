@@ -183,9 +183,9 @@ def nsp_spans(buf: DocumentBuffer, config: PackingConfig, stream: RandomStream,
     """One pass of the original NSP packing over every document of the buffer (one dupe).
 
     Args:
-        buf: the task's documents.
+        buf: the chunk's documents.
         config: the packing.
-        stream: the task's random stream.
+        stream: the chunk's random stream.
         random_next: where random next segments come from (the whole corpus; spans of B
             then point past `buf.ids`, into the source's `ids()`); None: the buffer's
             other documents.

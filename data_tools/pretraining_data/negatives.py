@@ -6,7 +6,7 @@ uniformly within it, then sentences from there until B reaches its target length
 ends. `RandomNext` does exactly that over the tokenized corpus that the create job's first pass
 stored on disk (`data_tools.pretraining_data.token_store`), so every sentence of the corpus can
 open a random B, whatever the corpus order and document length, with the random draws taken from
-the task's own generator (the output depends only on the input and the seed).
+the chunk's own generator (the output depends only on the input and the seed).
 
 One deviation, kept from earlier releases: B never comes from A's own document. After the
 original's 10 tries (which a corpus of very few documents can fail), one of the other
@@ -27,9 +27,9 @@ _OFFSETS_BLOCK = 32  # sentence offsets read at once (a B segment spans a few se
 
 
 class RandomNext:
-    """B segments of one task, read from the store and appended after the task's tokens.
+    """B segments of one chunk, read from the store and appended after the chunk's tokens.
 
-    Segment coordinates continue those of the task's `DocumentBuffer.ids`: the first
+    Segment coordinates continue those of the chunk's `DocumentBuffer.ids`: the first
     segment starts at `base`, so `ids()` (the buffer's ids followed by every segment) is
     what the instances' spans point into.
     """
@@ -39,9 +39,9 @@ class RandomNext:
         """
         Args:
             reader: random reads of the store.
-            chunk: the task's chunk index (its documents' table numbers exclude A's own).
-            buffer_ids: int32 [n]: the task's `DocumentBuffer.ids`.
-            doc_ids: the corpus id of each document of the task's buffer.
+            chunk: the chunk's index (its documents' table numbers exclude A's own).
+            buffer_ids: int32 [n]: the chunk's `DocumentBuffer.ids`.
+            doc_ids: the corpus id of each document of the chunk's buffer.
         """
         self.reader = reader
         index = reader.index
@@ -52,11 +52,11 @@ class RandomNext:
         self._end = len(buffer_ids)
 
     def draw(self, uniform_int, doc: int, target: int) -> Tuple[int, int]:
-        """One random next segment for A from the task's document `doc`.
+        """One random next segment for A from the chunk's document `doc`.
 
         Args:
-            uniform_int: (lo, hi) -> an int in [lo, hi] (the task's `RandomStream.randint`).
-            doc: A's document, as an index of the task's buffer.
+            uniform_int: (lo, hi) -> an int in [lo, hi] (the chunk's `RandomStream.randint`).
+            doc: A's document, as an index of the chunk's buffer.
             target: B's target length in tokens (B takes whole sentences until it reaches
                 it, at least one sentence, or until the document ends).
 

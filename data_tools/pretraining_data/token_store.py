@@ -130,16 +130,16 @@ def read_chunk(directory: str, index: int
 
 @dataclasses.dataclass(frozen=True)
 class StoreIndex:
-    """Where every document's sentences are: small (O(chunks)), given to every task.
+    """Where every document's sentences are: small (O(chunks)), given to every worker.
 
-    Chunks are numbered by position (0, 1, ... in task order); `task_ids` gives each
-    position's task index (`documents.Chunk.index`, which names its file).
+    Chunks are numbered by position (0, 1, ... in chunk order); `chunk_ids` gives each
+    position's chunk index (`documents.Chunk.index`, which names its file).
 
     Attributes:
         directory: the store.
         num_documents: documents with tokens in the corpus (a document cut into pieces
             counts once): the random next document is drawn uniformly from these.
-        task_ids: int64 [chunks]: the task index of each position, increasing.
+        chunk_ids: int64 [chunks]: the chunk index of each position, increasing.
         sent_base: int64 [chunks + 1]: global number of each chunk's first sentence.
         doc_base: int64 [chunks + 1]: number in the table of each chunk's first document.
         docs_per_chunk: int64 [chunks]: documents stored in each chunk.
@@ -147,30 +147,30 @@ class StoreIndex:
 
     directory: str
     num_documents: int
-    task_ids: np.ndarray
+    chunk_ids: np.ndarray
     sent_base: np.ndarray
     doc_base: np.ndarray
     docs_per_chunk: np.ndarray
 
-    def position(self, task_id: int) -> int:
-        """The position of task `task_id`."""
-        pos = int(np.searchsorted(self.task_ids, task_id))
-        if pos >= len(self.task_ids) or self.task_ids[pos] != task_id:
-            raise KeyError(f"task {task_id} is not in the store")
+    def position(self, chunk_id: int) -> int:
+        """The position of chunk `chunk_id`."""
+        pos = int(np.searchsorted(self.chunk_ids, chunk_id))
+        if pos >= len(self.chunk_ids) or self.chunk_ids[pos] != chunk_id:
+            raise KeyError(f"chunk {chunk_id} is not in the store")
         return pos
 
-    def table_numbers(self, task_id: int, doc_ids: Sequence[int]) -> np.ndarray:
-        """int64 [documents]: the table number of each document of task `task_id`, given
+    def table_numbers(self, chunk_id: int, doc_ids: Sequence[int]) -> np.ndarray:
+        """int64 [documents]: the table number of each document of chunk `chunk_id`, given
         their ids (the chunk's pieces of one document share a number)."""
         ids = np.asarray(doc_ids, np.int64)
         if not len(ids):
             return np.zeros(0, np.int64)
-        return (self.doc_base[self.position(task_id)]
+        return (self.doc_base[self.position(chunk_id)]
                 + np.concatenate([[0], np.cumsum(ids[1:] != ids[:-1])]))
 
 
 class IndexBuilder:
-    """Builds the documents' table from the chunks' reports, given in task order.
+    """Builds the documents' table from the chunks' reports, given in chunk order.
 
     A document cut into pieces (consecutive chunks, one id) gets one row: its first global
     sentence and its sentences over all pieces; the table is streamed to disk, so memory is
@@ -182,16 +182,16 @@ class IndexBuilder:
         self._temp = fileio.temp_name(table_path(directory))
         self._file = fileio.open_file(self._temp, "wb")
         self._sent_base = [0]
-        self._task_ids: List[int] = []
+        self._chunk_ids: List[int] = []
         self._doc_base: List[int] = []
         self._docs_per_chunk: List[int] = []
         self._rows = 0
         self._open: Optional[Tuple[int, int, int]] = None  # (doc id, first sentence, count)
 
     def add(self, info: ChunkInfo) -> None:
-        if self._task_ids and info.index <= self._task_ids[-1]:
+        if self._chunk_ids and info.index <= self._chunk_ids[-1]:
             raise ValueError(f"chunk {info.index} reported out of order")
-        self._task_ids.append(info.index)
+        self._chunk_ids.append(info.index)
         base = self._sent_base[-1]
         starts = base + np.concatenate([[0], np.cumsum(info.doc_sentences)[:-1]])
         rows = []
@@ -223,7 +223,7 @@ class IndexBuilder:
             self._open = None
         self._file.close()
         fileio.rename(self._temp, table_path(self.directory))
-        return StoreIndex(self.directory, self._rows, np.asarray(self._task_ids, np.int64),
+        return StoreIndex(self.directory, self._rows, np.asarray(self._chunk_ids, np.int64),
                           np.asarray(self._sent_base, np.int64),
                           np.asarray(self._doc_base + [self._rows], np.int64),
                           np.asarray(self._docs_per_chunk, np.int64))
@@ -293,7 +293,7 @@ class Reader:
             return fd
         if len(self._files) >= self.max_open:
             os.close(self._files.popitem(last=False)[1])
-        fd = os.open(chunk_path(self.directory, int(self.index.task_ids[chunk])), os.O_RDONLY)
+        fd = os.open(chunk_path(self.directory, int(self.index.chunk_ids[chunk])), os.O_RDONLY)
         self._files[chunk] = fd
         if chunk not in self._layout:
             n_docs = int(self.index.docs_per_chunk[chunk])

@@ -1,14 +1,14 @@
-"""The machinery the Beam forms of the data jobs share (`data_tools.pretraining_data.beam_create`,
-`data_tools.prepare.beam_prepare`): options, the temporary directory, part files, shards, running
-and publishing.
+"""The machinery the Beam forms of the data jobs share
+(`data_tools.pretraining_data.beam_create`, `data_tools.prepare.beam_prepare`): options, the
+temporary directory, part files, shards, running and publishing.
 
 The launcher plans the local runner's splits (`data_tools.inputs.splits`) and the workers read
-them, so they run exactly the local tasks; the launcher reads no corpus. Workers write each
-sorted group of a shard as one part file under a private temporary directory; one step per
-shard concatenates its parts into a temporary file beside the output, and the launcher
-renames every shard once the pipeline succeeded (`publish`) and removes the temporaries
-whatever happened. Beam is imported here only (the optional `[beam]` extra); importing
-this module without it raises a one-line `UserError`.
+them, so they run exactly the local runner's chunks; the launcher reads no corpus. Workers write
+each sorted group of a shard as one part file under a private temporary directory; one step per
+shard concatenates its parts into a temporary file beside the output, and the launcher renames
+every shard once the pipeline succeeded (`publish`) and removes the temporaries whatever
+happened. Beam is imported here only (the optional `[beam]` extra); importing this module
+without it raises a one-line `UserError`.
 """
 
 from __future__ import annotations

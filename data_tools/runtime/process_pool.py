@@ -1,7 +1,7 @@
-"""An ordered map over a pool of worker processes, with few tasks in flight.
+"""An ordered map over a pool of worker processes, with few calls in flight.
 
-Results come back in task order whatever the number of workers, which is what makes the data
-jobs' outputs independent of --num_workers; at most `num_workers + 1` tasks are handed out
+Results come back in call order whatever the number of workers, which is what makes the data
+jobs' outputs independent of --num_workers; at most `num_workers + 1` calls are handed out
 ahead of the result being consumed, so memory stays bounded however long the input is.
 
 Each worker has its own pipe to the parent, read by the parent's own thread. The standard
@@ -54,7 +54,7 @@ def _start_worker(initializer: Optional[Callable[..., None]], initargs: Sequence
 
 
 def _worker_main(conn, inherited, initializer, initargs) -> None:
-    """A worker: runs `(fn, args)` tasks from `conn` and sends `(ok, value, traceback)` back,
+    """A worker: runs `(fn, args)` calls from `conn` and sends `(ok, value, traceback)` back,
     until it receives None or the parent dies."""
     for other in inherited:  # (fork) the parent's ends of the earlier workers' pipes
         other.close()
@@ -65,12 +65,12 @@ def _worker_main(conn, inherited, initializer, initargs) -> None:
         if conn not in multiprocessing.connection.wait(watched):
             return  # the parent died
         try:
-            task = conn.recv()
+            call = conn.recv()
         except (EOFError, OSError):
             return
-        if task is None:
+        if call is None:
             return
-        fn, args = task
+        fn, args = call
         try:
             reply = (True, fn(*args), None)
         except Exception as e:
@@ -127,7 +127,7 @@ def _receive(worker: _Worker) -> Tuple[bool, Any, Optional[str]]:
 
 
 def _unwrap(ok: bool, value: Any, remote_traceback: Optional[str]) -> Any:
-    """The result, or the worker's exception raised here (in task order, like results)."""
+    """The result, or the worker's exception raised here (in call order, like results)."""
     if ok:
         return value
     if isinstance(value, UserError):
@@ -138,7 +138,7 @@ def _unwrap(ok: bool, value: Any, remote_traceback: Optional[str]) -> Any:
 def _run(fn: Callable[..., R], calls: Iterator[Sequence[Any]], workers: List[_Worker],
          window: int) -> Iterator[R]:
     results: Dict[int, Tuple[bool, Any, Optional[str]]] = {}  # received ahead of their turn
-    busy: Dict[_Worker, int] = {}  # worker -> index of its task
+    busy: Dict[_Worker, int] = {}  # worker -> index of its call
     idle = list(reversed(workers))
     handed_out = next_out = 0
     exhausted = False

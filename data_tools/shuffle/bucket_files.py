@@ -1,7 +1,7 @@
 """The bucket files of the local shuffle, and the work on them that runs in worker processes.
 
 A bucket is a range of shuffle keys: unit (bits, prefix) holds the records whose key's top
-`bits` bits equal `prefix`. A process spills a task's records by cutting them into the
+`bits` bits equal `prefix`. A process spills a chunk's records by cutting them into the
 first-level buckets and appending one block per bucket to its own file of that bucket
 (`spill`); no other process writes that file, so workers spill in parallel without locks.
 In the final pass a worker reads every file of one bucket, sorts its records by key and
@@ -10,12 +10,12 @@ by its next key bits into smaller ones (`split_unit`, one more write and read of
 records).
 
 File name: `<bits>-<prefix hex>-<writer>` in the job's private directory; writer is `p<pid>`
-for a local directory (appended to by that process only) or `t<task>` for a remote one
-(tf.io.gfile cannot append, so each task writes its own files once), and `r` (remotely
-`r<file>_<block>`) for the pieces of a split bucket (one task splits a bucket).
+for a local directory (appended to by that process only) or `c<chunk>` for a remote one
+(tf.io.gfile cannot append, so each chunk writes its own files once), and `r` (remotely
+`r<file>_<block>`) for the pieces of a split bucket (one chunk splits a bucket).
 
-A file is a sequence of blocks, each the records of one task:
-    int64 [n, nbytes, task] | uint64 keys[n] | int64 lengths[n] | data (nbytes)
+A file is a sequence of blocks, each the records of one chunk:
+    int64 [n, nbytes, chunk] | uint64 keys[n] | int64 lengths[n] | data (nbytes)
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ _HEADER = 24  # bytes of a block's header
 
 @dataclasses.dataclass(frozen=True)
 class SpillPlan:
-    """Where and how finely records are spilled; decided once, then sent with every task.
+    """Where and how finely records are spilled; decided once, then sent with every chunk.
 
     Attributes:
         directory: the job's private temporary directory.
@@ -51,10 +51,10 @@ class SpillPlan:
 
 @dataclasses.dataclass
 class Block:
-    """Records of one task in one bucket: keys uint64 [n], frame lengths int64 [n] and the
+    """Records of one chunk in one bucket: keys uint64 [n], frame lengths int64 [n] and the
     framed records back to back (uint8 [sum(lengths)])."""
 
-    task: int
+    chunk: int
     keys: np.ndarray
     lengths: np.ndarray
     data: np.ndarray
@@ -81,9 +81,9 @@ def unit_file(directory: str, bits: int, prefix: int, writer: str) -> str:
     return os.path.join(directory, f"{bits:02d}-{prefix:x}-{writer}")
 
 
-def writer_name(directory: str, task: int) -> str:
-    """This process's writer name for the records of `task` (see the module docstring)."""
-    return f"t{task}" if fileio.is_remote(directory) else f"p{os.getpid()}"
+def writer_name(directory: str, chunk: int) -> str:
+    """This process's writer name for the records of `chunk` (see the module docstring)."""
+    return f"c{chunk}" if fileio.is_remote(directory) else f"p{os.getpid()}"
 
 
 def _starts(lengths: np.ndarray) -> np.ndarray:
@@ -91,7 +91,7 @@ def _starts(lengths: np.ndarray) -> np.ndarray:
 
 
 def _cut(block: Block, bucket_of: np.ndarray, num_buckets: int) -> Iterator[Tuple[int, Block]]:
-    """(bucket, its records of `block`) for every non-empty bucket, records in task order."""
+    """(bucket, its records of `block`) for every non-empty bucket, records in chunk order."""
     order = np.argsort(bucket_of, kind="stable")
     ends = np.cumsum(np.bincount(bucket_of, minlength=num_buckets))
     starts = _starts(block.lengths)
@@ -100,13 +100,13 @@ def _cut(block: Block, bucket_of: np.ndarray, num_buckets: int) -> Iterator[Tupl
         sel = order[(ends[b - 1] if b else 0):ends[b]]
         lengths = block.lengths[sel]
         data = b"".join([view[s:s + n] for s, n in zip(starts[sel].tolist(), lengths.tolist())])
-        yield b, Block(block.task, block.keys[sel], lengths, np.frombuffer(data, np.uint8))
+        yield b, Block(block.chunk, block.keys[sel], lengths, np.frombuffer(data, np.uint8))
 
 
 def _write(path: str, blocks: Sequence[Block], append: bool) -> None:
     parts = []
     for block in blocks:
-        parts += [np.array([len(block.keys), block.data.nbytes, block.task], np.int64).tobytes(),
+        parts += [np.array([len(block.keys), block.data.nbytes, block.chunk], np.int64).tobytes(),
                   block.keys.tobytes(), block.lengths.astype(np.int64).tobytes(),
                   block.data.tobytes()]
     payload = b"".join(parts)
@@ -127,13 +127,13 @@ def _write(path: str, blocks: Sequence[Block], append: bool) -> None:
                         "(--temp_dir chooses where they go)") from None
 
 
-def spill(plan: SpillPlan, task: int, keys: np.ndarray, lengths: np.ndarray,
+def spill(plan: SpillPlan, chunk: int, keys: np.ndarray, lengths: np.ndarray,
           frames: np.ndarray) -> Tuple[np.ndarray, Optional[Tuple[np.ndarray, np.ndarray]]]:
-    """Appends the records of `task` to this process's files of their first-level buckets.
+    """Appends the records of `chunk` to this process's files of their first-level buckets.
 
     Args:
         plan: the spill directory and the first-level bucket bits.
-        task: the task index (kept with the records: ties of equal keys go in task order).
+        chunk: the chunk index (kept with the records: ties of equal keys go in chunk order).
         keys: uint64 [n], the records' shuffle keys.
         lengths: int64 [n], frame lengths.
         frames: uint8 [sum(lengths)], the framed records back to back.
@@ -144,17 +144,17 @@ def spill(plan: SpillPlan, task: int, keys: np.ndarray, lengths: np.ndarray,
         (cells int64 [k] = bucket * num_shards + shard, bytes int64 [k]) for the k cells
         with records, at most one per record; None if plan.num_shards is 0).
     """
-    block = Block(task, keys, np.asarray(lengths, np.int64), np.asarray(frames, np.uint8))
+    block = Block(chunk, keys, np.asarray(lengths, np.int64), np.asarray(frames, np.uint8))
     num_buckets = 1 << plan.bits
     written = np.zeros(num_buckets, np.int64)
-    writer = writer_name(plan.directory, task)
+    writer = writer_name(plan.directory, chunk)
     append = not fileio.is_remote(plan.directory)
     bucket_of = top_bits(keys, 0, plan.bits)
     for b, part in _cut(block, bucket_of, num_buckets):
         _write(unit_file(plan.directory, plan.bits, b, writer), [part], append)
         written[b] = part.file_bytes
     cells = None
-    if plan.num_shards:  # sparse: a task's records touch few of the cells
+    if plan.num_shards:  # sparse: a chunk's records touch few of the cells
         cell = bucket_of * plan.num_shards + (keys % np.uint64(plan.num_shards)).astype(
             np.int64)
         present, which = np.unique(cell, return_inverse=True)
@@ -173,12 +173,12 @@ def shard_bytes(bucket_of: np.ndarray, keys: np.ndarray, lengths: np.ndarray,
 def _blocks(raw: bytes) -> Iterator[Block]:
     pos = 0
     while pos < len(raw):
-        n, nbytes, task = (int(v) for v in np.frombuffer(raw, np.int64, 3, pos))
+        n, nbytes, chunk = (int(v) for v in np.frombuffer(raw, np.int64, 3, pos))
         pos += _HEADER
         keys = np.frombuffer(raw, np.uint64, n, pos)
         lengths = np.frombuffer(raw, np.int64, n, pos + 8 * n)
         pos += 16 * n
-        yield Block(task, keys, lengths, np.frombuffer(raw, np.uint8, nbytes, pos))
+        yield Block(chunk, keys, lengths, np.frombuffer(raw, np.uint8, nbytes, pos))
         pos += nbytes
 
 
@@ -201,9 +201,9 @@ def _sorted_views(blocks: Sequence[Block], num_shards: int
                   ) -> Tuple[np.ndarray, np.ndarray, List[memoryview]]:
     """The records of `blocks` in output order (by shard, then key) as views of the blocks:
     (records per shard int64 [num_shards], bytes per shard int64 [num_shards], views)."""
-    # In task order, so that a stable sort by key leaves equal keys in task order, then in
+    # In chunk order, so that a stable sort by key leaves equal keys in chunk order, then in
     # record order.
-    blocks = sorted((b for b in blocks if len(b.keys)), key=lambda b: b.task)
+    blocks = sorted((b for b in blocks if len(b.keys)), key=lambda b: b.chunk)
     if not blocks:
         return np.zeros(num_shards, np.int64), np.zeros(num_shards, np.int64), []
     keys = np.concatenate([b.keys for b in blocks])
@@ -227,8 +227,8 @@ def _sorted_views(blocks: Sequence[Block], num_shards: int
 def sort_blocks(blocks: Sequence[Block], num_shards: int) -> Tuple[np.ndarray, bytes]:
     """The records of `blocks` grouped by shard (key % num_shards), each shard in key order.
 
-    Equal keys (rare: 64 random bits) go in task order, then in record order, as on Beam;
-    so the order of `blocks` does not matter (each task has at most one block).
+    Equal keys (rare: 64 random bits) go in chunk order, then in record order, as on Beam;
+    so the order of `blocks` does not matter (each chunk has at most one block).
 
     Returns:
         (ends int64 [num_shards]: shard s is data[ends[s-1]:ends[s]], data bytes).
@@ -240,7 +240,7 @@ def sort_blocks(blocks: Sequence[Block], num_shards: int) -> Tuple[np.ndarray, b
 def sort_unit(directory: str, bits: int, prefix: int, writers: Sequence[str],
               num_shards: int, shard_paths: Optional[Sequence[str]] = None,
               offsets: Optional[np.ndarray] = None) -> Tuple[np.ndarray, bytes, int]:
-    """Reads, removes and sorts one bucket (a worker task of the final pass).
+    """Reads, removes and sorts one bucket (one worker's call of the final pass).
 
     Args:
         directory, bits, prefix, writers: the bucket's files.
@@ -306,10 +306,10 @@ def _stream_blocks(path: str) -> Iterator[Block]:
                 head = f.read(_HEADER)
                 if len(head) < _HEADER:
                     return
-                n, nbytes, task = (int(v) for v in np.frombuffer(head, np.int64))
+                n, nbytes, chunk = (int(v) for v in np.frombuffer(head, np.int64))
                 keys = np.frombuffer(f.read(8 * n), np.uint64)
                 lengths = np.frombuffer(f.read(8 * n), np.int64)
-                yield Block(task, keys, lengths, np.frombuffer(f.read(nbytes), np.uint8))
+                yield Block(chunk, keys, lengths, np.frombuffer(f.read(nbytes), np.uint8))
     except UserError:
         raise
     except Exception as e:
@@ -318,8 +318,8 @@ def _stream_blocks(path: str) -> Iterator[Block]:
 
 def split_unit(directory: str, bits: int, prefix: int, writers: Sequence[str],
                extra_bits: int, num_shards: int) -> Tuple[int, int, Optional[np.ndarray]]:
-    """Cuts a bucket larger than planned into 2**extra_bits by its next key bits (a worker
-    task), one block (one task's records) at a time, so memory stays near a task's records.
+    """Cuts a bucket larger than planned into 2**extra_bits by its next key bits (in a worker
+    process), one block (one chunk's records) at a time, so memory stays near a chunk's records.
 
     Returns:
         (bytes read, bytes written, int64 [2**extra_bits, num_shards]: record bytes of each

@@ -1,16 +1,16 @@
 """A global shuffle of every record of the job, in bounded memory, writing and reading each
 spilled record once, with the disk work in the worker processes.
 
-Each record gets a 64-bit key, a pure function of (random_seed, task index, record index in
-the task): key j of task i is the j-th uint64 of a PCG64 generator seeded with
+Each record gets a 64-bit key, a pure function of (random_seed, chunk index, record index in
+the chunk): key j of chunk i is the j-th uint64 of a PCG64 generator seeded with
 `SeedSequence(random_seed, spawn_key=(2, i))` (`record_keys`). The key decides everything:
 
     shard    = key % num_shards       (each record lands in a uniformly random shard)
     position = rank of key in shard   (each shard is in uniformly random order)
 
-Equal keys (rare) go in task order, then record order. So every output file is a uniform
+Equal keys (rare) go in chunk order, then record order. So every output file is a uniform
 random sample of all the instances of the run, in random order, and the bytes depend only
-on the seed and the tasks' records, never on the number of workers, on memory or on how the
+on the seed and the chunks' records, never on the number of workers, on memory or on how the
 work below is split. A distributed runner (e.g. Apache Beam) reproduces the same files by
 computing the same keys, grouping by shard and sorting by key.
 
@@ -18,7 +18,7 @@ A job whose records fit in `memory_bytes` never touches the disk. Otherwise, as 
 records held, or the estimate of the job's total (`expected_bytes`: records per input byte
 so far times the input size), exceed the budget, a `SpillPlan` fixes the buckets: the 2**bits
 ranges of the keys' top bits, with bits chosen so that the estimated total fills each bucket
-to about half the budget. From then on every worker appends the records of its tasks to its
+to about half the budget. From then on every worker appends the records of its chunks to its
 own bucket files (`bucket_files.spill`), counting each bucket's record bytes per shard,
 and the parent spills only the few results it already holds. In the final pass
 (`write_to`) the workers read, sort and group by shard one bucket each, in parallel, and
@@ -64,10 +64,10 @@ _MAX_CELLS = 1 << 22  # (bucket, shard) byte counts kept (32 MB) to write shards
 _LAST_SPLIT_BITS = bucket_files.KEY_BITS - 2 * _MAX_SPLIT_BITS  # deeper: read as it is
 
 
-def record_keys(random_seed: int, task_index: int, num_records: int) -> np.ndarray:
-    """The shuffle keys of one task's records: uint64 [num_records]."""
+def record_keys(random_seed: int, chunk_index: int, num_records: int) -> np.ndarray:
+    """The shuffle keys of one chunk's records: uint64 [num_records]."""
     rng = np.random.Generator(np.random.PCG64(
-        np.random.SeedSequence(random_seed % (1 << 64), spawn_key=(2, task_index))))
+        np.random.SeedSequence(random_seed % (1 << 64), spawn_key=(2, chunk_index))))
     return rng.integers(0, 1 << 64, size=num_records, dtype=np.uint64, endpoint=False)
 
 
@@ -139,13 +139,13 @@ class ExternalShuffle:
     def records(self) -> int:
         return self.stats.records
 
-    def add(self, task_index: int, frames: np.ndarray, lengths: np.ndarray) -> None:
-        """Adds the framed records of task `task_index` (tasks may come in any order):
+    def add(self, chunk_index: int, frames: np.ndarray, lengths: np.ndarray) -> None:
+        """Adds the framed records of chunk `chunk_index` (chunks may come in any order):
         held in memory, or spilled by this process once spilling started."""
         if not len(lengths):
             return
-        keys = record_keys(self.random_seed, task_index, len(lengths))
-        block = Block(task_index, keys, np.asarray(lengths, np.int64),
+        keys = record_keys(self.random_seed, chunk_index, len(lengths))
+        block = Block(chunk_index, keys, np.asarray(lengths, np.int64),
                       np.asarray(frames, np.uint8))
         self.stats.records += len(keys)
         self.stats.record_bytes += int(block.data.nbytes)
@@ -165,10 +165,10 @@ class ExternalShuffle:
     def add_spilled(self, num_records: int, record_bytes: int,
                     spilled: Tuple[np.ndarray, Optional[Tuple[np.ndarray, np.ndarray]]]
                     ) -> None:
-        """Counts the records of a task that a worker spilled itself (`spill` under `plan`).
+        """Counts the records of a chunk that a worker spilled itself (`spill` under `plan`).
 
         Args:
-            num_records: the task's records.
+            num_records: the chunk's records.
             record_bytes: their framed bytes.
             spilled: what `spill` returned: bytes written to each bucket, and the record
                 bytes of the (bucket, shard) cells.
@@ -178,7 +178,7 @@ class ExternalShuffle:
         self.stats.worker_written_bytes += self._count(*spilled)
 
     def _spill(self, block: Block) -> None:
-        self._count(*spill(self.plan, block.task, block.keys, block.lengths, block.data))
+        self._count(*spill(self.plan, block.chunk, block.keys, block.lengths, block.data))
 
     def _count(self, written: np.ndarray, cells) -> int:
         self.stats.written_bytes += int(written.sum())

@@ -3,10 +3,10 @@
 `python -m data_tools.build_vocab ... --beam_pipeline_options="--runner=..."` counts the
 words on the runner's workers and learns the same vocabulary as the local run:
 
-1. The launcher plans the tasks of `word_counting.plan_tasks` (byte ranges of the files, or a
+1. The launcher plans the parts of `word_counting.plan_parts` (byte ranges of the files, or a
    seeded sample of blocks): it reads only the files' sizes and first bytes, so its own
    work does not grow with the corpus.
-2. Each worker counts its tasks' words (`word_counting.count_task`), reading only its ranges.
+2. Each worker counts its parts' words (`word_counting.count_part`), reading only its ranges.
 3. `CombinePerKey(sum)` gives every word's exact total, and `Top.Of` the `max_words` most
    frequent, ties broken by code point order: the local runner's rule, a total order, so
    the result does not depend on how the runner groups or merges. Characters and line
@@ -28,11 +28,11 @@ from bert_tf import fileio
 from data_tools.runtime import beam_runtime
 from data_tools.runtime.beam_runtime import beam
 from data_tools.vocab import word_counting
-from data_tools.vocab.word_counting import CountConfig, TaskCounts
+from data_tools.vocab.word_counting import CountConfig, WordCounts
 
 
-def _count(task: word_counting.Task, do_lower_case: bool) -> TaskCounts:
-    return word_counting.count_task(task, do_lower_case)
+def _count(part: word_counting.FilePart, do_lower_case: bool) -> WordCounts:
+    return word_counting.count_part(part, do_lower_case)
 
 
 def _rank(pair: Tuple[str, int]) -> Tuple[int, str]:
@@ -40,19 +40,19 @@ def _rank(pair: Tuple[str, int]) -> Tuple[int, str]:
     return -pair[1], pair[0]
 
 
-def _stats_only(counts: TaskCounts) -> TaskCounts:
+def _stats_only(counts: WordCounts) -> WordCounts:
     # A copy: Beam may hand the same element to the "Words" branch (inputs are immutable).
     return dataclasses.replace(counts, words=collections.Counter())
 
 
-def _merge_stats(parts: Iterable[TaskCounts]) -> TaskCounts:
-    total = TaskCounts(collections.Counter(), collections.Counter())
+def _merge_stats(parts: Iterable[WordCounts]) -> WordCounts:
+    total = WordCounts(collections.Counter(), collections.Counter())
     for part in parts:
         total.add_stats(part)
     return total
 
 
-def _write_result(stats: TaskCounts, top: List[Tuple[str, int]], distinct: int,
+def _write_result(stats: WordCounts, top: List[Tuple[str, int]], distinct: int,
                   path: str) -> None:
     stats.distinct = distinct
     with fileio.open_file(path, "wb") as f:
@@ -60,7 +60,7 @@ def _write_result(stats: TaskCounts, top: List[Tuple[str, int]], distinct: int,
 
 
 def count_corpus(files: Sequence[str], config: CountConfig, options: str, near: str
-                 ) -> Tuple[collections.Counter, TaskCounts]:
+                 ) -> Tuple[collections.Counter, WordCounts]:
     """Counts the words of `files` on Beam; the same result as `word_counting.count_corpus`.
 
     Args:
@@ -82,12 +82,12 @@ def count_corpus(files: Sequence[str], config: CountConfig, options: str, near: 
     near = beam_runtime.absolute(near)
     config = dataclasses.replace(config, temp_dir=beam_runtime.absolute(config.temp_dir))
     opts = beam_runtime.pipeline_options(options, list(files) + [config.temp_dir, near])
-    tasks = word_counting.plan_tasks(files, config)
+    parts = word_counting.plan_parts(files, config)
     staging = beam_runtime.staging_dir(config.temp_dir, near)
     try:
         result = os.path.join(staging, "counts.pickle")
         p = beam.Pipeline(options=opts)
-        counts = (p | "Tasks" >> beam.Create(tasks)
+        counts = (p | "Parts" >> beam.Create(parts)
                   | "Spread" >> beam.Reshuffle()
                   | "Count" >> beam.Map(_count, config.do_lower_case))
         words = (counts | "Words" >> beam.FlatMap(lambda c: c.words.items())

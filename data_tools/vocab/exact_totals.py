@@ -1,18 +1,18 @@
 """Exact word totals in bounded memory, and the rule that picks the words the trainer gets.
 
-`Totals` adds word counts (a task's at a time) into a dict; whenever it holds more than
+`Totals` adds word counts (a part's at a time) into a dict; whenever it holds more than
 `max_words` distinct words, it writes them, sorted, to a run file on disk and starts afresh.
 At the end the runs are merged in word order, so every word's total is exact, and the
 `max_words` most frequent words are kept, ties broken by code point order (`top_words`; all
 words when there are fewer).
 
 What this guarantees: the kept words and their counts are a function of the exact totals
-alone, so they do not depend on the number of workers, on the task size, or on the order in
+alone, so they do not depend on the number of workers, on the part size, or on the order in
 which counts are merged (a Beam combine merges in any order; `data_tools.vocab.beam_vocab` applies
 the same rule with `Top.Of`). A word is left out only when `max_words` words are more
 frequent than it, or as frequent and smaller in code point order; with at most `max_words`
 distinct words nothing is left out and nothing is spilled. Memory: at most `max_words`
-words plus the task being added, then a heap of `max_words` while merging.
+words plus the part being added, then a heap of `max_words` while merging.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def top_words(pairs: Iterable[Tuple[str, int]], max_words: int) -> Counter:
 
 class Totals:
     """Exact word totals in bounded memory: a dict of at most `max_words` words (plus the
-    task being added), then sorted runs on disk, merged in word order at the end."""
+    part being added), then sorted runs on disk, merged in word order at the end."""
 
     def __init__(self, max_words: int, temp_dir: str = ""):
         self.max_words = max_words
@@ -47,7 +47,7 @@ class Totals:
         self._dir: Optional[tempfile.TemporaryDirectory] = None
 
     def add(self, words: Counter) -> None:
-        """Adds word counts (e.g. one task's)."""
+        """Adds word counts (e.g. one part's)."""
         self.words.update(words)
         self.peak_words = max(self.peak_words, len(self.words))
         if len(self.words) > self.max_words:

@@ -1,12 +1,12 @@
 """Counts the words of a corpus for `build_vocab`: in parallel, in bounded memory, optionally
 on a seeded sample, with the same result for any number of workers, locally or on Beam.
 
-Splits. The input is cut into tasks by files and byte ranges, the same for every worker
+Splits. The input is cut into parts by files and byte ranges, the same for every worker
 count: a plain file into ranges of `split_bytes`; a compressed one (`data_tools.inputs.text_files`)
-is one task, as it cannot be entered at an offset. A range owns the lines whose first byte
+is one part, as it cannot be entered at an offset. A range owns the lines whose first byte
 lies in it: it begins at the first line that starts at or after its offset and ends with
 the line that runs past its end (as Hadoop splits text). So every line is read by exactly
-one task, and a worker reads only its own ranges. The bytes
+one part, and a worker reads only its own ranges. The bytes
 of a line are decoded as `documents.iter_lines` decodes them (whole lines, invalid UTF-8
 replaced and counted, a byte-order mark dropped at the start of a file).
 
@@ -16,7 +16,7 @@ and a seeded uniform draw without replacement picks enough blocks for about `sam
 only those are read (a line belongs to the block where it starts), so the time depends on
 the sample, not on the corpus. Every line has the same chance of being drawn.
 
-Memory. A task's `Counter` holds one range's distinct words; the parent adds them up
+Memory. A part's `Counter` holds one range's distinct words; the parent adds them up
 exactly in bounded memory (`data_tools.vocab.exact_totals`) and keeps the `max_words` most frequent
 words, a rule that depends on the exact counts alone, so on neither the worker count nor
 the order of merging (a Beam combine's). The alphabet's character counts are exact and
@@ -40,7 +40,7 @@ from data_tools.runtime import process_pool
 from data_tools.vocab import exact_totals
 
 SAMPLE_BLOCK = 64 << 10
-_MEMO = 100_000  # whitespace-free chunks memoized by a task's basic split
+_MEMO = 100_000  # whitespace-free chunks memoized by a part's basic split
 _BATCH_WORDS = 1 << 16  # words handed to Counter.update at a time (its loop is in C)
 
 
@@ -51,7 +51,7 @@ class CountConfig:
     Attributes:
         do_lower_case: lower-case and strip accents (as the uncased tokenizer).
         num_workers: worker processes (1 counts in this process).
-        split_bytes: bytes of a plain file per task; the result does not depend on it.
+        split_bytes: bytes of a plain file per part; the result does not depend on it.
         max_words: distinct words kept for the trainer (the most frequent), and held in
             memory before a sorted run is written to disk.
         sample_bytes: 0 reads everything; else about this many bytes are drawn at random.
@@ -79,9 +79,10 @@ class CountConfig:
 
 
 @dataclasses.dataclass(frozen=True)
-class Task:
-    """One unit of counting: byte ranges [start, end) of one file, or the whole of it
-    (end = -1: a compressed file, read from its start through its decompressor)."""
+class FilePart:
+    """One part of the input, the unit of parallel counting: byte ranges [start, end) of one
+    file, or the whole of it (end = -1: a compressed file, read from its start through its
+    decompressor)."""
 
     index: int
     path: str
@@ -89,8 +90,8 @@ class Task:
 
 
 @dataclasses.dataclass
-class TaskCounts:
-    """What one task (or a sum of tasks) saw.
+class WordCounts:
+    """What one part (or a sum of parts) saw.
 
     Attributes:
         words: word -> occurrences.
@@ -112,7 +113,7 @@ class TaskCounts:
     warnings: Dict[str, List[str]] = dataclasses.field(default_factory=dict)
     distinct: int = 0
 
-    def add_stats(self, other: "TaskCounts") -> None:
+    def add_stats(self, other: "WordCounts") -> None:
         """Adds everything but the words (merged separately, in bounded memory)."""
         self.chars.update(other.chars)
         self.lines += other.lines
@@ -134,8 +135,8 @@ class TaskCounts:
         return out
 
 
-def plan_tasks(files: Sequence[str], config: CountConfig) -> List[Task]:
-    """The tasks for `files`: a function of the files, `split_bytes`, `sample_bytes` and
+def plan_parts(files: Sequence[str], config: CountConfig) -> List[FilePart]:
+    """The parts for `files`: a function of the files, `split_bytes`, `sample_bytes` and
     `seed` only (never of the worker count).
 
     Raises:
@@ -148,71 +149,77 @@ def plan_tasks(files: Sequence[str], config: CountConfig) -> List[Task]:
             compressed.append(splits.is_compressed(path))
         except Exception as e:  # OSError locally, tf.errors remotely
             raise UserError(f"cannot read input file {path}: {reason(e)}") from None
-    tasks: List[Task] = []
+    parts: List[FilePart] = []
     if config.sample_bytes:
         packed = [p for p, c in zip(files, compressed) if c]
         if packed:
             raise UserError(f"--sample_mb reads blocks at random offsets, which a compressed "
                             f"file does not allow: decompress {packed[0]} first")
-        return _sample_tasks(files, sizes, config)
+        return _sample_parts(files, sizes, config)
     for path, size, packed in zip(files, sizes, compressed):
         if packed:
-            tasks.append(Task(len(tasks), path, ((0, -1),)))
+            parts.append(FilePart(len(parts), path, ((0, -1),)))
             continue
         for start in range(0, size, config.split_bytes):
-            tasks.append(Task(len(tasks), path, ((start, min(start + config.split_bytes,
+            parts.append(FilePart(len(parts), path, ((start, min(start + config.split_bytes,
                                                               size)),)))
-    return tasks
+    return parts
 
 
-def _sample_tasks(files: Sequence[str], sizes: Sequence[int], config: CountConfig
-                  ) -> List[Task]:
-    """Blocks drawn uniformly without replacement, grouped per file into tasks of up to
+def _sample_parts(files: Sequence[str], sizes: Sequence[int], config: CountConfig
+                  ) -> List[FilePart]:
+    """Blocks drawn uniformly without replacement, grouped per file into parts of up to
     `split_bytes`; sorted, so that each file is read forwards."""
     blocks = [-(-size // SAMPLE_BLOCK) for size in sizes]
     first = np.concatenate([[0], np.cumsum(blocks)]).astype(np.int64)
     total = int(first[-1])
     want = min(total, -(-config.sample_bytes // SAMPLE_BLOCK))
     chosen = np.sort(np.random.default_rng(config.seed).choice(total, want, replace=False))
-    per_task = max(1, config.split_bytes // SAMPLE_BLOCK)
-    tasks: List[Task] = []
+    per_part = max(1, config.split_bytes // SAMPLE_BLOCK)
+    parts: List[FilePart] = []
     for i, path in enumerate(files):
         mine = chosen[(chosen >= first[i]) & (chosen < first[i + 1])] - first[i]
         ranges = [(int(b) * SAMPLE_BLOCK, min((int(b) + 1) * SAMPLE_BLOCK, sizes[i]))
                   for b in mine]
-        for k in range(0, len(ranges), per_task):
-            tasks.append(Task(len(tasks), path, tuple(ranges[k:k + per_task])))
-    return tasks
+        for k in range(0, len(ranges), per_part):
+            parts.append(FilePart(len(parts), path, tuple(ranges[k:k + per_part])))
+    return parts
 
 
-def _task_lines(task: Task, counts: TaskCounts) -> Iterator[str]:
-    if task.ranges == ((0, -1),):
+def part_lines(part: FilePart, counts: WordCounts) -> Iterator[str]:
+    """The lines `part` owns, decoded; adds the bytes read, invalid UTF-8 sequences and the
+    warnings of a compressed file to `counts`.
+
+    Raises:
+        UserError: the file cannot be read.
+    """
+    if part.ranges == ((0, -1),):
         stats = documents.CorpusStats(quiet=True)
-        yield from documents.iter_lines(task.path, stats)
+        yield from documents.iter_lines(part.path, stats)
         counts.input_bytes += stats.bytes_read
         if stats.warnings:
-            counts.warnings[task.path] = list(stats.warnings)
+            counts.warnings[part.path] = list(stats.warnings)
         return
     try:
-        f = fileio.open_file(task.path, "rb")
+        f = fileio.open_file(part.path, "rb")
     except Exception as e:  # OSError locally, tf.errors remotely
-        raise UserError(f"cannot read input file {task.path}: {reason(e)}") from None
+        raise UserError(f"cannot read input file {part.path}: {reason(e)}") from None
     with f:
-        for start, end in task.ranges:
+        for start, end in part.ranges:
             blocks = splits.range_blocks(f, start, end)
             first = start == 0
             while True:
                 try:
                     data = next(blocks, None)
                 except Exception as e:  # noqa: BLE001 - a remote read failure: one line
-                    text_files.reraise(task.path, e)
+                    text_files.reraise(part.path, e)
                 if data is None:
                     break
                 counts.input_bytes += len(data)
                 lines, bad = splits.block_lines(data, first)
                 first = False
                 if bad:
-                    counts.bad_utf8[task.path] = counts.bad_utf8.get(task.path, 0) + bad
+                    counts.bad_utf8[part.path] = counts.bad_utf8.get(part.path, 0) + bad
                 yield from lines
 
 
@@ -220,21 +227,21 @@ _SPLITTERS: Dict[bool, tokenization.CachedBasicTokenizer] = {}
 
 
 def _splitter(do_lower_case: bool) -> tokenization.CachedBasicTokenizer:
-    """The process's basic split, kept from task to task so its memo stays warm. Its memo is
+    """The process's basic split, kept from part to part so its memo stays warm. Its memo is
     smaller than the tokenizer's default, so that memory depends less on how varied the text
-    is (a WikiText task has fewer distinct chunks: no change there)."""
+    is (a WikiText part has fewer distinct chunks: no change there)."""
     if do_lower_case not in _SPLITTERS:
         _SPLITTERS[do_lower_case] = tokenization.CachedBasicTokenizer(
             do_lower_case, max_cache_entries=_MEMO)
     return _SPLITTERS[do_lower_case]
 
 
-def count_task(task: Task, do_lower_case: bool) -> TaskCounts:
-    """Counts the words (after the tokenizer's basic split) and their characters in `task`."""
+def count_part(part: FilePart, do_lower_case: bool) -> WordCounts:
+    """Counts the words (after the tokenizer's basic split) and their characters in `part`."""
     splitter = _splitter(do_lower_case)
-    result = TaskCounts(collections.Counter(), collections.Counter())
+    result = WordCounts(collections.Counter(), collections.Counter())
     batch: List[str] = []
-    for line in _task_lines(task, result):
+    for line in part_lines(part, result):
         words = splitter.tokenize(line)
         if words:
             result.lines += 1
@@ -275,12 +282,12 @@ def _init_worker(do_lower_case: bool) -> None:
     _WORKER["do_lower_case"] = do_lower_case
 
 
-def _worker_task(task: Task) -> TaskCounts:
-    return count_task(task, bool(_WORKER["do_lower_case"]))
+def _worker_count(part: FilePart) -> WordCounts:
+    return count_part(part, bool(_WORKER["do_lower_case"]))
 
 
 def count_corpus(files: Sequence[str], config: CountConfig
-                 ) -> Tuple[Counter, TaskCounts, exact_totals.Totals]:
+                 ) -> Tuple[Counter, WordCounts, exact_totals.Totals]:
     """Counts the words of `files` with `config.num_workers` processes.
 
     Returns:
@@ -291,15 +298,15 @@ def count_corpus(files: Sequence[str], config: CountConfig
     Raises:
         UserError: unreadable input, bad flags, or a worker that died.
     """
-    tasks = plan_tasks(files, config)
+    parts = plan_parts(files, config)
     totals = exact_totals.Totals(config.max_words, config.temp_dir)
-    if config.num_workers <= 1 or len(tasks) <= 1:
-        results: Iterable[TaskCounts] = (count_task(t, config.do_lower_case) for t in tasks)
+    if config.num_workers <= 1 or len(parts) <= 1:
+        results: Iterable[WordCounts] = (count_part(t, config.do_lower_case) for t in parts)
     else:
-        results = process_pool.map_ordered(_worker_task, ((t,) for t in tasks),
-                                           min(config.num_workers, len(tasks)), _init_worker,
+        results = process_pool.map_ordered(_worker_count, ((t,) for t in parts),
+                                           min(config.num_workers, len(parts)), _init_worker,
                                            (config.do_lower_case,))
-    stats = TaskCounts(collections.Counter(), collections.Counter())
+    stats = WordCounts(collections.Counter(), collections.Counter())
     try:
         for counts in results:
             totals.add(counts.words)
