@@ -32,6 +32,7 @@ from typing import Optional
 
 import numpy as np
 import tensorflow as tf
+from absl import logging
 
 from bert_tf.training.checkpoint_paths import SavedObjectGraph
 
@@ -73,6 +74,29 @@ class TrainingClock:
         """Takes the host's sum from the variable; call after restoring a checkpoint."""
         self._seconds = float(self.variable.numpy())
 
+    def resume(self, checkpoint: Optional[str], saved: bool) -> None:
+        """Takes the seconds of the `checkpoint` restored (None: a fresh run at 0 s), and
+        says where the clock starts; `saved`: whether the checkpoint held the clock."""
+        self.sync()
+        if checkpoint and not saved:
+            logging.warning("%s has no training clock (saved without --max_train_minutes): "
+                            "the --max_train_minutes budget starts at 0 s here", checkpoint)
+        elif checkpoint:
+            logging.info("training clock resumed at %.3f s of %.0f s", self.seconds,
+                         self.budget_seconds)
+
+    def spent_at_start(self, step: int) -> bool:
+        """Whether a run (re)starting at `step` finds the budget spent; says so if it does."""
+        if self.spent:
+            logging.info("--max_train_minutes=%g already spent (%.1f s trained) at step %d",
+                         self.max_train_minutes, self.seconds, step)
+        return self.spent
+
+    def log_end(self, step: int, learning_rate: float) -> None:
+        """The clock and the learning rate where training ended (benchmarks read this line)."""
+        logging.info("training clock %.2f s of the %.0f s budget at step %d; learning rate "
+                     "%.6e", self.seconds, self.budget_seconds, step, learning_rate)
+
     def add(self, seconds: float) -> bool:
         """Adds the training time of one call (the chief's, with several workers).
 
@@ -110,6 +134,23 @@ def training_progress(step: tf.Tensor, num_train_steps: int,
     if clock is not None:
         progress = tf.maximum(progress, clock.fraction())
     return progress
+
+
+def trainer_clock(max_train_minutes: float, clock: Optional[TrainingClock]
+                  ) -> Optional[TrainingClock]:
+    """The clock a trainer with `max_train_minutes` counts on: `clock` if given (the one its
+    optimizer's schedule reads), else a new one if there is a budget (call under the
+    strategy's scope), else None.
+
+    Raises:
+        ValueError: `clock` has another budget.
+    """
+    if clock is None:
+        return TrainingClock(max_train_minutes) if max_train_minutes else None
+    if clock.max_train_minutes != max_train_minutes:
+        raise ValueError(f"the clock's budget ({clock.max_train_minutes} min) is not "
+                         f"max_train_minutes={max_train_minutes}")
+    return clock
 
 
 def clock_checkpoint_objects(clock: Optional[TrainingClock]) -> dict:

@@ -32,6 +32,7 @@ from bert_tf import errors
 from bert_tf.data import input_config, input_pipeline, input_validation
 from bert_tf.errors import UserError
 from bert_tf.training import (
+    budget,
     checkpoint_paths,
     checkpointing,
     distribution,
@@ -42,7 +43,6 @@ from bert_tf.training import (
     resume,
     train_loop,
 )
-from bert_tf.training.budget import TrainingClock, clock_checkpoint_objects, clock_left_out
 from bert_tf.training.progress import ProgressLogger
 from bert_tf.training.results import (  # noqa: F401 (part of this module's API)
     EVAL_RESULTS_FILE,
@@ -72,11 +72,9 @@ class TrainerConfig:
         max_eval_steps: eval batches at most.
         max_steps_per_run: stop this process after this many steps (0 = no limit), saving a
             checkpoint; rerun with the same output_dir to continue (time-limited jobs).
-        max_train_minutes: the run's training-time budget (0 = none): the time of the train
-            calls, summed over resumes (the clock is in the checkpoint; start-up, tracing,
-            saves and eval do not count, see bert_tf.training.budget). Training stops when it
-            is spent, saving a checkpoint; eval then runs as usual. Where the run stops
-            depends on the machine.
+        max_train_minutes: the run's training-time budget (0 = none), summed over resumes
+            (bert_tf.training.budget); training stops when it is spent, saving a
+            checkpoint; eval then runs as usual. Where it stops depends on the machine.
         init_checkpoint: warm-start model weights from this checkpoint (prefix or directory)
             when output_dir has no checkpoint yet.
         use_nsp: train the next-sentence head too.
@@ -173,16 +171,15 @@ class Trainer:
         warm_start_fn: called with the model to load initial weights when output_dir has no
             checkpoint to resume from (default: restore config.init_checkpoint, a bert_tf
             checkpoint, by object graph).
-        clock: the training clock of config.max_train_minutes, made under the strategy's
-            scope, when the optimizer's schedule reads it too (`create_optimizer(...,
-            clock=clock)`); without it the trainer makes its own for a budgeted run.
+        clock: the `budget.TrainingClock` of config.max_train_minutes that the optimizer's
+            schedule reads, made under the scope (default: the trainer makes its own).
     """
 
     def __init__(self, config: TrainerConfig, strategy: tf.distribute.Strategy,
                  model_fn: Callable[[], keras.Model], optimizer_fn: Callable[[], object],
                  objective: Optional[objectives.Objective] = None,
                  warm_start_fn: Optional[Callable[[keras.Model], None]] = None,
-                 clock: Optional[TrainingClock] = None):
+                 clock: Optional[budget.TrainingClock] = None):
         self.config = config
         self.objective = objective or objectives.PretrainingObjective(config.use_nsp)
         self.warm_start_fn = warm_start_fn
@@ -204,12 +201,7 @@ class Trainer:
             self.optimizer.build(self.model.trainable_variables)
             self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step",
                                     aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
-            if clock is None and config.max_train_minutes:
-                clock = TrainingClock(config.max_train_minutes)
-        if (clock.max_train_minutes if clock else 0.0) != config.max_train_minutes:
-            raise ValueError(f"the clock's budget ({clock and clock.max_train_minutes} min) is "
-                             f"not max_train_minutes={config.max_train_minutes}")
-        self.clock = clock  # seconds trained against --max_train_minutes (None: no budget)
+            self.clock = budget.trainer_clock(config.max_train_minutes, clock)  # None: no budget
         self.steps = train_loop.StepFunctions(
             self.model, self.optimizer, strategy, self.step, self.objective,
             accumulation_steps=config.gradient_accumulation_steps, use_xla=config.use_xla)
@@ -268,7 +260,7 @@ class Trainer:
             model=self.model, optimizer=self.optimizer, step=self.step,
             rng=checkpointing.seed_state_variables(self.model),
             **(train_input.checkpoint_objects() if train_input else {}),
-            **clock_checkpoint_objects(self.clock))
+            **budget.clock_checkpoint_objects(self.clock))
         saver = checkpointing.CheckpointSaver(
             cfg.output_dir, checkpoint, self.step, keep, self.worker_index,
             also_save=train_input.save_own if train_input else None)
@@ -276,16 +268,10 @@ class Trainer:
         problem = unsupported
         if latest and train_input:
             problem = train_input.saved_state_problem(latest)
-        no_clock = clock_left_out(self.clock, latest)
+        no_clock = budget.clock_left_out(self.clock, latest)
         restored = saver.restore_latest(without=resume.left_out(train_input, problem) + no_clock)
         if self.clock is not None:
-            self.clock.sync()
-            if restored is not None and no_clock:
-                logging.warning("%s has no training clock (saved without --max_train_minutes): "
-                                "the --max_train_minutes budget starts at 0 s here", saver.latest)
-            elif restored is not None:
-                logging.info("training clock resumed at %.3f s of %.0f s", self.clock.seconds,
-                             self.clock.budget_seconds)
+            self.clock.resume(saver.latest if restored is not None else None, not no_clock)
         if restored is None:
             if self.warm_start_fn is not None:
                 self.warm_start_fn(self.model)
@@ -325,9 +311,7 @@ class Trainer:
         stop = cfg.num_train_steps
         if cfg.max_steps_per_run:
             stop = min(stop, start + cfg.max_steps_per_run)
-        if self.clock is not None and self.clock.spent and start < stop:
-            logging.info("--max_train_minutes=%g already spent (%.1f s trained) at step %d",
-                         cfg.max_train_minutes, self.clock.seconds, start)
+        if self.clock is not None and start < stop and self.clock.spent_at_start(start):
             stop = start
         progress = ProgressLogger(cfg.output_dir, cfg.num_train_steps, cfg.train_batch_size,
                                   self.is_chief, cfg.log_every_n_steps,
@@ -383,9 +367,7 @@ class Trainer:
                 progress.close()
                 periodic.close()
         if self.clock is not None:
-            logging.info("training clock %.2f s of the %.0f s budget at step %d; learning "
-                         "rate %.6e", self.clock.seconds, self.clock.budget_seconds, step,
-                         self.learning_rate())
+            self.clock.log_end(step, self.learning_rate())
         if host_loop.stopped:
             raise checkpointing.Terminated(
                 f"stopped by SIGTERM at step {step} with checkpoint {saver.latest}; rerun with "
