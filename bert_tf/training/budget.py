@@ -22,8 +22,9 @@ the rounding does not accumulate. With several workers, every worker adds the CH
 time (agreed in `HostLoop`'s all-reduce), so all hold the same clock and the same learning
 rate, and stop at the same step.
 
-The clock's time grows by a call (about 2 s) at a time, so the learning rate follows the
-time budget in steps of one call: about 1 % of a 4-minute decay phase.
+The clock grows by one call (about 2 s, `preemption.TARGET_CALL_SECONDS`) at a time, so the
+learning rate follows the time budget in steps of one call (2 s of the 6-minute decay of
+configs/budget.flags), and the run ends at most one call past its budget.
 """
 
 from __future__ import annotations
