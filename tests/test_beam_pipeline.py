@@ -166,7 +166,7 @@ def test_gzip_shards_equal_the_local_writers_whatever_the_part_sizes(tmp_path):
              for b, (lo, hi) in enumerate(zip(cuts, cuts[1:]))]
     temp = str(tmp_path / "beam.gz")
     open(temp, "wb").close()  # made by the launcher (prepare_outputs)
-    beam_runtime._concat_shard((0, {"parts": parts[::-1], "shard": [None]}), [temp], "gzip")
+    beam_runtime.concat_shard((0, {"parts": parts[::-1], "shard": [None]}), [temp], "gzip")
     assert (tmp_path / "beam.gz").read_bytes() == (tmp_path / "local.gz").read_bytes()
 
 
@@ -213,7 +213,7 @@ def test_a_shard_whose_temporary_file_the_launcher_removed_is_not_written_again(
     part = beam_runtime.write_part(str(tmp_path), 0, 0, b"records")[1]
     temp = str(tmp_path / "out.tfrecord.tmp-0123")
     with pytest.raises(beam_runtime.UserError, match="is gone: the launcher stopped"):
-        beam_runtime._concat_shard((0, {"parts": [part], "shard": [None]}), [temp], "")
+        beam_runtime.concat_shard((0, {"parts": [part], "shard": [None]}), [temp], "")
     assert not os.path.exists(temp)
 
 

@@ -75,7 +75,7 @@ def test_corpus_layout_and_round_trip(corpus_lines, tmp_path):
     singles = {t for t in tokens[104:] if len(t) == 1}
     assert len(singles) == stats.alphabet > 80
     for c in singles:
-        assert (("##" + c) in tokens) == (not tokenization._is_punctuation(c)), c
+        assert (("##" + c) in tokens) == (not tokenization.is_punctuation(c)), c
 
     path = tmp_path / "vocab.txt"
     path.write_text("\n".join(tokens) + "\n", encoding="utf-8")

@@ -200,8 +200,8 @@ def test_ngram_spans_are_contiguous_short_favoured_and_share_a_decision():
     rng = np.random.default_rng(4)
     cand = masking.candidates(ids, lengths, config)
     unit = np.where(cand, np.cumsum(cand, axis=1) - 1, -1)
-    chosen, span_of_pos = masking._choose_spans(unit, cand.sum(1), num_to_predict(lengths, config),
-                                                config, rng)
+    chosen, span_of_pos = masking.choose_spans(unit, cand.sum(1), num_to_predict(lengths, config),
+                                               config, rng)
     assert (chosen == (out.decisions >= 0)).all()
     sizes = []
     for i in range(len(lengths)):

@@ -124,4 +124,4 @@ def test_both_implementations_share_the_one_config_and_fractions():
     assert masking.MaskingConfig is MaskingConfig is dynamic_masking.MaskingConfig
     assert masking.MODES == masking_rules.MODES == ("fixed", "original")
     assert (masking_rules.MASK_FRACTION, masking_rules.KEEP_FRACTION) == (0.8, 0.1)
-    assert masking._P_KEEP_END == 0.9
+    assert masking.P_KEEP_END == 0.9

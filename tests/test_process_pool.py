@@ -131,13 +131,13 @@ def test_stop_signals_stay_blocked_until_the_worker_set_its_handlers(tmp_path, m
     # even if another test of this process imported TensorFlow (the worker never touches it).
     monkeypatch.setattr(process_pool, "start_method", lambda: "fork")
     seen = tmp_path / "mask"
-    original = process_pool._start_worker
+    original = process_pool.start_worker
 
     def recording_start(initializer, initargs):  # runs in the forked worker, first thing
         seen.write_text(" ".join(str(int(s)) for s in signal.pthread_sigmask(signal.SIG_BLOCK, [])))
         original(initializer, initargs)
 
-    monkeypatch.setattr(process_pool, "_start_worker", recording_start)
+    monkeypatch.setattr(process_pool, "start_worker", recording_start)
     parent_sigint = signal.getsignal(signal.SIGINT)  # SIG_IGN when pytest ran in background
     masks = list(process_pool.map_ordered(_mask_in_call, [(0,)], 1))
     at_start = {int(s) for s in seen.read_text().split()}

@@ -146,14 +146,19 @@ def _is_control(char: str) -> bool:
     return unicodedata.category(char) in ("Cc", "Cf")
 
 
-def _is_punctuation(char: str) -> bool:
+def is_punctuation(char: str) -> bool:
+    """True for the characters the basic tokenizer splits off as punctuation: Unicode's P*
+    categories, and every non-alphanumeric printable ASCII character (as the original, so
+    that "$" or "^" split too)."""
     cp = ord(char)
     if 33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96 or 123 <= cp <= 126:
         return True
     return unicodedata.category(char).startswith("P")
 
 
-def _is_cjk(cp: int) -> bool:
+def is_cjk(cp: int) -> bool:
+    """True for a code point of the CJK ideograph blocks (`CJK_RANGES`), which the basic
+    tokenizer surrounds with spaces."""
     return any(lo <= cp <= hi for lo, hi in CJK_RANGES)
 
 
@@ -185,7 +190,7 @@ class BasicTokenizer:
         output: List[List[str]] = []
         start_new_word = True
         for char in text:
-            if _is_punctuation(char):
+            if is_punctuation(char):
                 output.append([char])
                 start_new_word = True
             else:
@@ -199,7 +204,7 @@ class BasicTokenizer:
     def _tokenize_chinese_chars(text: str) -> str:
         output = []
         for char in text:
-            if _is_cjk(ord(char)):
+            if is_cjk(ord(char)):
                 output.extend((" ", char, " "))
             else:
                 output.append(char)

@@ -34,8 +34,8 @@ __all__ = ["MODE_FIXED", "MODE_ORIGINAL", "MODES", "MaskingConfig", "MaskedBatch
            "mask_batch", "num_to_predict"]
 
 # Decision thresholds on one uniform draw: [0, 0.8) mask, [0.8, 0.9) keep, [0.9, 1) random.
-_P_MASK = masking_rules.MASK_FRACTION
-_P_KEEP_END = masking_rules.MASK_FRACTION + masking_rules.KEEP_FRACTION  # == 0.9 exactly
+P_MASK = masking_rules.MASK_FRACTION
+P_KEEP_END = masking_rules.MASK_FRACTION + masking_rules.KEEP_FRACTION  # == 0.9 exactly
 DECISION_MASK, DECISION_KEEP, DECISION_RANDOM = 0, 1, 2
 
 
@@ -131,15 +131,15 @@ def mask_batch(input_ids: np.ndarray, lengths: np.ndarray, config: MaskingConfig
     if simple:
         chosen, span_of_pos = _choose_pieces(cand, k, rng)
     else:
-        chosen, span_of_pos = _choose_spans(unit, num_units, k, config, rng)
+        chosen, span_of_pos = choose_spans(unit, num_units, k, config, rng)
     # One uniform per decision unit: per span in "fixed" mode, per piece in "original".
     if config.whole_word_mask_mode == MODE_ORIGINAL or simple:
         u = rng.random((n, seq_len))
     else:
         u_span = rng.random((n, max(int(num_units.max(initial=0)), 1)))
         u = np.take_along_axis(u_span, np.maximum(span_of_pos, 0), axis=1)
-    decisions = np.where(u < _P_MASK, DECISION_MASK,
-                         np.where(u < _P_KEEP_END, DECISION_KEEP, DECISION_RANDOM))
+    decisions = np.where(u < P_MASK, DECISION_MASK,
+                         np.where(u < P_KEEP_END, DECISION_KEEP, DECISION_RANDOM))
     decisions = np.where(chosen, decisions, -1).astype(np.int8)
     out = np.array(input_ids, dtype=np.int32, copy=True)
     out[decisions == DECISION_MASK] = config.mask_token_id
@@ -160,9 +160,9 @@ def _choose_pieces(cand: np.ndarray, k: np.ndarray,
     return chosen, np.where(chosen, 0, -1)
 
 
-def _choose_spans(unit: np.ndarray, num_units: np.ndarray, k: np.ndarray,
-                  config: MaskingConfig,
-                  rng: np.random.Generator) -> "tuple[np.ndarray, np.ndarray]":
+def choose_spans(unit: np.ndarray, num_units: np.ndarray, k: np.ndarray,
+                 config: MaskingConfig,
+                 rng: np.random.Generator) -> "tuple[np.ndarray, np.ndarray]":
     """Greedy choice of spans of units, visiting unit starts in random order (all rows at once).
 
     Returns:

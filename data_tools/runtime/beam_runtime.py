@@ -133,7 +133,7 @@ def write_part(directory: str, shard: int, bucket: int,
     return shard, (bucket, path)
 
 
-def _concat_shard(item, temp_paths: Sequence[str], compression: str) -> None:
+def concat_shard(item, temp_paths: Sequence[str], compression: str) -> None:
     """Concatenates one shard's parts, in bucket order, into its temporary output file."""
     shard, groups = item
     # The launcher made this file before the pipeline and removes it when the job failed or
@@ -164,7 +164,7 @@ def finish_shards(p, parts, temp_paths: Sequence[str], compression: str = "") ->
     shards = (p | "Shards" >> beam.Create(list(range(len(temp_paths))))
               | "ShardKeys" >> beam.Map(lambda s: (s, None)))
     _ = ({"parts": parts, "shard": shards} | "PartsOfShard" >> beam.CoGroupByKey()
-         | "ConcatParts" >> beam.Map(_concat_shard, list(temp_paths), compression))
+         | "ConcatParts" >> beam.Map(concat_shard, list(temp_paths), compression))
 
 
 def prepare_outputs(paths: Sequence[str]) -> List[str]:

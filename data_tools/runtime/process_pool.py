@@ -42,7 +42,9 @@ _STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 _CAN_MASK = hasattr(signal, "pthread_sigmask")
 
 
-def _start_worker(initializer: Optional[Callable[..., None]], initargs: Sequence[Any]) -> None:
+def start_worker(initializer: Optional[Callable[..., None]], initargs: Sequence[Any]) -> None:
+    """What a worker process does first: leaves Ctrl-C and SIGTERM to the parent's handling,
+    unblocks them, then runs `initializer(*initargs)`."""
     # Ctrl-C reaches the whole process group; the parent alone handles it and stops us.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # Entry points turn SIGTERM into KeyboardInterrupt; in a worker it must simply end it.
@@ -58,7 +60,7 @@ def _worker_main(conn, inherited, initializer, initargs) -> None:
     until it receives None or the parent dies."""
     for other in inherited:  # (fork) the parent's ends of the earlier workers' pipes
         other.close()
-    _start_worker(initializer, initargs)
+    start_worker(initializer, initargs)
     parent = multiprocessing.parent_process()
     watched = [conn] + ([parent.sentinel] if parent is not None else [])
     while True:

@@ -90,7 +90,7 @@ def check_config(config: VocabConfig) -> None:
 
 def _needs_continuation(char: str) -> bool:
     """False for characters that the basic tokenizer always splits off as a word."""
-    return not (tokenization._is_punctuation(char) or tokenization._is_cjk(ord(char)))
+    return not (tokenization.is_punctuation(char) or tokenization.is_cjk(ord(char)))
 
 
 def count_words(lines: Iterable[str], do_lower_case: bool, stats: LearnStats) -> Counter:
