@@ -5,6 +5,15 @@
         [--bert_config_file=...] [--max_seq_length=128] [--top_k=5] \
         [--format=saved_model|keras_hub]
 
+With --format=keras_hub the preset's tokenizer is keras-hub's own `BertTokenizer`, so the
+preset loads with keras-hub alone (`keras_hub.models.BertTextClassifier.from_preset(DIR,
+num_classes=2)`, no bert_tf needed). That tokenizer gives other ids than pretraining on some
+text (NFKC case folding of 'µ', 'ﬁ', full-width letters; words over 100 bytes): the export
+counts the differing lines of --tokenizer_check_file (your domain text: its first 10,000
+non-empty lines, at most 10 MB) or, without it, of the vocabulary's own tokens, and prints
+one line. --preset_tokenizer=exact ships bert_tf's tokenizer instead (the pretraining ids on
+any text); loading that preset needs `import bert_tf.export.preset_tokenizer` first.
+
 --output_dir is the run's output directory (its latest checkpoint is exported) or one
 checkpoint prefix (`out/pretrain/ckpt-1000`); --bert_config_file defaults to the
 bert_config.json the run saved there. --export_dir must not exist yet; it is written under a
@@ -48,6 +57,14 @@ flags.DEFINE_integer("max_seq_length", None, "Longest packed sequence for text s
                      "max_position_embeddings if smaller.")
 flags.DEFINE_integer("top_k", 5, "Candidates per [MASK] in the fill_mask signature.")
 flags.DEFINE_enum("format", "saved_model", ["saved_model", "keras_hub"], "What to write.")
+flags.DEFINE_enum("preset_tokenizer", "portable", ["portable", "exact"],
+                  "keras_hub: 'portable' is keras-hub's BertTokenizer (loads with keras-hub "
+                  "alone; other ids on some text: the export counts them); 'exact' gives the "
+                  "pretraining ids but loading needs `import bert_tf.export.preset_tokenizer`.")
+flags.DEFINE_string("tokenizer_check_file", None,
+                    "keras_hub, portable: text (e.g. your domain's) on whose first 10,000 "
+                    "non-empty lines the export counts those keras-hub's tokenizer gives other "
+                    "ids than pretraining. Default: the vocabulary's tokens.")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,6 +81,9 @@ class ExportConfig:
             if smaller.
         top_k: fill_mask candidates (SavedModel).
         export_format: "saved_model" or "keras_hub".
+        preset_tokenizer: keras_hub: "portable" or "exact".
+        tokenizer_check_file: keras_hub, portable: text to count mismatching lines on;
+            None: the vocabulary's tokens.
     """
 
     checkpoint: str
@@ -74,15 +94,20 @@ class ExportConfig:
     max_seq_length: int | None = None
     top_k: int = 5
     export_format: str = "saved_model"
+    preset_tokenizer: str = "portable"
+    tokenizer_check_file: str | None = None
 
 
 def export(config: ExportConfig) -> str:
     """Restores the checkpoint and writes the export. Returns export_dir."""
+    from bert_tf import fileio
     from bert_tf.export import saved_model
     from bert_tf.interop import native
     from bert_tf.interop.model_files import check_new_directory
 
     check_new_directory(config.export_dir)  # Before the (slow) restore.
+    if config.tokenizer_check_file and not fileio.exists(config.tokenizer_check_file):
+        raise UserError(f"--tokenizer_check_file={config.tokenizer_check_file} does not exist")
     loaded = native.load_pretrained(config.checkpoint, config.bert_config_file)
     max_seq_length = config.max_seq_length or min(
         DEFAULT_MAX_SEQ_LENGTH, loaded.model.config.max_position_embeddings)
@@ -90,7 +115,9 @@ def export(config: ExportConfig) -> str:
         from bert_tf.export.keras_hub_preset import export_keras_hub_preset
 
         export_keras_hub_preset(loaded.model.encoder, config.vocab_file, config.do_lower_case,
-                                config.export_dir, max_seq_length)
+                                config.export_dir, max_seq_length,
+                                preset_tokenizer=config.preset_tokenizer,
+                                tokenizer_check_file=config.tokenizer_check_file)
     else:
         if not loaded.has_mlm_head:
             print(f"note: {loaded.checkpoint} has no MLM head; the SavedModel gets no fill_mask "
@@ -109,11 +136,20 @@ def config_from_flags() -> ExportConfig:
             raise UserError(f"--{name} is required")
     if FLAGS.do_lower_case is None:
         raise UserError("--do_lower_case is required (true for uncased vocabularies)")
+    if FLAGS.format != "keras_hub":
+        for name in ("preset_tokenizer", "tokenizer_check_file"):
+            if FLAGS[name].present:
+                raise UserError(f"--{name} applies to --format=keras_hub only")
+    if FLAGS.preset_tokenizer == "exact" and FLAGS.tokenizer_check_file:
+        raise UserError("--tokenizer_check_file measures the portable tokenizer; "
+                        "--preset_tokenizer=exact gives the pretraining ids on any text")
     return ExportConfig(
         checkpoint=FLAGS.output_dir, vocab_file=FLAGS.vocab_file,
         do_lower_case=FLAGS.do_lower_case, export_dir=FLAGS.export_dir,
         bert_config_file=FLAGS.bert_config_file, max_seq_length=FLAGS.max_seq_length,
-        top_k=FLAGS.top_k, export_format=FLAGS.format)
+        top_k=FLAGS.top_k, export_format=FLAGS.format,
+        preset_tokenizer=FLAGS.preset_tokenizer,
+        tokenizer_check_file=FLAGS.tokenizer_check_file)
 
 
 def is_finetuned(path: str) -> bool:
@@ -130,7 +166,8 @@ def export_finetuned_from_flags() -> str:
 
     if not FLAGS.export_dir:
         raise UserError("--export_dir is required")
-    for name in ("vocab_file", "do_lower_case", "bert_config_file", "top_k"):
+    for name in ("vocab_file", "do_lower_case", "bert_config_file", "top_k",
+                 "preset_tokenizer", "tokenizer_check_file"):
         if FLAGS[name].present:
             raise UserError(f"--{name} does not apply to the fine-tuned model in "
                             f"{FLAGS.output_dir}: it is read from that directory")

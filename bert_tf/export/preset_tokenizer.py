@@ -1,13 +1,18 @@
-"""The tokenizer of exported keras-hub presets: keras-hub's `BertTokenizer`, bert_tf's ids.
+"""The exact tokenizer of keras-hub presets: keras-hub's `BertTokenizer`, bert_tf's ids.
+
+Presets use it only on request (`python -m bert_tf.export --format=keras_hub
+--preset_tokenizer=exact`, or `export_keras_hub_preset(..., preset_tokenizer="exact")`):
+the default, portable preset ships keras-hub's own `BertTokenizer`, which loads without
+bert_tf, and says at export on how many lines it gives other ids
+(`bert_tf.export.tokenizer_check`).
 
 keras-hub's `BertTokenizer` cannot be configured to give the ids the model was pretrained
 with. `lowercase=True` is Unicode NFKC case folding, not the original release's
 `str.lower()` + NFD + accent stripping ('µ' becomes 'μ', 'm²' 'm2', 'ﬁ' 'fi', 'Ⅻ' 'xii',
-'ß' 'ss', a final 'ς' 'σ': 64 of the 17,541 lines of the bundled WikiText-2 corpus get other
-ids); `lowercase=False` does not lower-case at all. In both settings it splits words at
-every Cc/Cf character (the original deletes them: 'co\\u00adoperate' is one word), keeps
-U+FFFD, does not split at no-break spaces, and FastWordpiece maps words over 100 bytes to
-[UNK] (the original allows 200 characters).
+'ß' 'ss', a final 'ς' 'σ'); `lowercase=False` does not lower-case at all. In both settings
+it splits words at every Cc/Cf character (the original deletes them: 'co\\u00adoperate' is
+one word), keeps U+FFFD, does not split at no-break spaces, and FastWordpiece maps words
+over 100 bytes to [UNK] (the original allows 200 characters).
 
 `OriginalBertTokenizer` is that `BertTokenizer` with `tokenize` replaced by bert_tf's own
 tokenizers: `FullTokenizer.encode` on keras-hub's pure-Python path (eager calls) and
@@ -15,7 +20,7 @@ tokenizers: `FullTokenizer.encode` on keras-hub's pure-Python path (eager calls)
 (special tokens, vocabulary asset, `detokenize`, presets, preprocessors) is keras-hub's.
 
 It is registered with Keras as `bert_tf>OriginalBertTokenizer`, so loading a preset that
-uses it needs this module imported first:
+uses it needs bert_tf installed and this module imported first:
 
     import bert_tf.export.preset_tokenizer  # noqa: F401  (registers the tokenizer)
     classifier = keras_hub.models.BertTextClassifier.from_preset(DIR, num_classes=2)
