@@ -3,16 +3,18 @@
     python -m bert_tf.export --output_dir=out/pretrain --vocab_file=out/vocab.txt \
         --do_lower_case=true --export_dir=export/bert/1 \
         [--bert_config_file=...] [--max_seq_length=128] [--top_k=5] \
-        [--format=saved_model|keras_hub]
+        [--format=saved_model|keras_hub] \
+        [--preset_tokenizer=portable|exact] [--tokenizer_check_file=domain.txt]
 
-With --format=keras_hub the preset's tokenizer is keras-hub's own `BertTokenizer`, so the
-preset loads with keras-hub alone (`keras_hub.models.BertTextClassifier.from_preset(DIR,
-num_classes=2)`, no bert_tf needed). That tokenizer gives other ids than pretraining on some
-text (NFKC case folding of 'µ', 'ﬁ', full-width letters; words over 100 bytes): the export
-counts the differing lines of --tokenizer_check_file (your domain text: its first 10,000
-non-empty lines, at most 10 MB) or, without it, of the vocabulary's own tokens, and prints
-one line. --preset_tokenizer=exact ships bert_tf's tokenizer instead (the pretraining ids on
-any text); loading that preset needs `import bert_tf.export.preset_tokenizer` first.
+With --format=keras_hub the preset's tokenizer is by default (--preset_tokenizer=portable)
+keras-hub's own `BertTokenizer`, so the preset loads with keras-hub alone
+(`keras_hub.models.BertTextClassifier.from_preset(DIR, num_classes=2)`, no bert_tf needed).
+That tokenizer gives other ids than pretraining on some text (NFKC case folding of 'µ', 'ﬁ',
+full-width letters; words over 100 bytes): the export counts the differing lines of
+--tokenizer_check_file (your domain text: its first 10,000 non-empty lines, at most 10 MB)
+or, without it, of the vocabulary's own tokens, and prints one line.
+--preset_tokenizer=exact ships bert_tf's tokenizer instead (the pretraining ids on any
+text); loading that preset needs `import bert_tf.export.preset_tokenizer` first.
 
 --output_dir is the run's output directory (its latest checkpoint is exported) or one
 checkpoint prefix (`out/pretrain/ckpt-1000`); --bert_config_file defaults to the
@@ -29,7 +31,8 @@ finetune_task.json) is exported with its task's raw-text signatures instead
         [--max_seq_length=128]
 
 Its vocabulary, casing, config and labels are read from the directory, so --vocab_file,
---do_lower_case, --bert_config_file, --top_k and --format=keras_hub are refused there.
+--do_lower_case, --bert_config_file, --top_k, --format=keras_hub and the preset tokenizer
+flags are refused there.
 """
 
 from __future__ import annotations
