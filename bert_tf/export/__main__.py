@@ -169,13 +169,16 @@ def export_finetuned_from_flags() -> str:
 
     if not FLAGS.export_dir:
         raise UserError("--export_dir is required")
-    for name in ("vocab_file", "do_lower_case", "bert_config_file", "top_k",
-                 "preset_tokenizer", "tokenizer_check_file"):
+    for name in ("vocab_file", "do_lower_case", "bert_config_file", "top_k"):
         if FLAGS[name].present:
             raise UserError(f"--{name} does not apply to the fine-tuned model in "
                             f"{FLAGS.output_dir}: it is read from that directory")
     if FLAGS.format != "saved_model":
         raise UserError(f"--format={FLAGS.format}: a fine-tuned model exports as saved_model")
+    for name in ("preset_tokenizer", "tokenizer_check_file"):
+        if FLAGS[name].present:
+            raise UserError(f"--{name} applies to --format=keras_hub only; a fine-tuned "
+                            "model exports as saved_model")
     export_finetuned(FLAGS.output_dir, FLAGS.export_dir, max_seq_length=FLAGS.max_seq_length)
     print(f"exported fine-tuned {FLAGS.output_dir} as saved_model to {FLAGS.export_dir}",
           flush=True)
