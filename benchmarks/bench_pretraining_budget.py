@@ -49,6 +49,7 @@ from typing import Dict, List, Optional, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # the report imports bert_tf (TensorFlow)
 import budget_bert_tf  # noqa: E402
 import budget_cache  # noqa: E402
 import budget_data  # noqa: E402
@@ -103,23 +104,25 @@ ARMS: List[Arm] = [
         flagfile="configs/budget.flags", records="mlm"),
     Arm("d", "keras_hub", "keras-hub BertMaskedLM.fit"),
     Arm("e", "hf", "transformers BertForMaskedLM + Trainer"),
-    # Ablations of c: one choice each put back to the original recipe's.
-    Arm("c-mask15", title="c with 15 % dynamic masking", flags=("--masked_lm_prob=0.15",), **C),
+    # Ablations of c: each puts one of c's choices back to the original recipe's (b), or
+    # moves one of the values configs/budget.flags leaves to tuning. (c already shares b's
+    # peak rate, batch, sequence length and model shape.)
+    Arm("c-mask15", title="c masking 15 % (dynamic)", flags=("--masked_lm_prob=0.15",), **C),
+    Arm("c-mask30", title="c masking 30 % (dynamic)", flags=("--masked_lm_prob=0.3",), **C),
     Arm("c-static", title="c with static 15 % masks (dupe_factor 2)", dupe_factor=2,
         drop=("dynamic_masking", "masked_lm_prob", "vocab_file"), **C),
     Arm("c-linear", title="c with warmup + linear decay sized to the budget",
         flags=("--lr_schedule=linear",), drop=("decay_proportion",), size_to_budget=True, **C),
     Arm("c-nsp", title="c with NSP sentence pairs", drop=("no_nsp",),
         **dict(C, records="nsp")),
-    Arm("c-lr", title=f"c at b's peak learning rate ({DEMO['learning_rate']})",
-        flags=(f"--learning_rate={DEMO['learning_rate']}",), **C),
-    Arm("c-batch", title=f"c at b's batch ({DEMO['train_batch_size']})",
-        flags=(f"--train_batch_size={DEMO['train_batch_size']}",), **C),
+    Arm("c-lr5e-4", title="c at peak learning rate 5e-4", flags=("--learning_rate=5e-4",),
+        **C),
 ]
+# curve: held-out evaluations during a bert_tf arm's training, and batches of 64 each.
 FULL = dict(minutes=30.0, probe_minutes=1.0, max_articles=0, heldout_every=50,
-            vocab_size=16384, seeds="1,2,3", max_train_examples=8000)
+            vocab_size=16384, seeds="1,2,3", max_train_examples=8000, curve=(10, 16))
 SMOKE = dict(minutes=1.0, probe_minutes=0.25, max_articles=300, heldout_every=10,
-             vocab_size=4096, seeds="1", max_train_examples=200)
+             vocab_size=4096, seeds="1", max_train_examples=200, curve=(2, 4))
 EVAL_SEQ, EVAL_PRED = 128, 20  # the held-out records every arm is measured on
 
 
@@ -141,7 +144,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--finetune_learning_rate", type=float, default=1e-4,
                         help="run_glue --learning_rate (one for every task and arm)")
     parser.add_argument("--finetune_epochs", type=float, default=3.0)
-    parser.add_argument("--data_dir", default=os.path.join(REPO, "..", "shared", "data"),
+    parser.add_argument("--data_dir", default=os.path.normpath(os.path.join(REPO, "..", "shared",
+                                                                            "data")),
                         help="the shared data: corpus/wikipedia_en and finetune/glue_*")
     parser.add_argument("--smoke", action="store_true",
                         help="1-minute budget, 300 articles, 1 seed, 200 training examples "
@@ -208,7 +212,8 @@ def pretrain(arm: Arm, arm_dir: str, args, cache: str, config: str, vocab: str) 
         budget_data.run_logged([HF_PYTHON, os.path.join(HERE, "budget_hf.py")] + common,
                                os.path.join(arm_dir, "pretrain.log"), "arm e")
         stats = budget_cache.read_json(os.path.join(out, "train_stats.json"))
-        native = budget_bert_tf.convert_hf(stats["hf_model"], os.path.join(arm_dir, "bert_tf"))
+        native = budget_bert_tf.convert_hf(stats["hf_model"], os.path.join(arm_dir, "bert_tf"),
+                                           vocab)
         stats.update(checkpoint=native, bert_config=os.path.join(native, "bert_config.json"))
         return budget_cache.finish(arm_dir, "pretrain", stats)
     flagfile, values = bert_tf_recipe(arm, arm_dir)
@@ -222,10 +227,9 @@ def pretrain(arm: Arm, arm_dir: str, args, cache: str, config: str, vocab: str) 
         overrides.append(f"--vocab_file={vocab}")
     curve = budget_data.records(cache, budget_data.RecordSpec("heldout", False, seq, pred,
                                                               seed=54321))
-    marker = budget_bert_tf.pretrain(arm_dir, flagfile, list(arm.flags), overrides,
-                                     args.minutes, arm.size_to_budget, args.probe_minutes,
-                                     curve, arm.warmup_fraction)
-    return marker
+    return budget_bert_tf.pretrain(arm_dir, flagfile, list(arm.flags), overrides,
+                                   args.minutes, arm.size_to_budget, args.probe_minutes,
+                                   (curve, *args.curve), arm.warmup_fraction)
 
 
 def scorecard(arm: Arm, arm_dir: str, args, glue: str, config: str, vocab: str,
@@ -253,11 +257,23 @@ def scorecard(arm: Arm, arm_dir: str, args, glue: str, config: str, vocab: str,
                                             "settings": settings, "seeds": args.seeds})
 
 
+def file_digest(path: Optional[str]) -> str:
+    if not path or not os.path.exists(path):
+        return ""
+    with open(path, "rb") as f:
+        return budget_cache.digest(f.read().decode("utf-8", "replace"))
+
+
 def run_arm(arm: Arm, args, cache: str, config: str, vocab: str, glue: str,
             heldout: str) -> dict:
+    # The folder changes with anything that changes the arm's training: its settings, the
+    # budget, the model and vocabulary, and the recipe's text (flagfile or arm script).
+    recipe = {"bert_tf": os.path.join(REPO, arm.flagfile),
+              "keras_hub": os.path.join(HERE, "budget_keras_hub.py"),
+              "hf": os.path.join(HERE, "budget_hf.py")}.get(arm.kind)
     key = {"arm": dataclasses.asdict(arm), "minutes": args.minutes,
            "probe_minutes": args.probe_minutes, "config": config, "vocab": vocab,
-           "seq": EVAL_SEQ}
+           "seq": EVAL_SEQ, "recipe": file_digest(recipe)}
     if arm.kind == "random":
         key = {"arm": dataclasses.asdict(arm), "config": config, "vocab": vocab}
     arm_dir = os.path.join(cache, "arms", f"{arm.name}-{budget_cache.digest(key)}")

@@ -36,7 +36,6 @@ CLOCK_LINE = re.compile(r"training clock ([0-9.]+) s of the ([0-9.]+) s budget a
                         r"learning rate ([-0-9.e+]+)")
 SPENT_LINE = re.compile(r"already spent \(([0-9.]+) s trained\) at step (\d+)")
 CHECKPOINT_SECONDS = 300  # checkpoint spacing in training time (resumes lose at most this)
-CURVE_POINTS = 10  # held-out evaluations over the budget
 
 
 def parse_flags(flagfile: str, flags: List[str]) -> Dict[str, str]:
@@ -110,7 +109,7 @@ def probe(arm_dir: str, flagfile: str, flags: List[str], overrides: List[str],
 
 def pretrain(arm_dir: str, flagfile: str, flags: List[str], overrides: List[str],
              minutes: float, size_to_budget: bool, probe_minutes: float,
-             curve_input: str, warmup_fraction: Optional[float] = None) -> dict:
+             curve: Tuple[str, int, int], warmup_fraction: Optional[float] = None) -> dict:
     """Trains a bert_tf arm to its budget (resuming a killed run); returns the marker.
 
     Args:
@@ -123,7 +122,8 @@ def pretrain(arm_dir: str, flagfile: str, flags: List[str], overrides: List[str]
         warmup_fraction: with size_to_budget, --num_warmup_steps as this share of the steps
             (None: as the flags say).
         probe_minutes: the probe's budget.
-        curve_input: held-out records for --eval_every_n_steps ("" = no curve).
+        curve: (held-out records, evaluations over the budget, batches of 64 each) for
+            --eval_every_n_steps; no curve if the records are "".
     """
     marker = budget_cache.done(arm_dir, "pretrain")
     if marker:
@@ -139,9 +139,10 @@ def pretrain(arm_dir: str, flagfile: str, flags: List[str], overrides: List[str]
         if warmup_fraction is not None:
             extra.append(f"--num_warmup_steps={round(warmup_fraction * steps)}")
     expected = min(steps, budget_cache.calibrated_steps(rate, 60 * minutes))
+    curve_input, curve_points, curve_batches = curve
     if curve_input:
-        extra += [f"--eval_every_n_steps={max(1, expected // CURVE_POINTS)}",
-                  f"--eval_input_file={curve_input}", "--max_eval_steps=100000",
+        extra += [f"--eval_every_n_steps={max(1, expected // curve_points)}",
+                  f"--eval_input_file={curve_input}", f"--max_eval_steps={curve_batches}",
                   "--eval_batch_size=64"]
     out = os.path.join(arm_dir, "pretrain")
     log = os.path.join(arm_dir, "pretrain.log")
@@ -192,11 +193,12 @@ def mlm_accuracy(arm_dir: str, checkpoint: str, bert_config: str, heldout: str,
         "masked_lm_loss": results["masked_lm_loss"], "checkpoint": checkpoint})
 
 
-def convert_hf(hf_dir: str, native_dir: str) -> str:
+def convert_hf(hf_dir: str, native_dir: str, vocab_file: str) -> str:
     """A Hugging Face directory converted to a bert_tf checkpoint (bert_tf's converter)."""
     if not os.path.exists(os.path.join(native_dir, "checkpoint")):
         shutil.rmtree(native_dir, ignore_errors=True)
         budget_data.run_logged([PY, "-m", "bert_tf.convert_checkpoint", "--from_format=hf",
                                 "--to_format=bert_tf", f"--input={hf_dir}",
-                                f"--output={native_dir}"], native_dir + ".log", "conversion")
+                                f"--output={native_dir}", f"--vocab_file={vocab_file}"],
+                               native_dir + ".log", "conversion")
     return native_dir

@@ -12,7 +12,8 @@ scratch:
   tokenized with its special tokens (`[CLS] text [SEP]`, `return_special_tokens_mask=True`),
   all of them concatenated and cut into blocks of --max_seq_length (the remainder dropped);
   the texts are the training articles (sentences joined by spaces), the tokenizer
-  `BertTokenizerFast(vocab_file=vocab.txt)`;
+  `BertTokenizerFast(vocab=vocab.txt)` (transformers 5 spells it `vocab`; its ids are checked
+  against bert_tf's FullTokenizer on the first 2,000 sentences, as hf_finetune.py does);
 - masking: `DataCollatorForLanguageModeling` with its default `mlm_probability=0.15`
   (80/10/10), drawn afresh for every batch;
 - model: `BertForMaskedLM(BertConfig(...))` with the dimensions of --bert_config_file and
@@ -50,6 +51,7 @@ import budget_data  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
+from hf_finetune import IdCheck  # noqa: E402
 
 # The blog's two settings (the rest are TrainingArguments' defaults).
 LEARNING_RATE = 1e-4
@@ -158,7 +160,16 @@ def main() -> None:
     args = parser.parse_args()
     transformers.logging.set_verbosity_error()
     os.makedirs(args.output_dir, exist_ok=True)
-    tokenizer = transformers.BertTokenizerFast(vocab_file=args.vocab_file, do_lower_case=True)
+    # transformers 5 takes `vocab` (a `vocab_file=` keyword would be ignored silently, leaving
+    # a tokenizer with no vocabulary); the id check below would catch that too.
+    tokenizer = transformers.BertTokenizerFast(vocab=args.vocab_file, do_lower_case=True)
+    check = IdCheck(os.path.dirname(os.path.abspath(args.vocab_file)))
+    sentences = [s for doc, _ in zip(budget_data.articles(args.train_text), range(200))
+                 for s in doc][:2000]
+    check(sentences, tokenizer(sentences, add_special_tokens=False)["input_ids"])
+    if check.mismatched > len(sentences) // 100:
+        sys.exit(f"the HF tokenizer disagrees with FullTokenizer on {check.mismatched} of "
+                 f"{len(sentences)} sentences, e.g. {check.examples[:1]}")
     data = blocks(args.train_text, tokenizer, args.max_seq_length,
                   os.path.join(args.output_dir, "blocks.npz"))
     print(f"{len(data['input_ids']):,} blocks of {args.max_seq_length}", flush=True)
@@ -198,6 +209,7 @@ def main() -> None:
     shutil.rmtree(hf_dir + ".tmp", ignore_errors=True)
     model.save_pretrained(hf_dir + ".tmp")
     tokenizer.save_pretrained(hf_dir + ".tmp")
+    shutil.copyfile(args.vocab_file, os.path.join(hf_dir + ".tmp", "vocab.txt"))  # ours, exactly
     shutil.rmtree(hf_dir, ignore_errors=True)
     os.replace(hf_dir + ".tmp", hf_dir)
     losses = [h["loss"] for h in run.state.log_history if "loss" in h]
@@ -208,6 +220,7 @@ def main() -> None:
         "tokens_per_second": final * BATCH_SIZE * args.max_seq_length / seconds if seconds else 0.0,
         "num_train_steps": steps, "probe_steps_per_second": rate,
         "sequences_available": len(data["input_ids"]), "last_loss": losses[-1] if losses else None,
+        "tokenizer_check": check.report(),
         "settings": {"learning_rate": LEARNING_RATE, "batch_size": BATCH_SIZE,
                      "mlm_probability": MLM_PROBABILITY, "max_seq_length": args.max_seq_length,
                      "optimizer": run.args.optim.value, "weight_decay": run.args.weight_decay,

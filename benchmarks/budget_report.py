@@ -96,7 +96,8 @@ def render(machine: str, settings: dict, arms: List[dict], goals: List[dict]) ->
         cells.append(f"{100 * m['masked_lm_accuracy']:.2f} %" if m else "-")
         if row:
             cells += [_ms(row["tasks"][t]["score"]) for t in tasks]
-            cells.append(f"{_ms(row['glue_score'])} ({glue_se(row):.2f})")
+            se = glue_se(row)
+            cells.append(f"{_ms(row['glue_score'])}" + (f" ({se:.2f})" if se == se else ""))
         else:
             cells += ["-"] * (len(tasks) + 1)
         lines.append("| " + " | ".join(cells) + " |")
