@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import pathlib
-from typing import Dict, List
+from typing import List
 
 import pytest
 
@@ -39,14 +39,3 @@ def corpus_lines() -> List[str]:
 def google_vocab_path() -> str:
     """Google's bert-base-uncased vocab (30,522 tokens), bundled under data/vocab/."""
     return os.fspath(GOOGLE_VOCAB_PATH)
-
-
-def input_variants(text: bytes) -> Dict[str, bytes]:
-    """The same text as the data jobs may find it: plain, gzip, bzip2, gzip without its
-    suffix (found by its magic bytes) and plain with a UTF-8 byte-order mark."""
-    import bz2
-    import gzip
-
-    return {"plain.txt": text, "text.txt.gz": gzip.compress(text),
-            "text.txt.bz2": bz2.compress(text), "renamed.txt": gzip.compress(text),
-            "bom.txt": b"\xef\xbb\xbf" + text}

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import math
 
+import _reference_bert as ref
 import keras
 import numpy as np
 import pytest
-import reference_bert as ref
 import tensorflow as tf
 
 from bert_tf.modeling.activations import gelu_approximate, gelu_exact, get_activation

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+from _text_inputs import input_variants
 
 from bert_tf.errors import UserError
 from bert_tf.text import tokenization
@@ -193,8 +194,6 @@ def test_cli_errors(case, tmp_path, corpus_path):
 
 
 def test_compressed_and_bom_inputs_give_the_same_vocabulary(tmp_path, corpus_lines):
-    from conftest import input_variants
-
     outs = {}
     for name, data in input_variants(("\n".join(corpus_lines[:800]) + "\n").encode()).items():
         (tmp_path / name).write_bytes(data)

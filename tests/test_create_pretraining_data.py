@@ -12,6 +12,7 @@ import time
 import numpy as np
 import pytest
 import tensorflow as tf
+from _text_inputs import input_variants
 
 from bert_tf.data import schema
 
@@ -63,8 +64,6 @@ def test_byte_identical_for_one_and_two_workers_and_records_are_consistent(
 
 def test_compressed_and_bom_inputs_give_the_same_records(tmp_path, corpus_lines,
                                                          google_vocab_path, repo_root):
-    from conftest import input_variants
-
     outs = {}
     for name, data in input_variants(("\n".join(corpus_lines[:1500]) + "\n").encode()).items():
         (tmp_path / name).write_bytes(data)

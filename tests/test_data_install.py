@@ -146,7 +146,8 @@ def _source(root: pathlib.Path, module: str):
 
 def data_tools_closure(root: pathlib.Path) -> Set[str]:
     """The package files (relative paths) that data_tools' modules import, transitively."""
-    todo = [f"data_tools.{p.stem}" for p in (root / "data_tools").glob("*.py")]
+    todo = [".".join(p.relative_to(root).with_suffix("").parts)
+            for p in (root / "data_tools").rglob("*.py")]
     files: Set[str] = set()
     seen: Set[str] = set()
     while todo:
@@ -196,6 +197,15 @@ def light_wheel(repo_root, tmp_path_factory) -> Dict[str, object]:
         metadata = Parser().parsestr(z.read(name).decode("utf-8"))
         entry_points = z.read(name.replace("METADATA", "entry_points.txt")).decode("utf-8")
     return {"site": site, "metadata": metadata, "entry_points": entry_points}
+
+
+def test_the_wheel_ships_every_data_tools_module(repo_root, light_wheel):
+    # packaging/data/pyproject.toml lists the packages: a new data_tools subpackage must be
+    # added there, or its modules are missing from bert-tf-data.
+    ours = {p.relative_to(repo_root).as_posix() for p in (repo_root / "data_tools").rglob("*.py")}
+    site = light_wheel["site"]
+    shipped = {p.relative_to(site).as_posix() for p in (site / "data_tools").rglob("*.py")}
+    assert shipped == ours and "data_tools/pretraining_data/create_job.py" in shipped
 
 
 def _full_requirements(repo_root) -> List[Requirement]:

@@ -3,6 +3,7 @@ boundaries."""
 
 import numpy as np
 import pytest
+from _text_inputs import input_variants
 
 from bert_tf.errors import UserError
 from data_tools.inputs import documents, splits
@@ -164,8 +165,6 @@ def test_chunk_sizes_count_utf8_bytes(tmp_path):
 
 
 def test_compressed_and_bom_files_give_the_plain_files_chunks(tmp_path):
-    from conftest import input_variants
-
     rng = np.random.default_rng(1)
     docs = [[f"d{i} l{j} é" + "x" * int(rng.integers(0, 60)) for j in range(rng.integers(1, 12))]
             for i in range(30)]

@@ -3,9 +3,9 @@
 import json
 import os
 
+import _reference_bert as reference_bert
 import numpy as np
 import pytest
-import reference_bert
 import tensorflow as tf
 
 from bert_tf.errors import UserError

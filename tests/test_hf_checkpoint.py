@@ -5,9 +5,9 @@ import json
 import os
 import sys
 
+import _reference_bert as reference_bert
 import numpy as np
 import pytest
-import reference_bert
 
 from bert_tf.errors import UserError
 from bert_tf.interop import hf_checkpoint, safetensors_io

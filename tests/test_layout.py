@@ -125,3 +125,133 @@ def test_modules_stay_small(repo_root):
             for p in (repo_root / package).rglob("*.py")
             if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
     assert long == {}
+
+
+# data_tools: the entry points at the top, one subpackage per job, and the shared pieces in
+# their own subpackages below the jobs. A shared subpackage imports no job and no entry point;
+# a job imports no other job (what two jobs share belongs in a shared subpackage).
+DATA_SHARED = ("data_tools.inputs", "data_tools.records", "data_tools.runtime",
+               "data_tools.shuffle")
+DATA_JOBS = ("data_tools.prepare", "data_tools.vocab", "data_tools.pretraining_data")
+
+
+def _data_part(module: str) -> str:
+    for part in DATA_SHARED + DATA_JOBS:
+        if module == part or module.startswith(part + "."):
+            return part
+    return module  # data_tools itself or an entry point
+
+
+def test_data_tools_top_holds_only_the_entry_points(repo_root):
+    top = sorted(p.stem for p in (repo_root / "data_tools").glob("*.py") if p.stem != "__init__")
+    assert top and all("def console_main(" in (repo_root / "data_tools" / f"{name}.py")
+                       .read_text(encoding="utf-8") for name in top), top
+    packages = sorted(f"data_tools.{p.name}" for p in (repo_root / "data_tools").iterdir()
+                      if (p / "__init__.py").is_file())
+    assert packages == sorted(DATA_SHARED + DATA_JOBS)
+
+
+def test_data_tools_shared_subpackages_sit_below_the_jobs(graph):
+    wrong = []
+    for module, targets in graph.items():
+        if not module.startswith("data_tools."):
+            continue
+        source = _data_part(module)
+        for target in targets:
+            if not target.startswith("data_tools."):
+                continue
+            layer = _data_part(target)
+            if source in DATA_SHARED and layer not in DATA_SHARED:
+                wrong.append(f"{module} -> {target}")  # a job or an entry point
+            elif source in DATA_JOBS and layer != source and layer not in DATA_SHARED:
+                wrong.append(f"{module} -> {target}")  # another job or an entry point
+    assert wrong == []
+
+
+def _imported_modules(path: pathlib.Path) -> Set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+    return names
+
+
+def test_only_beam_modules_import_apache_beam(repo_root):
+    # Beam is the optional [beam] extra: the modules that need it say so in their name, and
+    # nothing else may import it (the local runners must work without it).
+    importers = {str(p.relative_to(repo_root)) for package in PACKAGES
+                 for p in (repo_root / package).rglob("*.py")
+                 if any(m.split(".")[0] == "apache_beam" for m in _imported_modules(p))}
+    assert importers and all("beam" in pathlib.Path(p).stem for p in importers), importers
+
+
+def test_data_tools_loads_no_module_by_a_computed_name(repo_root):
+    # Every module a data job runs is named in an import statement, for readers and tools.
+    computed = []
+    for p in (repo_root / "data_tools").rglob("*.py"):
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            name = (func.attr if isinstance(func, ast.Attribute)
+                    else func.id if isinstance(func, ast.Name) else "")
+            if name in ("import_module", "__import__") and not (
+                    node.args and isinstance(node.args[0], ast.Constant)):
+                computed.append(f"{p.relative_to(repo_root)}:{node.lineno}")
+    assert computed == []
+
+
+def _private_uses(path: pathlib.Path, targets: Dict[str, str]) -> List[str]:
+    """`from m import _x` and `m._x` in `path` for the modules `targets` names."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    aliases: Dict[str, str] = {}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for a in node.names:
+                full = f"{node.module}.{a.name}"
+                if full in targets:
+                    aliases[a.asname or a.name] = full
+                elif node.module in targets and a.name.startswith("_"):
+                    found.append(f"{node.module}.{a.name}")
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if a.asname and a.name in targets:
+                    aliases[a.asname] = a.name
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and node.attr.startswith("_")
+                and not node.attr.startswith("__") and isinstance(node.value, ast.Name)
+                and node.value.id in aliases):
+            found.append(f"{aliases[node.value.id]}.{node.attr}")
+    return found
+
+
+def test_no_private_name_of_data_tools_crosses_a_module(repo_root):
+    # What another module (or a test) needs is public; data_tools uses only the public names
+    # of bert_tf too.
+    modules = {module_name(repo_root, p): str(p) for package in PACKAGES
+               for p in (repo_root / package).rglob("*.py")}
+    data_tools = {m: p for m, p in modules.items() if m.startswith("data_tools")}
+    uses = {}
+    for p in (repo_root / "data_tools").rglob("*.py"):
+        own = module_name(repo_root, p)
+        uses[str(p.relative_to(repo_root))] = [
+            u for u in _private_uses(p, modules) if not u.startswith(own + ".")]
+    for p in (repo_root / "tests").glob("*.py"):
+        uses[str(p.relative_to(repo_root))] = _private_uses(p, data_tools)
+    assert {path: found for path, found in uses.items() if found} == {}
+
+
+def test_tests_import_no_test_module_only_shared_helpers(repo_root):
+    # A helper two test files share lives in tests/_<name>.py, never in a test module (or
+    # conftest, which pytest loads as a plugin of its own).
+    local = {p.stem for p in (repo_root / "tests").glob("*.py")}
+    wrong = {}
+    for p in (repo_root / "tests").glob("*.py"):
+        names = {m.split(".")[0] for m in _imported_modules(p)} & local
+        bad = sorted(n for n in names if not n.startswith("_"))
+        if bad:
+            wrong[p.name] = bad
+    assert wrong == {}

@@ -1,7 +1,7 @@
 """Long documents give the original's instances (books, contracts, source files).
 
 The bundled corpus regrouped into 4 "books" of ~0.6 MB, longer than a chunk (so they are cut
-into pieces), packed by the data job and by `reference_instances` (the original algorithm
+into pieces), packed by the data job and by `tests/_reference_instances.py` (the original algorithm
 over whole documents). A document draws ONE target length per dupe, short with probability
 0.1, and a short target turns a whole book into short, mostly IsRandom instances: single
 runs differ by thousands of instances between seeds (the original alone: 25,580 to 34,362
@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from typing import List, Tuple
 
+import _reference_instances as reference_instances
 import numpy as np
 import pytest
-import reference_instances
 
 from bert_tf.text import tokenization
 from data_tools.inputs import documents

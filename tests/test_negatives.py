@@ -11,16 +11,16 @@ End-to-end tests run the job's two passes on real text and trace IsRandom instan
   distance |i - j| / N between A's and B's documents is the uniform draw's (about 1/3);
 - on the bundled WikiText, and on the same text as 4 long "books", the share of distinct
   (document, start sentence) openings of B among IsRandom instances is the original's
-  (`reference_instances`). A bounded sample of segments (the previous design: 4 starts per
+  (`tests/_reference_instances.py`). A bounded sample of segments (the previous design: 4 starts per
   document) gave 0.19 against the original's 0.69 on WikiText, and 16 openings in all for
   the books: B's opening told the model "random".
 """
 
 from __future__ import annotations
 
+import _reference_instances as reference_instances
 import numpy as np
 import pytest
-import reference_instances
 
 from bert_tf.text import tokenization
 from data_tools.inputs import documents

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import os
 
+import _reference_bert as ref
 import keras
 import numpy as np
 import pytest
-import reference_bert as ref
 import tensorflow as tf
 
 from bert_tf.modeling.config import BertConfig

@@ -3,7 +3,7 @@ what was consumed, on the same order as an uninterrupted run.
 
 Files of unequal record counts, windows that straddle files, several epochs, and the three
 shardings (one pipeline, files per pipeline, records per pipeline). Records are recognisable
-by their example id (test_input_pipeline's layout).
+by their example id (the layout of tests/_input_records.py).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import List
 import numpy as np
 import pytest
 import tensorflow as tf
-from test_input_pipeline import (
+from _input_records import (
     collect,
     config,
     example_ids_np,

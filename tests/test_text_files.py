@@ -5,7 +5,7 @@ from __future__ import annotations
 import bz2
 
 import pytest
-from conftest import input_variants
+from _text_inputs import input_variants
 
 from bert_tf.errors import UserError
 from data_tools.inputs import documents, text_files

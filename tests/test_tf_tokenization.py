@@ -8,7 +8,7 @@ import unicodedata
 import numpy as np
 import pytest
 import tensorflow as tf
-from test_tokenization import HARD_CASES, SMALL_PIECES, SPECIALS, _random_nasty_texts
+from _tokenization_cases import HARD_CASES, SMALL_PIECES, SPECIALS, random_nasty_texts
 
 from bert_tf.errors import UserError
 from bert_tf.text import tf_tokenization, tokenization
@@ -58,7 +58,7 @@ def test_corpus_equals_python(pair, corpus_lines):
 
 def test_hard_cases_equal_python(pair):
     tf_tok, py_tok = pair
-    texts = HARD_CASES + _random_nasty_texts(seed=7, n=2000)
+    texts = HARD_CASES + random_nasty_texts(seed=7, n=2000)
     got = _tf_ids(tf_tok, texts)
     for text, ids in zip(texts, got):
         assert ids == py_tok.encode(text), repr(text)

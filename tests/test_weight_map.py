@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import _reference_bert as ref
 import keras
 import numpy as np
 import pytest
-import reference_bert as ref
 
 from bert_tf.errors import UserError
 from bert_tf.modeling.config import BertConfig
