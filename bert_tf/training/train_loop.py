@@ -26,12 +26,14 @@ replica); the optimizer's own all-reduce is switched off for that call.
 from __future__ import annotations
 
 import contextlib
-from typing import Dict, Iterator, Tuple
+import functools
+from typing import Dict, Iterator, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
 
 from bert_tf.training import checkpointing, objectives
+from bert_tf.training.new_rows_only import NewRowsOnly
 
 # Autograph is for this module's own loops (steps_per_loop, eval, micro-batches). The model,
 # losses and optimizer are written for graph mode already (Keras 3 traces its own steps without
@@ -82,11 +84,14 @@ class StepFunctions:
             few passes over the weights: about 2x faster than graph mode on CPU (71 -> 38 ms
             for BERT-Small). With several replicas the optimizer may synchronize
             (merge_call), which a nested tf.function cannot, so it is left in graph mode.
+        new_rows: the first steps update only the new vocabulary rows (`new_rows_only`):
+            `train_loop` runs them in a graph of their own.
     """
 
     def __init__(self, model, optimizer, strategy: tf.distribute.Strategy, step: tf.Variable,
                  objective: objectives.Objective, accumulation_steps: int = 1,
-                 use_xla: bool = False, xla_optimizer: bool = True):
+                 use_xla: bool = False, xla_optimizer: bool = True,
+                 new_rows: Optional[NewRowsOnly] = None):
         self.model = model
         self.optimizer = optimizer
         self.strategy = strategy
@@ -104,7 +109,9 @@ class StepFunctions:
         # get_next_as_optional branch loses its replica's device placement; eval is a small
         # part of the run anyway.
         self._forward = self._local_eval_sums
-        self.train_loop = tf.function(self._train_loop)
+        self.new_rows = new_rows
+        self._frozen = new_rows.bind(model) if new_rows and new_rows.num_steps else None
+        self._loop = tf.function(self._train_loop)
         self.eval_loop = tf.function(self._eval_loop)
         self.predict_step = tf.function(self._predict_step)
 
@@ -157,7 +164,7 @@ class StepFunctions:
         return grads, sums
 
     @_plain
-    def _replica_train_step(self, batch):
+    def _replica_train_step(self, batch, new_rows_only: bool = False):
         ctx = tf.distribute.get_replica_context()
         # The global denominators come from the labels alone, before any forward pass.
         local = self.objective.denominators(batch)
@@ -183,15 +190,19 @@ class StepFunctions:
             reduced = ctx.all_reduce(tf.distribute.ReduceOp.SUM, [grads[i] for i in present])
             for i, g in zip(present, reduced):
                 grads[i] = g
-        self._apply(grads)
+        self._apply(grads, new_rows_only)
         return sums
 
     @_plain
-    def _apply_gradients(self, grads):
-        """Applies summed gradients (None for variables the loss does not reach)."""
+    def _apply_gradients(self, grads, new_rows_only: bool = False):
+        """Applies summed gradients (None for variables the loss does not reach); with
+        `new_rows_only`, then puts every weight but the new rows back (`new_rows_only`)."""
+        held = self._frozen.snapshot() if new_rows_only else None
         pairs = [(g, v) for g, v in zip(grads, self.model.trainable_variables) if g is not None]
         with _optimizer_without_all_reduce(self.optimizer):
             self.optimizer.apply([g for g, _ in pairs], [v for _, v in pairs])
+        if held is not None:
+            self._frozen.restore(held)
 
     @_plain
     def _local_eval_sums(self, batch):
@@ -212,7 +223,7 @@ class StepFunctions:
             for key in self.keys
         }
 
-    def _train_loop(self, iterator, num_steps: tf.Tensor) -> Tuple[tf.Tensor, Dict[str, tf.Tensor]]:
+    def train_loop(self, iterator, num_steps) -> Tuple[tf.Tensor, Dict[str, tf.Tensor]]:
         """Runs up to `num_steps` train steps in one call (sized by `preemption.HostLoop`).
 
         Stops early after a step whose loss is not finite (its update has been applied; the
@@ -222,10 +233,24 @@ class StepFunctions:
             (losses: float32 [steps run], the objective of each step;
              sums: {key: float32 scalar} summed over the global batches of those steps).
         """
+        left = self.new_rows.steps_left(int(self.step.numpy())) if self._frozen else 0
+        if not left:
+            return self._loop(iterator, num_steps)
+        first = min(left, int(num_steps))
+        losses, sums = self._loop(iterator, tf.constant(first), True)
+        if first == int(num_steps) or int(tf.size(losses)) < first:
+            return losses, sums  # the call ends in the phase, or a loss was not finite
+        more, more_sums = self._loop(iterator, tf.constant(int(num_steps) - first))
+        return tf.concat([losses, more], 0), {k: sums[k] + more_sums[k] for k in self.keys}
+
+    def _train_loop(self, iterator, num_steps: tf.Tensor, new_rows_only: bool = False
+                    ) -> Tuple[tf.Tensor, Dict[str, tf.Tensor]]:
+        """`train_loop` in one graph (two: `new_rows_only` is fixed when traced)."""
         step_losses = tf.TensorArray(tf.float32, size=0, dynamic_size=True)
         totals = {key: tf.zeros([]) for key in self.keys}
         for i in tf.range(num_steps):
-            sums = self._reduce(self.strategy.run(self._replica_train_step, args=(next(iterator),)))
+            step_fn = functools.partial(self._replica_train_step, new_rows_only=new_rows_only)
+            sums = self._reduce(self.strategy.run(step_fn, args=(next(iterator),)))
             self.step.assign_add(1)
             loss = self.objective.metrics(sums)["loss"]
             step_losses = step_losses.write(i, loss)
