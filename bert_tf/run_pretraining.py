@@ -119,8 +119,8 @@ flags.DEFINE_integer("log_every_n_steps", 100,
                      "Progress line every N steps; also after the first loop and every 30 s "
                      "(at loop boundaries).")
 flags.DEFINE_integer("keep_checkpoint_max", 5,
-                     "Recent checkpoints to keep (2 at least: the newest may hold a state that "
-                     "the next loss shows diverged).")
+                     "Recent checkpoints to keep; one more until the loss after the newest "
+                     "vouches for it (see --divergence_threshold).")
 flags.DEFINE_integer("max_steps_per_run", 0,
                      "Stop this process after N steps with a checkpoint (0 = no limit); rerun "
                      "with the same --output_dir to continue.")

@@ -78,8 +78,8 @@ def test_trips_on_a_3x_jump_after_warmup_at_its_first_step():
 def test_ordinary_noise_and_falling_losses_do_not_trip():
     rng = np.random.default_rng(0)
     steps = np.arange(1, 20001)
-    # A pretraining-like curve (10.4 -> ~2) with 5% per-step noise, as small batches give
-    # (the demo run's per-step losses varied by 2%, at most 1.05x their recent median).
+    # A pretraining-like curve (10.4 -> ~2) with 5% per-step noise, more than small batches
+    # give.
     curve = (2.0 + 8.4 * np.exp(-steps / 3000)) * (1 + 0.05 * rng.standard_normal(steps.size))
     assert feed(DivergenceDetector(warmup_steps=100), curve.tolist()) is None
     assert feed(DivergenceDetector(warmup_steps=100), curve.tolist(), steps_per_loop=50) is None
@@ -235,6 +235,28 @@ def test_periodic_eval_leaves_the_trajectory_unchanged(tmp_path, caplog):
     assert [s for s, _ in scalars["masked_lm_accuracy"]] == [2, 4, 6, 6]
     np.testing.assert_allclose([v for _, v in scalars["masked_lm_loss"]][:3],
                                [r["masked_lm_loss"] for r in history], rtol=1e-6)
+
+
+def test_one_checkpoint_more_is_kept_only_until_the_next_loss_vouches_for_the_newest(
+        tmp_path, monkeypatch):
+    seen = []
+    original = health.CheckpointRetention.saved
+
+    def record(retention):  # the files on disk at every save
+        seen.append(sorted(p.name for p in tmp_path.glob("ckpt-*.index")))
+        original(retention)
+
+    monkeypatch.setattr(health.CheckpointRetention, "saved", record)
+    make_trainer(tmp_path, keep_checkpoint_max=1, save_checkpoints_steps=1,
+                 steps_per_loop=1).train(blocks_dataset_fn(synthetic_examples(64, seed=3)))
+    # Just after saving step s: s and s - 1 (not yet vouched for by step s + 1's loss).
+    assert seen == [["ckpt-1.index"]] + [[f"ckpt-{s - 1}.index", f"ckpt-{s}.index"]
+                                         for s in range(2, STEPS + 1)]
+    # At the end, keep_checkpoint_max again, in the files and the index.
+    assert sorted(p.name for p in tmp_path.glob("ckpt-*")) == [
+        f"ckpt-{STEPS}.data-00000-of-00001", f"ckpt-{STEPS}.index"]
+    assert list(tf.train.get_checkpoint_state(os.fspath(tmp_path)).all_model_checkpoint_paths
+                ) == [os.fspath(tmp_path / f"ckpt-{STEPS}")]
 
 
 # ----------------------------------------------------------------- end to end

@@ -27,12 +27,14 @@ the same step, so none is left waiting in a collective while another stops.
 Which checkpoint is good. The loss of step s is computed on the weights after s - 1 updates,
 so the first bad loss, at step b, already condemns the state saved at step b - 1: the last
 good checkpoint is the newest one saved at step b - 2 or before (its next loss was healthy).
-The run stops before it saves anything after b, and the trainer keeps at least two
-checkpoints (`keep_checkpoint_max` of 1 keeps 2), so that when the newest checkpoint turns
-out to be that condemned state, rotation has not deleted the one before it. `stop_message`
-then makes the good checkpoint the latest of the run's index (the condemned files stay on
-disk, out of it), so that a rerun with the same output_dir, at a lower learning rate say,
-resumes from the good state.
+The run stops without saving the state of the loop that holds step b. Rotation must not
+have deleted the good one either when the newest checkpoint turns out to be the condemned
+state: the trainer's checkpoint manager keeps one checkpoint more than
+`keep_checkpoint_max`, and `CheckpointRetention` deletes that extra one only once the loop
+after a save has passed the check (the newest state is then vouched for), or when the run
+ends. `stop_message` makes the good checkpoint the latest of the run's index (the condemned
+files stay on disk, out of it), so that a rerun with the same output_dir, at a lower
+learning rate say, resumes from the good state.
 """
 
 from __future__ import annotations
@@ -55,9 +57,6 @@ DEFAULT_WINDOW = 10
 DEFAULT_MIN_HISTORY = 3
 # The spike must also be this many nats above the level (see the module docstring).
 DEFAULT_MIN_INCREASE = 1.0
-# Rotation keeps at least this many checkpoints (see the module docstring).
-MIN_CHECKPOINTS_KEPT = 2
-
 ADVICE = ("try a lower --learning_rate or a longer warmup (--num_warmup_steps; "
           "--warmup_proportion when fine-tuning)")
 
@@ -137,6 +136,47 @@ def stop_message(divergence: Divergence, output_dir: str, write: bool) -> str:
         tf.compat.v1.train.update_checkpoint_state(output_dir, good, [
             path for path in checkpoints if _step_of(path) <= _step_of(good)])
     return divergence.message(checkpoints)
+
+
+class CheckpointRetention:
+    """Deletes the checkpoint kept beyond `keep` once the newest one is vouched for.
+
+    The trainer's checkpoint manager keeps keep + 1 checkpoints; call `saved` after each
+    save and `vouched` after each loop that passed the divergence check and at the end of
+    a run: the oldest checkpoints beyond `keep` are then deleted (the manager would delete
+    them at its next save anyway, so its own list and the index stay consistent).
+
+    Args:
+        output_dir: the run's checkpoints.
+        keep: keep_checkpoint_max.
+        write: delete (the chief worker only; the others keep no checkpoint).
+    """
+
+    def __init__(self, output_dir: str, keep: int, write: bool):
+        self.output_dir = output_dir
+        self.keep = keep
+        self._write = write
+        self._pending = False
+
+    def saved(self) -> None:
+        self._pending = True
+
+    def vouched(self) -> None:
+        """The newest checkpoint's state gave a healthy loss (or the run ended)."""
+        if not (self._pending and self._write):
+            return
+        self._pending = False
+        import tensorflow as tf  # here: the detector itself does not need TensorFlow
+
+        state = tf.train.get_checkpoint_state(self.output_dir)
+        paths = list(state.all_model_checkpoint_paths) if state else []
+        if len(paths) <= self.keep:
+            return
+        for old in paths[:-self.keep]:
+            for path in tf.io.gfile.glob(old + ".index") + tf.io.gfile.glob(old + ".data-*"):
+                tf.io.gfile.remove(path)
+        tf.compat.v1.train.update_checkpoint_state(self.output_dir, paths[-1],
+                                                   paths[-self.keep:])
 
 
 class DivergenceDetector:

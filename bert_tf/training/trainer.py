@@ -64,7 +64,8 @@ class TrainerConfig:
         eval_batch_size: GLOBAL examples per eval batch.
         num_train_steps: total optimizer steps of the run.
         save_checkpoints_steps: save every this many steps (and at the end).
-        keep_checkpoint_max: number of recent checkpoints kept (2 at least, see health).
+        keep_checkpoint_max: number of recent checkpoints kept (one more while the next
+            loss has not vouched for the newest, see bert_tf.training.health).
         steps_per_loop: train steps between host-side logging and checkpoint checks.
         gradient_accumulation_steps: k micro-batches summed per optimizer step.
         log_every_n_steps: progress report interval; there is also a report after the first
@@ -252,8 +253,8 @@ class Trainer:
         per_replica_batch = self.micro_batch_size * cfg.gradient_accumulation_steps
         arithmetic = resume.arithmetic(dataset_fn)
         unsupported = None if arithmetic else resume.unsupported_reason(self.strategy)
-        # Two at least: the newest may be a state that the next loss shows diverged (health).
-        keep = max(cfg.keep_checkpoint_max, health.MIN_CHECKPOINTS_KEPT)
+        # One more until the next loss vouches for the newest (health.CheckpointRetention).
+        keep = cfg.keep_checkpoint_max + 1
         train_input = None if arithmetic or unsupported else resume.TrainInput(
             self.strategy, dataset_fn, per_replica_batch, cfg.output_dir, keep)
         checkpoint = tf.train.Checkpoint(
@@ -320,6 +321,8 @@ class Trainer:
         all_losses = []
         step, last_report = start, None
         detector = health.DivergenceDetector(cfg.divergence_threshold, cfg.num_warmup_steps)
+        retention = health.CheckpointRetention(cfg.output_dir, cfg.keep_checkpoint_max,
+                                               self.is_chief)
         periodic = eval_history.PeriodicEval(cfg.output_dir, cfg.eval_every_n_steps if
                                              eval_dataset_fn else 0, start, self.is_chief)
         if start >= cfg.num_train_steps:
@@ -347,6 +350,7 @@ class Trainer:
                     if diverged:  # (decided alike on every worker: the losses are reduced)
                         raise UserError(health.stop_message(diverged, cfg.output_dir,
                                                             self.is_chief))
+                    retention.vouched()  # the newest checkpoint's state gave healthy losses
                     step = int(self.step.numpy())
                     if host_loop.time_up and step < stop:  # the chief's clock, agreed
                         logging.info("--max_train_minutes=%g reached at step %d: saving a "
@@ -359,6 +363,7 @@ class Trainer:
                         last_report = progress.report(step, self.learning_rate())
                     if step % cfg.save_checkpoints_steps == 0 or step == stop:
                         path = saver.save()
+                        retention.saved()
                         logging.info("saved checkpoint %s", path)
                     if periodic.due(step) and not host_loop.stopped:
                         periodic.run(step, lambda: self._eval_results(eval_dataset_fn))
@@ -372,6 +377,7 @@ class Trainer:
             raise checkpointing.Terminated(
                 f"stopped by SIGTERM at step {step} with checkpoint {saver.latest}; rerun with "
                 "the same output_dir to continue")
+        retention.vouched()  # the run's end: back to keep_checkpoint_max
         self._trained = True
         run_losses = np.concatenate(all_losses) if all_losses else np.zeros([0], np.float32)
         return TrainResult(start, step, run_losses, last_report)
