@@ -104,7 +104,7 @@ def run_reference(script: pathlib.Path, corpus: pathlib.Path, vocab: pathlib.Pat
 
 
 def reference_stats(path: pathlib.Path, max_seq_length: int = 128) -> str:
-    """The statistics line of `create_job.InstanceStats` computed from a TFRecord file."""
+    """The statistics line of `chunk_records.InstanceStats` computed from a TFRecord file."""
     import tensorflow as tf
 
     from bert_tf.data import schema

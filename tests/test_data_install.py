@@ -12,7 +12,6 @@ forms of the jobs on the DirectRunner.
 
 from __future__ import annotations
 
-import ast
 import configparser
 import os
 import pathlib
@@ -24,6 +23,7 @@ from email.parser import Parser
 from typing import Dict, List, Set
 
 import pytest
+from _source_imports import imported_names
 from packaging.requirements import Requirement
 
 HEAVY = {"tensorflow", "tensorflow-text", "keras", "keras-hub", "tf-keras", "tensorflow-cpu",
@@ -124,18 +124,6 @@ if os.environ.get("TESTFS_ROOT"):
 '''
 
 
-def _imports(path: pathlib.Path) -> Set[str]:
-    """Every module an `import` in the file names (also inside functions)."""
-    names = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            names |= {a.name for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module)
-            names |= {f"{node.module}.{a.name}" for a in node.names}
-    return names
-
-
 def _source(root: pathlib.Path, module: str):
     path = root.joinpath(*module.split("."))
     for candidate in (path.with_suffix(".py"), path / "__init__.py"):
@@ -161,7 +149,7 @@ def data_tools_closure(root: pathlib.Path) -> Set[str]:
         files.add(path.relative_to(root).as_posix())
         parts = module.split(".")
         todo += [".".join(parts[:i]) for i in range(1, len(parts))]  # parent __init__s
-        todo += [m for m in _imports(path) if m.split(".")[0] in ("bert_tf", "data_tools")]
+        todo += [m for m in imported_names(path) if m.split(".")[0] in ("bert_tf", "data_tools")]
     return files
 
 

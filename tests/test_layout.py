@@ -11,6 +11,7 @@ import pathlib
 from typing import Dict, List, Set
 
 import pytest
+from _source_imports import imported_names
 
 PACKAGES = ("bert_tf", "data_tools")
 # bert_tf's subpackages in the order data flows through them; a subpackage imports only the
@@ -168,22 +169,12 @@ def test_data_tools_shared_subpackages_sit_below_the_jobs(graph):
     assert wrong == []
 
 
-def _imported_modules(path: pathlib.Path) -> Set[str]:
-    names = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            names |= {a.name for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module)
-    return names
-
-
 def test_only_beam_modules_import_apache_beam(repo_root):
     # Beam is the optional [beam] extra: the modules that need it say so in their name, and
     # nothing else may import it (the local runners must work without it).
     importers = {str(p.relative_to(repo_root)) for package in PACKAGES
                  for p in (repo_root / package).rglob("*.py")
-                 if any(m.split(".")[0] == "apache_beam" for m in _imported_modules(p))}
+                 if any(m.split(".")[0] == "apache_beam" for m in imported_names(p))}
     assert importers and all("beam" in pathlib.Path(p).stem for p in importers), importers
 
 
@@ -250,7 +241,7 @@ def test_tests_import_no_test_module_only_shared_helpers(repo_root):
     local = {p.stem for p in (repo_root / "tests").glob("*.py")}
     wrong = {}
     for p in (repo_root / "tests").glob("*.py"):
-        names = {m.split(".")[0] for m in _imported_modules(p)} & local
+        names = {m.split(".")[0] for m in imported_names(p)} & local
         bad = sorted(n for n in names if not n.startswith("_"))
         if bad:
             wrong[p.name] = bad

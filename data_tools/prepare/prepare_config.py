@@ -1,7 +1,6 @@
-"""The frozen configuration of the prepare-corpus job (built from flags).
-
-The config checks itself when it is built, so every way in (flags, a notebook, a test) gets
-the same one-line `UserError`, named after the command-line flag.
+"""`PrepareConfig`: what the prepare-corpus job reads, how it splits and filters documents,
+and where it writes. `data_tools.prepare_corpus` builds it from the flags; it validates
+itself, with one-line errors named after the flags, however it is built.
 """
 
 from __future__ import annotations
