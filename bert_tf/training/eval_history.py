@@ -24,6 +24,9 @@ and per evaluation, appended as it happens (the chief worker writes it):
 - `sums`: the global sums the metrics come from (`Objective.sum_keys`); for pretraining
   `mlm_weight` is the number of masked positions evaluated, `num_examples` the examples.
 
+The file is strict JSON (a non-finite figure is written as null). Reading it needs no
+TensorFlow.
+
 Lines are written whole and flushed one at a time, so a crash can leave at most a torn last
 line; the next write starts a new line after it. `read_eval_history` skips torn lines and,
 where a resumed run evaluated a step again (it had been evaluated after the checkpoint the
