@@ -1,14 +1,18 @@
 """Packaging: the console scripts setup.cfg declares are installed and start their entry point.
 
-Each script runs in a subprocess (all at once, to keep the test short): `--helpshort` lists
-the entry point's own flags (a console script's `__main__` defines none: errors.run_app
-declares them), and an unknown flag gives the one-line `error:` and exit 2,
+Each script runs in a subprocess (all at once, to keep the test short): `--helpshort` opens
+with the entry module's own docstring (what the command does for a user, with a `python -m`
+example; the fine-tuning commands once opened with an internal note of a shared helper) and
+lists the entry point's own flags (a console script's `__main__` defines none:
+errors.run_app declares them), and an unknown flag gives the one-line `error:` and exit 2,
 as the `python -m` forms do.
 """
 
 from __future__ import annotations
 
+import ast
 import configparser
+import importlib.util
 import os
 import subprocess
 import sys
@@ -26,6 +30,8 @@ OWN_FLAG = {
     "bert-tf-classify": "--text_pair_column",
     "bert-tf-tag": "--eval_file",
     "bert-tf-squad": "--doc_stride",
+    "bert-tf-glue": "--reference_checkpoint",
+    "bert-tf-extend-vocab": "--num_new_tokens",
 }
 
 
@@ -57,9 +63,15 @@ def test_installed_console_scripts_run_their_entry_points(repo_root):
             procs[script, args[0]] = subprocess.Popen(
                 [path] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                 env=env, cwd=repo_root)
+    scripts = declared_scripts(repo_root)
     for (script, arg), proc in procs.items():
         out, err = proc.communicate(timeout=300)
         if arg == "--helpshort":
+            origin = importlib.util.find_spec(scripts[script].split(":")[0]).origin
+            with open(origin, encoding="utf-8") as f:
+                doc = ast.get_docstring(ast.parse(f.read()))
+            assert out.strip().splitlines()[0] == doc.splitlines()[0], (script, out[:300])
+            assert "python -m " in out.split("flags:")[0], (script, "no example")
             # absl exits 1 after printing help; the help must be this program's flags.
             assert OWN_FLAG[script] in out, (script, out[-2000:], err[-2000:])
             assert "Traceback" not in err, script
