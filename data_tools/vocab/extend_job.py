@@ -214,11 +214,22 @@ def run(input_file: str, vocab_file: str, output_vocab_file: str, config: Extend
             ] + extend_report.summary_lines(comparison, report_file)
 
 
+def id_ranges(ids: Sequence[int]) -> str:
+    """Ascending ids as runs: [1, 2, 3, 7] -> "1..3, 7"."""
+    runs: List[List[int]] = []
+    for i in ids:
+        if runs and i == runs[-1][1] + 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    return ", ".join(f"{a}..{b}" if b > a else f"{a}" for a, b in runs)
+
+
 def _summary(output: str, config: ExtendConfig, tokens: Sequence[str], ids: Sequence[int],
              max_new: Optional[int], candidates: int, seen: word_counting.WordCounts,
              kept: int, files: int, warnings: int, seconds: float, counted: float) -> str:
-    where = (f"in [unusedN] slots (ids {ids[0]}..{ids[-1]})" if config.mode == "unused"
-             else f"appended (ids {ids[0]}..{ids[-1]})") if ids else "added"
+    where = (f"in [unusedN] slots (ids {id_ranges(ids)})" if config.mode == "unused"
+             else f"appended (ids {id_ranges(ids)})") if ids else "added"
     short = ""
     if max_new is not None and len(ids) < max_new:
         short = (f"; {max_new} asked, but no further piece saves "
