@@ -2,7 +2,7 @@
 
     python -m bert_tf.convert_checkpoint --from_format=google|hf|bert_tf \\
         --to_format=google|hf|bert_tf --input=... --output=DIR \\
-        [--bert_config_file=...] [--vocab_file=...]
+        [--bert_config_file=...] [--vocab_file=... [--base_vocab_file=...]]
 
 --input is a Google release directory or `bert_model.ckpt` prefix; an HF model directory; or a
 bert_tf run's output_dir (its latest checkpoint) or a `ckpt-N` prefix. --output is a new
@@ -17,6 +17,13 @@ Weights the source lacks (a sentence-transformers model has no MLM/NSP head) are
 one line. In a bert_tf output, a missing head is left out of the checkpoint, so the
 pretraining run initialises it freshly and its log names it; other missing weights are
 freshly initialised (seeded by --seed) and stored.
+
+A --vocab_file that extends the input's vocabulary (vocab.txt beside it, or
+--base_vocab_file) with new WordPieces, written into its [unusedN] slots or appended, gives a
+model with that vocabulary: the word embeddings and the MLM output bias get its rows (each
+new row the mean of the rows of the pieces the input's tokenizer splits the new token into;
+base rows unchanged) and vocab_size follows (`bert_tf.interop.vocab_resize`). A vocabulary
+that moves a base token is refused.
 
 The conversion itself is `bert_tf.interop.formats.convert`; this module parses the flags.
 """
@@ -36,8 +43,11 @@ def _define_flags() -> None:
     flags.DEFINE_string("output", None, "New directory to write.")
     flags.DEFINE_string("bert_config_file", None,
                         "bert_config.json of a google or bert_tf input (default: beside it).")
-    flags.DEFINE_string("vocab_file", None, "Vocabulary to copy (default: vocab.txt beside "
-                        "the input); its size must equal the word embeddings' rows.")
+    flags.DEFINE_string("vocab_file", None, "Vocabulary of the output (default: vocab.txt "
+                        "beside the input). An extension of the input's vocabulary resizes "
+                        "the word embeddings and the MLM bias to it.")
+    flags.DEFINE_string("base_vocab_file", None, "The input's own vocabulary, when it has no "
+                        "vocab.txt beside it (to tell the new rows of an extended --vocab_file).")
     flags.DEFINE_integer("seed", 0, "Seeds the initialisation of weights the input lacks.")
     for name in ("from_format", "to_format", "input", "output"):
         flags.mark_flag_as_required(name)
@@ -50,8 +60,11 @@ def main(argv) -> None:
     if len(argv) > 1:
         raise UserError(f"unexpected arguments: {' '.join(argv[1:])}")
     f = flags.FLAGS
+    if f.base_vocab_file and not f.vocab_file:
+        raise UserError("--base_vocab_file applies only with --vocab_file (the vocabulary to "
+                        "resize the model to)")
     convert(f.from_format, f.to_format, f.input, f.output, f.bert_config_file, f.vocab_file,
-            f.seed)
+            f.seed, f.base_vocab_file)
 
 
 def console_main() -> None:

@@ -184,6 +184,24 @@ def atomic_output(path: str, mode: str = "wb") -> Iterator[IO]:
         raise
 
 
+def check_writable_dir(path: str, what: str = "output_dir") -> None:
+    """Creates directory `path` if needed and checks that a file can be written there.
+
+    Raises:
+        UserError: naming --`what`, when it cannot be created, is a file, or is read-only.
+    """
+    try:
+        makedirs(path)
+    except Exception as e:  # OSError locally, tf.errors.* remotely
+        raise UserError(f"--{what}={path}: cannot create it ({reason(e)})") from None
+    if not isdir(path):
+        raise UserError(f"--{what}={path} is not a directory")
+    probe = os.path.join(path, ".write_probe")
+    with atomic_output(probe, "wb") as f:
+        f.write(b"ok")
+    remove(probe)
+
+
 def map_files(fn: Callable[[T], R], items: Iterable[T]) -> List[R]:
     """[fn(item) for item in items], on up to 16 threads: file reads (local or `gs://`)
     spend their time waiting, so checking hundreds of shards is not one round trip each."""

@@ -31,6 +31,7 @@ from bert_tf.errors import UserError, cli_main
 
 if TYPE_CHECKING:  # these modules import TensorFlow; flag errors should not wait for it
     from bert_tf.data.input_config import InputConfig
+    from bert_tf.interop.continued_pretraining import PretrainingStart
     from bert_tf.modeling.config import BertConfig
     from bert_tf.training.distribution import DistributionConfig
     from bert_tf.training.optimization import OptimizerConfig
@@ -43,8 +44,8 @@ flags.DEFINE_string("bert_config_file", None, "bert_config.json of the model to 
 flags.DEFINE_string("input_file", None, "Training TFRecords: comma-separated files or globs.")
 flags.DEFINE_string("eval_input_file", None, "Eval TFRecords; defaults to --input_file.")
 flags.DEFINE_string("output_dir", None, "Checkpoints, summaries and eval_results.txt go here.")
-flags.DEFINE_string("init_checkpoint", None,
-                    "Warm-start model weights (only) from this checkpoint or directory.")
+flags.DEFINE_string("init_checkpoint", None, "Warm-start model weights (only) from this "
+                    "checkpoint or directory: bert_tf, Google TF1 or Hugging Face.")
 flags.DEFINE_integer("max_seq_length", 128, "Sequence length of the TFRecords.")
 flags.DEFINE_integer("max_predictions_per_seq", 20,
                      "Masked positions per sequence in the TFRecords.")
@@ -95,8 +96,11 @@ flags.DEFINE_bool("no_nsp", False, "Train the masked LM only (no next-sentence h
 flags.DEFINE_bool("dynamic_masking", False,
                   "Draw fresh masks every epoch instead of the stored ones (needs --vocab_file).")
 flags.DEFINE_string("vocab_file", None,
-                    "The WordPiece vocabulary of the TFRecords; --dynamic_masking reads the ids "
-                    "of [MASK], [CLS], [SEP] and [PAD] from it.")
+                    "The TFRecords' WordPiece vocabulary: --dynamic_masking reads [MASK], [CLS], "
+                    "[SEP], [PAD] from it; extending --init_checkpoint's resizes its embeddings.")
+flags.DEFINE_integer("train_only_new_embeddings_steps", 0,
+                     "With an extended --vocab_file: the first N steps train only the new "
+                     "vocabulary rows (every other weight frozen), then all weights train.")
 flags.DEFINE_float("masked_lm_prob", 0.15, "Fraction of tokens --dynamic_masking predicts.")
 flags.DEFINE_bool("do_whole_word_mask", False,
                   "--dynamic_masking masks whole words (the '##' pieces of --vocab_file join the "
@@ -153,6 +157,7 @@ class RunConfig:
         eval_input: the eval input (None without do_eval or eval_every_n_steps).
         do_train, do_eval: what to run.
         input_position: --input_position ("auto" is resolved once the strategy exists).
+        start: where --init_checkpoint starts the run, in which vocabulary (None without it).
     """
 
     bert_config: "BertConfig"
@@ -164,6 +169,7 @@ class RunConfig:
     do_train: bool
     do_eval: bool
     input_position: str = "auto"
+    start: Optional["PretrainingStart"] = None
 
 
 def _required(name: str) -> str:
@@ -171,20 +177,6 @@ def _required(name: str) -> str:
     if not value:
         raise UserError(f"--{name} is required")
     return value
-
-
-def check_output_dir(path: str) -> None:
-    """Creates output_dir if needed and checks that a file can be written there."""
-    try:
-        fileio.makedirs(path)
-    except Exception as e:  # OSError locally, tf.errors.* remotely
-        raise UserError(f"--output_dir={path}: cannot create it ({errors.reason(e)})") from None
-    if not fileio.isdir(path):
-        raise UserError(f"--output_dir={path} is not a directory")
-    probe = os.path.join(path, ".write_probe")
-    with fileio.atomic_output(probe, "wb") as f:
-        f.write(b"ok")
-    fileio.remove(probe)
 
 
 def config_from_flags() -> RunConfig:
@@ -203,6 +195,11 @@ def config_from_flags() -> RunConfig:
     bert_config.check_seq_length(FLAGS.max_seq_length)
     if not FLAGS.learning_rate > 0:
         raise UserError(f"--learning_rate must be positive, got {FLAGS.learning_rate}")
+    from bert_tf.interop import continued_pretraining  # any format; an extended --vocab_file
+
+    bert_config, start = continued_pretraining.plan(
+        FLAGS.init_checkpoint, FLAGS.vocab_file, bert_config, FLAGS.bert_config_file,
+        FLAGS.train_only_new_embeddings_steps)
 
     from bert_tf.data import input_validation, masking_rules
     from bert_tf.data.input_config import EVAL_MASKING_SEED, InputConfig, eval_masking
@@ -214,7 +211,7 @@ def config_from_flags() -> RunConfig:
         ignored = [name for name, given in (
             ("do_whole_word_mask", FLAGS.do_whole_word_mask),
             ("max_ngram_size", FLAGS.max_ngram_size != 1),
-            ("vocab_file", bool(FLAGS.vocab_file)),
+            ("vocab_file", bool(FLAGS.vocab_file) and not FLAGS.init_checkpoint),
             ("masked_lm_prob", FLAGS["masked_lm_prob"].present)) if given]
         if ignored:
             raise UserError(f"--{' and --'.join(ignored)} appl{'ies' if len(ignored) == 1 else 'y'}"
@@ -323,13 +320,9 @@ def config_from_flags() -> RunConfig:
         divergence_threshold=FLAGS.divergence_threshold,
         eval_every_n_steps=FLAGS.eval_every_n_steps,
     )
-    if FLAGS.init_checkpoint:
-        from bert_tf.training import checkpointing
-
-        checkpointing.resolve_checkpoint(FLAGS.init_checkpoint)
-    check_output_dir(output_dir)
+    fileio.check_writable_dir(output_dir)
     return RunConfig(bert_config, train, optimizer, dist, train_input, eval_input,
-                     FLAGS.do_train, FLAGS.do_eval, FLAGS.input_position)
+                     FLAGS.do_train, FLAGS.do_eval, FLAGS.input_position, start)
 
 
 def run(config: RunConfig) -> Optional[dict]:
@@ -350,6 +343,8 @@ def run(config: RunConfig) -> Optional[dict]:
     trainer_config = dataclasses.replace(config.trainer, use_xla=use_xla)
     if config.do_train and distribution.is_chief(strategy):
         config.bert_config.to_json_file(os.path.join(trainer_config.output_dir, "bert_config.json"))
+        if config.start is not None:
+            config.start.write_vocab(trainer_config.output_dir)
     clock = None
     if trainer_config.max_train_minutes:
         with strategy.scope():  # the schedule reads it in the step: a mirrored variable
@@ -358,7 +353,7 @@ def run(config: RunConfig) -> Optional[dict]:
         trainer_config, strategy,
         model_fn=lambda: BertPretrainingModel(config.bert_config, use_nsp=trainer_config.use_nsp),
         optimizer_fn=lambda: optimization.create_optimizer(config.optimizer, clock=clock),
-        clock=clock,
+        clock=clock, **(config.start.trainer_args() if config.start else {}),
     )
     eval_input = config.eval_input
     if eval_input is not None and distribution.is_tpu_strategy(strategy):

@@ -110,6 +110,38 @@ def test_round_trips_through_google_and_hf_are_exact(tmp_path, capsys):
     assert "lacks" not in capsys.readouterr().err  # nothing was missing on the way
 
 
+def test_vocab_file_extending_the_input_s_resizes_the_output(tmp_path, capsys):
+    """--vocab_file appends two tokens to the input's vocabulary; with --base_vocab_file when
+    the input has none beside it (the initial values: tests/test_vocab_resize.py)."""
+    config = BertConfig.from_dict(CONFIG)
+    weights = _random_weights(config, 3)
+    base = _vocab(tmp_path / "base.txt", 40)
+    extended = tmp_path / "extended.txt"
+    extended.write_text(open(base).read() + "w3-w4\n##w7\n")
+    google_checkpoint.write(convert.ModelFiles(config, weights, None, "test"),
+                            str(tmp_path / "g"))  # no vocab.txt beside
+    run_convert("google", "hf", str(tmp_path / "g"), str(tmp_path / "hf"),
+                vocab_file=str(extended), base_vocab_file=base)
+    hf = json.load(open(tmp_path / "hf" / "config.json"))
+    assert hf["vocab_size"] == 42
+    assert open(tmp_path / "hf" / "vocab.txt").read() == extended.read_text()
+    from bert_tf.interop import hf_checkpoint
+
+    back = hf_checkpoint.read(str(tmp_path / "hf"))
+    for name in ("embeddings/word_embeddings", "mlm/output_bias"):
+        assert back.weights[name].shape[0] == 42
+        np.testing.assert_array_equal(back.weights[name][:40], weights[name])
+        # "w3-w4" is "w3", "-" ([UNK], left out), "w4": the mean of rows 8 and 9; "##w7" is
+        # only [UNK]: the mean of all 40 rows.
+        mean = (weights[name][8].astype(np.float64) + weights[name][9]) / 2
+        np.testing.assert_array_equal(back.weights[name][40], mean.astype(np.float32))
+        np.testing.assert_allclose(back.weights[name][41], weights[name].mean(axis=0),
+                                   rtol=1e-6)
+    np.testing.assert_array_equal(back.weights["layer_1/output/kernel"],
+                                  weights["layer_1/output/kernel"])
+    assert "wrote hf model" in capsys.readouterr().out
+
+
 @pytest.mark.slow  # two short pretraining runs in subprocesses (~30 s each)
 def test_google_checkpoint_warm_starts_run_pretraining(tmp_path):
     config = BertConfig.from_dict(CONFIG)
@@ -186,7 +218,8 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path):
          "bert_config implies [10]"),
         ([f"--bert_config_file={tmp_path / 'unknown.json'}"], "unknown key 'num_layers'"),
         ([f"--vocab_file={short_vocab}"],
-         "has 39 tokens but the word embeddings of"),
+         "short.txt has 39 tokens, fewer than the 40 of the base vocabulary"),
+        ([f"--base_vocab_file={short_vocab}"], "--base_vocab_file applies only with --vocab_file"),
         (["--to_format=onnx"], "--to_format"),
     ]
     for extra, message in cases:

@@ -7,19 +7,22 @@
 The encoder's weights are read into the format-neutral `ModelFiles` (bert_tf.interop) and
 assigned by canonical name; task heads start fresh. `bert_config.json`/`config.json` and
 `vocab.txt` beside the checkpoint are the defaults for --bert_config_file and --vocab_file.
+A --vocab_file that extends the checkpoint's vocabulary (new tokens in its [unusedN] slots or
+after it) resizes the word embeddings to it (`bert_tf.interop.vocab_resize`); vocab_size
+follows.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
 from typing import Optional
 
 from absl import logging
 
 from bert_tf import fileio
 from bert_tf.errors import UserError
-from bert_tf.interop import formats
+from bert_tf.interop import formats, vocab_resize
+from bert_tf.interop.formats import detect_format
 from bert_tf.interop.model_files import ModelFiles, find_beside
 from bert_tf.modeling.config import BertConfig
 
@@ -27,35 +30,6 @@ from bert_tf.modeling.config import BertConfig
 # differ between pretraining and fine-tuning without breaking a weight).
 _ARCHITECTURE = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                  "intermediate_size", "max_position_embeddings", "type_vocab_size")
-_HF_WEIGHTS = ("model.safetensors", "pytorch_model.bin")
-
-
-def detect_format(path: str) -> str:
-    """"hf", "google" or "bert_tf" for a checkpoint path or directory.
-
-    Raises:
-        UserError: nothing readable at `path`.
-    """
-    import tensorflow as tf
-
-    if fileio.isdir(path) and fileio.exists(os.path.join(path, "config.json")) and any(
-            fileio.exists(os.path.join(path, name)) for name in _HF_WEIGHTS):
-        return "hf"
-    if path.endswith((".safetensors", ".bin")) and fileio.exists(path):
-        return "hf"
-    prefix = None
-    if fileio.isdir(path):
-        prefix = tf.train.latest_checkpoint(path)
-        if prefix is None and fileio.exists(os.path.join(path, "bert_model.ckpt.index")):
-            prefix = os.path.join(path, "bert_model.ckpt")
-    elif fileio.exists(path + ".index"):
-        prefix = path
-    if prefix is None:
-        raise UserError(f"--init_checkpoint={path}: no checkpoint there (expected a bert_tf "
-                        "output directory or ckpt-N prefix, a Google bert_model.ckpt, or a "
-                        "Hugging Face directory)")
-    names = tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
-    return "bert_tf" if any("/.ATTRIBUTES/" in n for n in names) else "google"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,28 +58,38 @@ def resolve(init_checkpoint: str, bert_config_file: str, vocab_file: str) -> Ini
     """
     files = None
     fmt = ""
+    base_size = 0
     if init_checkpoint:
         fmt = detect_format(init_checkpoint)
         config_arg = None if fmt == "hf" else (bert_config_file or None)
+        own = find_beside(init_checkpoint, ("bert_config.json",)) if config_arg else None
+        if own and vocab_file and _same_but_vocab_size(own, config_arg):
+            config_arg = own  # --bert_config_file is the extended model's: read the base
         try:
-            files = formats.read_model(fmt, init_checkpoint, config_arg, vocab_file or None)
+            files = formats.read_model(fmt, init_checkpoint, config_arg)
         except UserError as e:
             # A reader given another architecture fails on the first variable's shape; the
             # checkpoint's own bert_config.json, when beside it, tells which field differs.
             beside = find_beside(init_checkpoint, ("bert_config.json",)) if config_arg else None
             if beside:
-                _check_architecture(BertConfig.from_json_file(beside), config_arg,
+                _check_architecture(BertConfig.from_json_file(beside),
+                                    BertConfig.from_json_file(config_arg), config_arg,
                                     init_checkpoint)
             raise UserError(f"--init_checkpoint={init_checkpoint}: {e}") from None
         logging.info("--init_checkpoint is a %s checkpoint: %s", fmt, files.source)
+        base_size = files.config.vocab_size
+        # An extension of the checkpoint's vocabulary resizes its word embeddings.
+        files = vocab_resize.resize_to_vocab(files, vocab_file) if vocab_file else files
     if bert_config_file:
         config = BertConfig.from_json_file(bert_config_file)
+        if files is not None and config.vocab_size == base_size:  # the base model's config
+            config = dataclasses.replace(config, vocab_size=files.config.vocab_size)
     elif files is not None:
         config = files.config
     else:
         raise UserError("--bert_config_file is required without --init_checkpoint")
     if files is not None:
-        _check_architecture(files.config, bert_config_file, init_checkpoint)
+        _check_architecture(files.config, config, bert_config_file, init_checkpoint)
     vocab = vocab_file or (files.vocab_file if files is not None else None)
     if not vocab and init_checkpoint:
         vocab = find_beside(init_checkpoint, ("vocab.txt",))
@@ -116,18 +100,22 @@ def resolve(init_checkpoint: str, bert_config_file: str, vocab_file: str) -> Ini
     return InitModel(config, vocab, files, fmt)
 
 
-def _check_architecture(checkpoint_config: BertConfig, bert_config_file: str,
-                        init_checkpoint: str) -> None:
+def _check_architecture(checkpoint_config: BertConfig, config: BertConfig,
+                        bert_config_file: str, init_checkpoint: str) -> None:
     """Raises UserError naming the first weight-shaping field --bert_config_file changes."""
     if not bert_config_file:
         return
-    config = BertConfig.from_json_file(bert_config_file)
     for field in _ARCHITECTURE:
         ours, theirs = getattr(config, field), getattr(checkpoint_config, field)
         if ours != theirs:
             raise UserError(f"--init_checkpoint={init_checkpoint} does not match "
                             f"--bert_config_file: {field} is {theirs} in the checkpoint, "
                             f"{ours} in {bert_config_file}")
+
+
+def _same_but_vocab_size(config_file: str, other_file: str) -> bool:
+    a, b = BertConfig.from_json_file(config_file), BertConfig.from_json_file(other_file)
+    return dataclasses.replace(a, vocab_size=b.vocab_size) == b
 
 
 def load_encoder_weights(model, files: ModelFiles) -> None:

@@ -6,23 +6,69 @@ Formats: "google" (TF1 `bert_model.ckpt`), "hf" (Hugging Face directory) and "be
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Optional
 
 from bert_tf import fileio
 from bert_tf.errors import UserError
+from bert_tf.interop import vocab_resize
 from bert_tf.interop.model_files import ModelFiles, check_new_directory, report_missing
 from bert_tf.interop.native import read_native, write_native
 
 FORMATS = ("google", "hf", "bert_tf")
+_HF_WEIGHTS = ("model.safetensors", "pytorch_model.bin")
+
+
+def detect_format(path: str) -> str:
+    """"hf", "google" or "bert_tf" for a checkpoint path or directory.
+
+    Raises:
+        UserError: nothing readable at `path`.
+    """
+    import tensorflow as tf
+
+    if fileio.isdir(path) and fileio.exists(os.path.join(path, "config.json")) and any(
+            fileio.exists(os.path.join(path, name)) for name in _HF_WEIGHTS):
+        return "hf"
+    if path.endswith((".safetensors", ".bin")) and fileio.exists(path):
+        return "hf"
+    prefix = None
+    if fileio.isdir(path):
+        prefix = tf.train.latest_checkpoint(path)
+        if prefix is None and fileio.exists(os.path.join(path, "bert_model.ckpt.index")):
+            prefix = os.path.join(path, "bert_model.ckpt")
+    elif fileio.exists(path + ".index"):
+        prefix = path
+    if prefix is None:
+        raise UserError(f"--init_checkpoint={path}: no checkpoint there (expected a bert_tf "
+                        "output directory or ckpt-N prefix, a Google bert_model.ckpt, or a "
+                        "Hugging Face directory)")
+    names = tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
+    return "bert_tf" if any("/.ATTRIBUTES/" in n for n in names) else "google"
 
 
 def read_model(
-    fmt: str, path: str, bert_config_file: Optional[str] = None, vocab_file: Optional[str] = None
+    fmt: str, path: str, bert_config_file: Optional[str] = None,
+    vocab_file: Optional[str] = None, base_vocab_file: Optional[str] = None,
 ) -> ModelFiles:
-    """Reads a model in format `fmt` ("google", "hf" or "bert_tf")."""
+    """Reads a model in format `fmt` ("google", "hf" or "bert_tf").
+
+    Args:
+        fmt, path, bert_config_file: what to read.
+        vocab_file: the vocabulary the model must have (default: the checkpoint's own). An
+            extension of the checkpoint's vocabulary resizes the word embeddings and the MLM
+            bias to it (`vocab_resize.resize_to_vocab`).
+        base_vocab_file: the checkpoint's own vocabulary (default: vocab.txt beside it).
+    """
     if not fileio.exists(path) and not fileio.exists(path + ".index"):
         raise UserError(f"--input={path} does not exist")
+    files = _read(fmt, path, bert_config_file, base_vocab_file)
+    return vocab_resize.resize_to_vocab(files, vocab_file) if vocab_file else files
+
+
+def _read(fmt: str, path: str, bert_config_file: Optional[str], vocab_file: Optional[str]
+          ) -> ModelFiles:
     if fmt == "google":
         from bert_tf.interop import google_checkpoint
 
@@ -62,14 +108,19 @@ def convert(
     bert_config_file: Optional[str] = None,
     vocab_file: Optional[str] = None,
     seed: int = 0,
+    base_vocab_file: Optional[str] = None,
 ) -> str:
-    """Reads, reports missing weights, writes. Returns the written path."""
+    """Reads (resizing to `vocab_file`, see `read_model`), reports missing weights, writes.
+
+    Returns:
+        The written path.
+    """
     for flag, fmt in (("from_format", from_format), ("to_format", to_format)):
         if fmt not in FORMATS:
             raise UserError(f"--{flag}={fmt!r}: choose from {', '.join(FORMATS)}")
     check_new_directory(output)  # Before the (slow) read.
     # Every reader checks the vocabulary (given or found) against the word embeddings.
-    files = read_model(from_format, input_path, bert_config_file, vocab_file)
+    files = read_model(from_format, input_path, bert_config_file, vocab_file, base_vocab_file)
     if files.vocab_file is None:
         print(f"note: no vocab.txt found for {input_path}; pass --vocab_file to include one",
               file=sys.stderr, flush=True)

@@ -43,6 +43,7 @@ from bert_tf.training import (
     resume,
     train_loop,
 )
+from bert_tf.training.new_rows_only import NewRowsOnly
 from bert_tf.training.progress import ProgressLogger
 from bert_tf.training.results import (  # noqa: F401 (part of this module's API)
     EVAL_RESULTS_FILE,
@@ -174,13 +175,15 @@ class Trainer:
             checkpoint, by object graph).
         clock: the `budget.TrainingClock` of config.max_train_minutes that the optimizer's
             schedule reads, made under the scope (default: the trainer makes its own).
+        new_rows: the first steps train only the new vocabulary rows (`new_rows_only`).
     """
 
     def __init__(self, config: TrainerConfig, strategy: tf.distribute.Strategy,
                  model_fn: Callable[[], keras.Model], optimizer_fn: Callable[[], object],
                  objective: Optional[objectives.Objective] = None,
                  warm_start_fn: Optional[Callable[[keras.Model], None]] = None,
-                 clock: Optional[budget.TrainingClock] = None):
+                 clock: Optional[budget.TrainingClock] = None,
+                 new_rows: Optional[NewRowsOnly] = None):
         self.config = config
         self.objective = objective or objectives.PretrainingObjective(config.use_nsp)
         self.warm_start_fn = warm_start_fn
@@ -205,7 +208,8 @@ class Trainer:
             self.clock = budget.trainer_clock(config.max_train_minutes, clock)  # None: no budget
         self.steps = train_loop.StepFunctions(
             self.model, self.optimizer, strategy, self.step, self.objective,
-            accumulation_steps=config.gradient_accumulation_steps, use_xla=config.use_xla)
+            accumulation_steps=config.gradient_accumulation_steps, use_xla=config.use_xla,
+            new_rows=new_rows)
         self._trained = False
 
     def distribute_dataset(self, dataset_fn: DatasetFn, per_replica_batch: int,
