@@ -176,9 +176,18 @@ class RecordSpec:
                 f"_d{self.dupe_factor}_r{self.seed}")
 
 
-def records(cache: str, spec: RecordSpec) -> str:
-    """Writes (once) the TFRecords of `spec`; returns their glob."""
+def records(cache: str, spec: RecordSpec, vocab_file: str = "") -> str:
+    """Writes (once) the TFRecords of `spec`; returns their glob.
+
+    `vocab_file` (default: the cache's vocab/vocab.txt) tokenizes the text; another
+    vocabulary's records go to a folder named after its contents' digest as well.
+    """
     d = os.path.join(cache, "records", spec.key)
+    if vocab_file:
+        with open(vocab_file, encoding="utf-8") as f:
+            d += "_v" + budget_cache.digest(f.read())
+    else:
+        vocab_file = os.path.join(cache, "vocab", "vocab.txt")
     shards = 1 if spec.split == "heldout" else 4
     pattern = os.path.join(d, "part-*.tfrecord")
     if not budget_cache.done(d, "records"):
@@ -190,8 +199,8 @@ def records(cache: str, spec: RecordSpec) -> str:
                f"--input_file={os.path.join(cache, 'corpus', spec.split + '.txt')}",
                f"--output_file={os.path.join(d, 'part-{shard}-of-{num_shards}.tfrecord')}",
                f"--num_output_shards={shards}",
-               f"--vocab_file={os.path.join(cache, 'vocab', 'vocab.txt')}",
-               "--do_lower_case=true", f"--max_seq_length={spec.max_seq_length}",
+               f"--vocab_file={vocab_file}", "--do_lower_case=true",
+               f"--max_seq_length={spec.max_seq_length}",
                f"--max_predictions_per_seq={spec.max_predictions_per_seq}",
                f"--masked_lm_prob={spec.masked_lm_prob}", f"--dupe_factor={spec.dupe_factor}",
                f"--random_seed={spec.seed}", "--progress_seconds=0", "--log_examples=0"]
