@@ -21,6 +21,10 @@ finetune_subsets.py) knob by knob, so the same recipe run by bert_tf should land
   Linear(hidden, 2), no dropout. New Linear weights ~ normal(0, initializer_range = 0.02),
   biases 0.
 
+`--tagging --task=NAME` runs the tagging path on any CoNLL task in data_dir/NAME (train.conll,
+and dev.conll / test.conll when present) with recipes.json's NAME entry; `--model_dir` takes
+any BERT directory with its vocab.txt (benchmarks/bench_domain_adaptation.py's arm d).
+
 Inputs: ids from the model's own fast tokenizer (BertTokenizerFast), checked id-for-id
 against bert_tf's FullTokenizer(vocab.txt, do_lower_case=True); mismatches are counted in
 metrics.json. Each batch is padded only to its longest row (no effect on the results: padded
@@ -336,11 +340,12 @@ def run_tagging(args, recipe, tok, check, result) -> None:
 
     max_len, stride = recipe["max_seq_length"], recipe["stride"]
     pad = max_len if args.pad_to_max else None
-    d = os.path.join(args.data_dir, "wnut17")
-    splits = {s: read_conll(f"{d}/{s}.conll") for s in ("train", "dev", "test")}
+    d = os.path.join(args.data_dir, args.task)  # wnut17, or any task named with --tagging
+    splits = {s: read_conll(f"{d}/{s}.conll") for s in ("train", "dev", "test")
+              if s == "train" or os.path.exists(f"{d}/{s}.conll")}  # dev, test: optional
     tags = {t for _, ts in splits["train"] for t in ts}
     tag_list = ["O"] + sorted(tags - {"O"})  # bert_tf's build_tag_list order
-    unknown = {t for s in ("dev", "test") for _, ts in splits[s] for t in ts} - tags
+    unknown = {t for s in splits if s != "train" for _, ts in splits[s] for t in ts} - tags
     if unknown:
         raise SystemExit(f"dev/test tags not in the training tags: {sorted(unknown)}")
     splits = {s: sentences[:LIMIT] for s, sentences in splits.items()}
@@ -372,7 +377,7 @@ def run_tagging(args, recipe, tok, check, result) -> None:
     if TRACE and not TRACE["evaluate"]:  # a trajectory, not a result: no evaluation
         return
     result["metrics"], t = {}, time.perf_counter()
-    for s in ("dev", "test"):
+    for s in (s for s in ("dev", "test") if s in splits):
         f, sentences = feats[s], splits[s]
         outs = predict(model, len(f), lambda idx, f=f: make(idx, f)[0])
         pred = [[None] * len(words) for words, _ in sentences]
@@ -487,8 +492,12 @@ def write_text(path: str, text: str) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--task", required=True, choices=["sst2", "mrpc", "rte", "wnut17",
-                                                          "squad"])
+    parser.add_argument("--task", required=True,
+                        help="sst2, mrpc, rte, wnut17, squad; or with --tagging any name")
+    parser.add_argument("--tagging", action="store_true",
+                        help="--task names a tagging task like wnut17: data_dir/<task>/"
+                        "{train,dev,test}.conll (dev and test optional), its recipe in "
+                        "recipes.json under that name")
     parser.add_argument("--data_dir", required=True, help="finetune_subsets.py's output_dir")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--output_dir", required=True)
@@ -506,6 +515,8 @@ def main() -> None:
                              " from its head (head.npz) without dropout, for steps.txt steps "
                              "('full': the whole run, then evaluate)")
     args = parser.parse_args()
+    if args.task not in ("sst2", "mrpc", "rte", "wnut17", "squad") and not args.tagging:
+        parser.error(f"unknown --task {args.task!r} (a tagging task needs --tagging)")
     global LIMIT
     LIMIT = args.limit
     if args.trace_dir:
@@ -544,6 +555,7 @@ def main() -> None:
               "cpu_capability": torch.backends.cpu.get_cpu_capability(),
               "padding": "max_seq_length" if args.pad_to_max else "longest row of each batch"}
     runner = {"wnut17": run_tagging, "squad": run_squad}.get(args.task, run_classification)
+    runner = run_tagging if args.tagging else runner
     runner(args, recipe, tok, check, result)
     result["tokenizer_check"] = check.report()
     result["wall_seconds"] = time.perf_counter() - wall
