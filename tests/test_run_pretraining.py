@@ -11,6 +11,8 @@
   (loss spikes and --eval_every_n_steps: tests/test_health.py);
 - eval-only with another --bert_config_file is one `error:` line (strict restore);
 - init_checkpoint warm-starts a longer-sequence "phase 2" and reports unused variables;
+- an extended --vocab_file resizes init_checkpoint's embeddings, and
+  --train_only_new_embeddings_steps trains only the new rows first;
 - --dynamic_masking takes the special ids from --vocab_file and trains;
 - bad flags and inputs give one `error:` line, exit 2, no traceback;
 - the flagfiles in configs/ parse.
@@ -269,6 +271,45 @@ def test_init_checkpoint_warm_starts_a_longer_sequence_phase(straight, data, tmp
     assert keys == ["global_step", "loss", "masked_lm_accuracy", "masked_lm_loss"]
 
 
+def test_continued_pretraining_follows_an_extended_vocab_and_trains_new_rows_first(
+        straight, data, tmp_path):
+    """--vocab_file extends the checkpoint's vocab.txt ([unused0] and one appended token):
+    vocab_size follows, the first step trains only the two new rows, the second everything.
+    (The initial values and every format: tests/test_vocab_resize.py.)"""
+    from bert_tf.interop.native import read_native
+
+    base = tmp_path / "base"
+    shutil.copytree(straight[0], base)
+    tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "[unused0]"] + [
+        f"w{i}" for i in range(122)]
+    (base / "vocab.txt").write_text("\n".join(tokens) + "\n")
+    extended = tmp_path / "extended.txt"
+    extended.write_text("\n".join(tokens[:5] + ["w1-w2"] + tokens[6:] + ["##w3"]) + "\n")
+    out = tmp_path / "out"
+    proc = run_module(MODULE, common_flags(
+        data, out, init_checkpoint=base, vocab_file=extended, num_train_steps=2,
+        save_checkpoints_steps=1, train_only_new_embeddings_steps=1, learning_rate=1e-2))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert re.search(r"2 new rows of embeddings/word_embeddings, mlm/output_bias for .*ckpt-6 "
+                     r"\(1 appended, 1 in \[unusedN\] slots; vocab_size 128 -> 129\)",
+                     proc.stderr), proc.stderr[-3000:]
+    assert progress_steps(proc.stderr) == [1, 2]
+    assert json.loads((out / "bert_config.json").read_text())["vocab_size"] == 129
+    assert (out / "vocab.txt").read_text() == extended.read_text()
+    before = read_native(os.fspath(base)).weights
+    step1 = read_native(os.fspath(out / "ckpt-1")).weights
+    step2 = read_native(os.fspath(out / "ckpt-2")).weights
+    for name, value in before.items():
+        if name in ("embeddings/word_embeddings", "mlm/output_bias"):
+            assert step1[name].shape[0] == 129
+            held = [i for i in range(128) if i != 5]
+            np.testing.assert_array_equal(step1[name][held], value[held], err_msg=name)
+            assert not np.array_equal(step1[name][[5, 128]], step2[name][[5, 128]])
+        else:
+            np.testing.assert_array_equal(step1[name], value, err_msg=name)
+        assert not np.array_equal(step2[name], step1[name]), name
+
+
 def test_eval_only_with_another_model_config_is_a_one_line_error(straight, data, tmp_path):
     # The checkpoint's variables have other shapes than --bert_config_file's model: evaluating
     # would read partly random weights (it was a ValueError traceback).
@@ -326,6 +367,9 @@ def test_max_train_minutes_stops_at_a_loop_boundary_saves_and_evaluates(data, tm
      r"error: --max_ngram_size=3 is not supported with --dynamic_masking: .*"),
     ({"do_whole_word_mask": "true"},
      r"error: --do_whole_word_mask applies only with --dynamic_masking .*"),
+    ({"train_only_new_embeddings_steps": 2},
+     r"error: --train_only_new_embeddings_steps needs --init_checkpoint and an extended "
+     r"--vocab_file"),
     ({"vocab_file": REPO_ROOT / "README.md", "masked_lm_prob": 0.2},
      r"error: --vocab_file and --masked_lm_prob apply only with --dynamic_masking \(the stored "
      r"masks are used as written\)"),
