@@ -68,6 +68,12 @@ def test_savings_that_grow_are_followed_exactly():
         ("ab", 5), ("##cdef", 3)]
 
 
+def test_a_piece_that_occurs_twice_saves_once_per_use():
+    """x ##a ##b ##a ##b (5) -> x ##ab ##ab (3): 2 saved per xabab, x 4."""
+    chosen = extend.choose_pieces(letters_vocab(), Counter({"xabab": 4}), ["##ab"], None, 1)
+    assert [(c.piece, c.saving) for c in chosen] == [("##ab", 8)]
+
+
 def test_unk_costs_more_than_any_split():
     """A piece that greedy matching strands ([UNK]) is a loss; one that removes [UNK] a gain.
 

@@ -199,19 +199,20 @@ class GreedyRanking:
 
 def _contained(word: str, index: Mapping[str, int], longest: int) -> List[int]:
     """Indices of the candidates that occur in `word` where the tokenizer could use them:
-    a whole-word piece as a prefix, a `##` piece starting after the first character."""
-    found = []
+    a whole-word piece as a prefix, a `##` piece starting after the first character. Each
+    once, ascending (a `##` piece may occur twice: its saving is the word's, counted once)."""
+    found = set()
     n = len(word)
     for end in range(1, min(n, longest) + 1):
         i = index.get(word[:end])
         if i is not None:
-            found.append(i)
+            found.add(i)
     for start in range(1, n):
         for end in range(start + 1, min(n, start + longest) + 1):
             i = index.get(PREFIX + word[start:end])
             if i is not None:
-                found.append(i)
-    return found
+                found.add(i)
+    return sorted(found)
 
 
 def choose_pieces(base: Mapping[str, int], counts: Mapping[str, int],

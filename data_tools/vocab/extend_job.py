@@ -124,6 +124,7 @@ def lay_out(base: Sequence[str], new: Sequence[str], mode: str) -> Tuple[List[st
         tokens += new
     kept = set(ids)
     if (any(tokens[i] != t for i, t in enumerate(base) if i not in kept)
+            or not all(extend.is_placeholder(base[i]) for i in ids if i < len(base))
             or len(set(tokens)) != len(tokens)):
         raise AssertionError("the extended vocabulary moved a base token or repeats one")
     return tokens, ids
@@ -209,9 +210,10 @@ def run(input_file: str, vocab_file: str, output_vocab_file: str, config: Extend
     warnings = seen.warning_lines(files)
     for message in warnings:
         print(f"warning: {message}", file=sys.stderr)
-    return [_summary(output_vocab_file, config, tokens, ids, max_new, len(candidates), seen,
-                     len(counts), len(files), len(warnings), time.time() - start, counted)
-            ] + extend_report.summary_lines(comparison, report_file)
+    summary = _summary(output_vocab_file, config, lower, tokens, ids, max_new,
+                       len(candidates), seen, len(counts), len(files), len(warnings),
+                       time.time() - start, counted)
+    return [summary] + extend_report.summary_lines(comparison, report_file)
 
 
 def id_ranges(ids: Sequence[int]) -> str:
@@ -225,9 +227,10 @@ def id_ranges(ids: Sequence[int]) -> str:
     return ", ".join(f"{a}..{b}" if b > a else f"{a}" for a, b in runs)
 
 
-def _summary(output: str, config: ExtendConfig, tokens: Sequence[str], ids: Sequence[int],
-             max_new: Optional[int], candidates: int, seen: word_counting.WordCounts,
-             kept: int, files: int, warnings: int, seconds: float, counted: float) -> str:
+def _summary(output: str, config: ExtendConfig, lower: bool, tokens: Sequence[str],
+             ids: Sequence[int], max_new: Optional[int], candidates: int,
+             seen: word_counting.WordCounts, kept: int, files: int, warnings: int,
+             seconds: float, counted: float) -> str:
     where = (f"in [unusedN] slots (ids {id_ranges(ids)})" if config.mode == "unused"
              else f"appended (ids {id_ranges(ids)})") if ids else "added"
     short = ""
@@ -236,7 +239,8 @@ def _summary(output: str, config: ExtendConfig, tokens: Sequence[str], ids: Sequ
                  f"{config.min_frequency or 1} token(s) or more")
     capped = (f", ranked on the {kept} most frequent of {seen.distinct} distinct words"
               if seen.distinct > kept else "")
-    return (f"wrote {output}: {len(tokens)} tokens, {len(ids)} new {where}, base ids "
+    return (f"wrote {output}: {len(tokens)} tokens ({'un' if lower else ''}cased), "
+            f"{len(ids)} new {where}, base ids "
             f"unchanged{short} ({candidates} candidates) from {seen.lines} lines "
             f"({seen.num_words} words) in {files} file(s){capped}, {warnings} warning(s), "
             f"{seconds:.1f} s (counting {counted:.1f} s)")
