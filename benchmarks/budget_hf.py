@@ -31,6 +31,9 @@ pace of the second as bert_tf's clock does. A callback stops training when the b
 spent. The Trainer checkpoints about every 5 minutes of training (with the clock beside it)
 and a rerun resumes from the latest (`resume_from_checkpoint`). Writes to --output_dir:
 `hf_model/` (config.json, model.safetensors, vocab.txt) and `train_stats.json`.
+
+Its pieces (`trainer`, `train_to_budget`, `check_tokenizer`, `save_model`) also run the
+continued-pretraining arm of bench_domain_adaptation.py (domain_hf.py).
 """
 
 from __future__ import annotations
@@ -115,6 +118,8 @@ class Budget(transformers.TrainerCallback):
         return control
 
     def on_save(self, args, state, control, **kwargs):
+        # After the checkpoint is complete (and the oldest of 2 removed): a run killed in
+        # between resumes from the previous checkpoint, the last one with its clock.
         self.last_save = self.clock.seconds
         self.clock.state_file = os.path.join(args.output_dir, f"checkpoint-{state.global_step}",
                                              CLOCK_FILE)
@@ -134,19 +139,93 @@ def model_config(path: str) -> transformers.BertConfig:
 
 
 def trainer(config, data, collator, out: str, max_steps: int, seed: int, clock,
-            save_steps: int = 0) -> tuple:
-    """A Trainer of a fresh BertForMaskedLM (seeded) and its Budget callback."""
+            save_steps: int = 0, *, model_dir: str = "", learning_rate: float = LEARNING_RATE,
+            batch_size: int = BATCH_SIZE, weight_decay: float = 0.0) -> tuple:
+    """A Trainer of a BertForMaskedLM (seeded) and its Budget callback.
+
+    The model is fresh from `config`, or `model_dir`'s weights (continued pretraining: a head
+    the directory lacks starts fresh); the optimizer settings not given are TrainingArguments'
+    defaults.
+    """
     transformers.set_seed(seed)
-    model = transformers.BertForMaskedLM(config)
+    model = (transformers.BertForMaskedLM.from_pretrained(model_dir) if model_dir
+             else transformers.BertForMaskedLM(config))
     args = transformers.TrainingArguments(
-        output_dir=out, learning_rate=LEARNING_RATE, per_device_train_batch_size=BATCH_SIZE,
+        output_dir=out, learning_rate=learning_rate, per_device_train_batch_size=batch_size,
+        weight_decay=weight_decay,
         max_steps=max_steps, seed=seed, save_strategy="steps" if save_steps else "no",
-        save_steps=save_steps or 500, save_total_limit=1,
+        save_steps=save_steps or 500, save_total_limit=2,
         logging_steps=max(1, min(max_steps, 10**5) // 50), report_to=[], disable_tqdm=True,
         use_cpu=True)
     budget = Budget(clock)
     return transformers.Trainer(model=model, args=args, train_dataset=Blocks(data),
                                 data_collator=collator, callbacks=[budget]), budget
+
+
+def check_tokenizer(tokenizer, vocab_file: str, train_text: str) -> IdCheck:
+    """The HF tokenizer's ids against FullTokenizer's on the first 2,000 training sentences;
+    exits if more than 1 % differ."""
+    check = IdCheck(os.path.dirname(os.path.abspath(vocab_file)))
+    sentences = [s for doc, _ in zip(budget_data.articles(train_text), range(200))
+                 for s in doc][:2000]
+    check(sentences, tokenizer(sentences, add_special_tokens=False)["input_ids"])
+    if check.mismatched > len(sentences) // 100:
+        sys.exit(f"the HF tokenizer disagrees with FullTokenizer on {check.mismatched} of "
+                 f"{len(sentences)} sentences, e.g. {check.examples[:1]}")
+    return check
+
+
+def train_to_budget(make_trainer, output_dir: str, budget: float, probe_seconds: float,
+                    seed: int) -> tuple:
+    """The budgeted run: a probe, then training to the budget, resuming if killed.
+
+    Args:
+        make_trainer: (out, max_steps, seed, clock, save_steps) -> (Trainer, Budget), e.g.
+            `trainer` with its model and settings bound.
+        output_dir: probe.json (steps per second, measured once) and trainer/ go here.
+        budget, probe_seconds: training seconds of the run and of the probe.
+        seed: the run's seed (the probe uses 0).
+
+    Returns:
+        (the trained model, the Trainer, its TrainingClock, the steps the linear decay was
+        sized to, the probe's steps per second).
+    """
+    probe_file = os.path.join(output_dir, "probe.json")
+    if not os.path.exists(probe_file):
+        clock = budget_cache.TrainingClock(None, probe_seconds)
+        probe, callback = make_trainer(os.path.join(output_dir, "probe"), 10**6, 0, clock, 0)
+        probe.train()
+        budget_cache.write_json(probe_file, {"steps_per_second": callback.timer.steps
+                                             / clock.seconds})
+        shutil.rmtree(os.path.join(output_dir, "probe"), ignore_errors=True)
+    rate = budget_cache.read_json(probe_file)["steps_per_second"]
+    steps = budget_cache.calibrated_steps(rate, budget)
+    print(f"probe: {rate:.3f} steps/s -> linear decay over {steps} steps", flush=True)
+
+    out = os.path.join(output_dir, "trainer")
+    saved = sorted(glob.glob(os.path.join(out, "checkpoint-*", CLOCK_FILE)),
+                   key=lambda p: int(re.search(r"checkpoint-(\d+)", p).group(1)))
+    clock = budget_cache.TrainingClock(saved[-1] if saved else None, budget)
+    run, _ = make_trainer(out, steps, seed, clock, max(20, int(rate * CHECKPOINT_SECONDS)))
+    if saved and (clock.time_up or clock.step >= steps):
+        model = transformers.BertForMaskedLM.from_pretrained(os.path.dirname(saved[-1]))
+    else:
+        print(f"training from step {clock.step} ({clock.seconds:.0f} s of {budget:.0f} s)",
+              flush=True)
+        run.train(resume_from_checkpoint=os.path.dirname(saved[-1]) if saved else None)
+        model = run.model
+    return model, run, clock, steps, rate
+
+
+def save_model(model, tokenizer, vocab_file: str, hf_dir: str) -> None:
+    """The model and tokenizer as an HF directory with `vocab_file` as its vocab.txt,
+    written under a temporary name and renamed."""
+    shutil.rmtree(hf_dir + ".tmp", ignore_errors=True)
+    model.save_pretrained(hf_dir + ".tmp")
+    tokenizer.save_pretrained(hf_dir + ".tmp")
+    shutil.copyfile(vocab_file, os.path.join(hf_dir + ".tmp", "vocab.txt"))  # ours, exactly
+    shutil.rmtree(hf_dir, ignore_errors=True)
+    os.replace(hf_dir + ".tmp", hf_dir)
 
 
 def main() -> None:
@@ -163,13 +242,7 @@ def main() -> None:
     # transformers 5 takes `vocab` (a `vocab_file=` keyword would be ignored silently, leaving
     # a tokenizer with no vocabulary); the id check below would catch that too.
     tokenizer = transformers.BertTokenizerFast(vocab=args.vocab_file, do_lower_case=True)
-    check = IdCheck(os.path.dirname(os.path.abspath(args.vocab_file)))
-    sentences = [s for doc, _ in zip(budget_data.articles(args.train_text), range(200))
-                 for s in doc][:2000]
-    check(sentences, tokenizer(sentences, add_special_tokens=False)["input_ids"])
-    if check.mismatched > len(sentences) // 100:
-        sys.exit(f"the HF tokenizer disagrees with FullTokenizer on {check.mismatched} of "
-                 f"{len(sentences)} sentences, e.g. {check.examples[:1]}")
+    check = check_tokenizer(tokenizer, args.vocab_file, args.train_text)
     data = blocks(args.train_text, tokenizer, args.max_seq_length,
                   os.path.join(args.output_dir, "blocks.npz"))
     print(f"{len(data['input_ids']):,} blocks of {args.max_seq_length}", flush=True)
@@ -178,40 +251,13 @@ def main() -> None:
         tokenizer=tokenizer, mlm_probability=MLM_PROBABILITY)
     budget = 60 * args.minutes
 
-    probe_file = os.path.join(args.output_dir, "probe.json")
-    if not os.path.exists(probe_file):
-        clock = budget_cache.TrainingClock(None, args.probe_seconds)
-        probe, callback = trainer(config, data, collator, os.path.join(args.output_dir, "probe"),
-                                  10**6, 0, clock)
-        probe.train()
-        budget_cache.write_json(probe_file, {"steps_per_second": callback.timer.steps
-                                             / clock.seconds})
-        shutil.rmtree(os.path.join(args.output_dir, "probe"), ignore_errors=True)
-    rate = budget_cache.read_json(probe_file)["steps_per_second"]
-    steps = budget_cache.calibrated_steps(rate, budget)
-    print(f"probe: {rate:.3f} steps/s -> linear decay over {steps} steps", flush=True)
-
-    out = os.path.join(args.output_dir, "trainer")
-    saved = sorted(glob.glob(os.path.join(out, "checkpoint-*", CLOCK_FILE)),
-                   key=lambda p: int(re.search(r"checkpoint-(\d+)", p).group(1)))
-    clock = budget_cache.TrainingClock(saved[-1] if saved else None, budget)
-    run, callback = trainer(config, data, collator, out, steps, args.seed, clock,
-                            save_steps=max(20, int(rate * CHECKPOINT_SECONDS)))
-    if saved and (clock.time_up or clock.step >= steps):
-        model = transformers.BertForMaskedLM.from_pretrained(os.path.dirname(saved[-1]))
-    else:
-        print(f"training from step {clock.step} ({clock.seconds:.0f} s of {budget:.0f} s)",
-              flush=True)
-        run.train(resume_from_checkpoint=os.path.dirname(saved[-1]) if saved else None)
-        model = run.model
+    model, run, clock, steps, rate = train_to_budget(
+        lambda out, max_steps, seed, clock, save_steps: trainer(
+            config, data, collator, out, max_steps, seed, clock, save_steps),
+        args.output_dir, budget, args.probe_seconds, args.seed)
     final = clock.step
     hf_dir = os.path.join(args.output_dir, "hf_model")
-    shutil.rmtree(hf_dir + ".tmp", ignore_errors=True)
-    model.save_pretrained(hf_dir + ".tmp")
-    tokenizer.save_pretrained(hf_dir + ".tmp")
-    shutil.copyfile(args.vocab_file, os.path.join(hf_dir + ".tmp", "vocab.txt"))  # ours, exactly
-    shutil.rmtree(hf_dir, ignore_errors=True)
-    os.replace(hf_dir + ".tmp", hf_dir)
+    save_model(model, tokenizer, args.vocab_file, hf_dir)
     losses = [h["loss"] for h in run.state.log_history if "loss" in h]
     seconds = clock.seconds
     budget_cache.write_json(os.path.join(args.output_dir, "train_stats.json"), {
