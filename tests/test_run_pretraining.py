@@ -288,12 +288,14 @@ def test_continued_pretraining_follows_an_extended_vocab_and_trains_new_rows_fir
     out = tmp_path / "out"
     proc = run_module(MODULE, common_flags(
         data, out, init_checkpoint=base, vocab_file=extended, num_train_steps=2,
-        save_checkpoints_steps=1, train_only_new_embeddings_steps=1, learning_rate=1e-2))
+        save_checkpoints_steps=1, train_only_new_embeddings_steps=1, learning_rate=1e-2,
+        distribution_strategy="mirrored", num_cpu_devices=2))  # the weights held on 2 replicas
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert re.search(r"2 new rows of embeddings/word_embeddings, mlm/output_bias for .*ckpt-6 "
                      r"\(1 appended, 1 in \[unusedN\] slots; vocab_size 128 -> 129\)",
                      proc.stderr), proc.stderr[-3000:]
     assert progress_steps(proc.stderr) == [1, 2]
+    assert "strategy MirroredStrategy with 2 replica(s)" in proc.stderr
     assert json.loads((out / "bert_config.json").read_text())["vocab_size"] == 129
     assert (out / "vocab.txt").read_text() == extended.read_text()
     before = read_native(os.fspath(base)).weights

@@ -10,6 +10,7 @@ into its [unused0..] slots, appended after it, or both.
 from __future__ import annotations
 
 import importlib.util
+import json
 import logging
 import os
 import types
@@ -392,6 +393,17 @@ def test_exports_carry_the_extended_vocabulary(google_vocab_path, tmp_path):
         "covid", "patients", "got", "ada", "##lim", "##umab", ";", "genomics", "labs", "too"]
     assert {1, 30522, 30523} <= set(expected)
     assert served["input_ids"].numpy()[0, :len(expected)].tolist() == expected
+    # A keras-hub preset: its tokenizer's vocabulary and the backbone's vocabulary_size.
+    from bert_tf.export.keras_hub_preset import export_keras_hub_preset
+
+    preset = os.fspath(tmp_path / "preset")
+    export_keras_hub_preset(model.encoder, vocab, True, preset, 32, preset_tokenizer="exact")
+    with open(os.path.join(preset, "assets", "tokenizer", "vocabulary.txt"),
+              encoding="utf-8") as f:
+        assert f.read().split("\n")[:30524] == open(vocab, encoding="utf-8").read().split(
+            "\n")[:30524]
+    with open(os.path.join(preset, "config.json")) as f:
+        assert json.load(f)["config"]["vocabulary_size"] == 30524
     # Google and Hugging Face exports: the new vocab.txt, the resized matrices.
     for fmt in ("google", "hf"):
         out = os.fspath(tmp_path / fmt)
