@@ -9,8 +9,9 @@ fit such a vocabulary: the word embeddings `[vocab_size, hidden]` and the MLM ou
 A row is new when its token is not in the base vocabulary or its id was an `[unusedN]` slot
 there. A new row starts as the mean of the base rows of the pieces the BASE tokenizer splits
 the new token into (the MLM bias alike), so that e.g. "covid" starts where "co ##vid" points
-on average; when the base tokenizer gives only [UNK], it starts from the mean of the base rows
-that hold tokens ([unusedN] slots left out: they were never trained). Every base row keeps its
+on average ([UNK] pieces, which say nothing about the token, are left out of the mean); when
+the base tokenizer gives only [UNK], it starts from the mean of the base rows that hold
+tokens ([unusedN] slots left out: they were never trained). Every base row keeps its
 value bit for bit, so on text of base tokens the resized model computes exactly what the
 original did.
 
@@ -141,14 +142,15 @@ class _WordBefore(Mapping):
 def base_pieces(token: str, tokenizer: tokenization.FullTokenizer) -> List[str]:
     """The base tokenizer's pieces for a new token's surface form.
 
-    A whole-word token ("covid") is tokenized as text. A continuation piece ("##itis") only
-    ever follows other characters of a word, so its pieces must be found as the tokenizer
-    would find them there: every piece, the first included, is matched as a `##` piece.
-    Tokenizing "itis" alone would match word-initial pieces ("it") whose rows mean something
-    else, and tokenizing "x" + "itis" could let the greedy match swallow the join ("xi").
-    So the word is given a one-character first piece that the (wrapped) vocabulary alone
-    holds, `_WORD_BEFORE`: WordPiece's greedy longest match takes exactly that character
-    first (nothing longer starting with it is in the vocabulary), then matches the rest as
+    A whole-word token ("covid": "co ##vid" in Google's uncased vocabulary) is tokenized as
+    text. A continuation piece ("##vidly") only ever follows other characters of a word, so
+    its pieces must be found as the tokenizer would find them there: every piece, the first
+    included, matched as a `##` piece ("##vid ##ly"). Tokenizing "vidly" alone would match
+    word-initial pieces ("vi ##dly"), whose rows mean something else, and tokenizing some
+    word + "vidly" lets the greedy match swallow the join ("avidly": "avid ##ly"). So the
+    word is given a one-character first piece that the (wrapped) vocabulary alone holds,
+    `_WORD_BEFORE`: WordPiece's greedy longest match takes exactly that character first
+    (nothing longer that starts with it is in the vocabulary), then matches the rest as
     continuations, as inside a real word; the stand-in is dropped.
 
     Returns:
