@@ -33,7 +33,7 @@ def exit_at_once(message: str, code: int) -> NoReturn:
     For a run stopped by SIGTERM after its checkpoint and summaries were written and closed:
     a preempted VM has about 30 s, and TensorFlow's teardown can take longer (the tf.data
     iterator's destructor waits for its autotuning thread, which sleeps up to a minute, and
-    workers of a cluster wait for each other; 44 s measured on 2 cores, see the README).
+    workers of a cluster wait for each other; see docs/results/pretraining.md).
     """
     from absl import logging
 

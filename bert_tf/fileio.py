@@ -1,7 +1,7 @@
 """File access for local paths and remote filesystems (`gs://` on Cloud/Colab TPU).
 
 Local paths use Python's own file objects, so tools that only touch local files do not pay
-for importing TensorFlow (about 2.5 s and 600 MB). Any path with a URL scheme goes through
+for importing TensorFlow (seconds and hundreds of MB). Any path with a URL scheme goes through
 `tf.io.gfile`, imported on first use: `gs://` and `ram://` work with TensorFlow alone, while
 `s3://` and `hdfs://` have needed the `tensorflow-io` package since TensorFlow 2.6 (not a
 dependency of this package, and not tested here). Where TensorFlow is not installed (the

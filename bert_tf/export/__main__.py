@@ -1,9 +1,9 @@
 """Export a pretraining run as a serving SavedModel or a keras-hub preset.
 
-    python -m bert_tf.export --output_dir=out/pretrain --vocab_file=out/vocab.txt \
-        --do_lower_case=true --export_dir=export/bert/1 \
-        [--bert_config_file=...] [--max_seq_length=128] [--top_k=5] \
-        [--format=saved_model|keras_hub] \
+    python -m bert_tf.export --output_dir=out/pretrain --vocab_file=out/vocab.txt \\
+        --do_lower_case=true --export_dir=export/bert/1 \\
+        [--bert_config_file=...] [--max_seq_length=128] [--top_k=5] \\
+        [--format=saved_model|keras_hub] \\
         [--preset_tokenizer=portable|exact] [--tokenizer_check_file=domain.txt]
 
 With --format=keras_hub the preset's tokenizer is by default (--preset_tokenizer=portable)

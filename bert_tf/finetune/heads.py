@@ -9,8 +9,8 @@
 
 Heads start from normal(0, `initializer_range`) weights and a zero bias, as transformers'
 Bert*For* heads do, not from the original release's truncated normal (cut at 2 sigma, so its
-std is 0.88 * `initializer_range`): on WNUT-17 (README, fine-tuning parity) the truncated
-start cost 2.7 entity-F1 points over 9 seeds with the same batch order and dropout masks.
+std is 0.88 * `initializer_range`): on WNUT-17 the truncated start cost entity-F1 points
+with the same batch order and dropout masks (docs/results/finetuning.md, parity).
 They compute in float32 under mixed precision, so the logits keep their resolution. Every
 model takes the encoder inputs {"input_ids", "input_mask", "segment_ids": int32
 [batch, seq_len]} and ignores other keys of a batch (labels, indices).

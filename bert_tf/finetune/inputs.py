@@ -11,9 +11,9 @@ resumed run continues exactly where it stopped.
 Padding: the featurizers pad every row to --max_seq_length, which TPUs need (static shapes).
 Elsewhere a training batch is cut to its longest row, rounded up to a multiple of
 `TRIM_MULTIPLE` (`trim_keys`: the arrays with one entry per position). The padded positions
-are masked out of attention and carry no loss, so the cut changes no value, only the work.
-WNUT-17's training sentences have 31 pieces on average: batches of 16 cut to 56 positions
-on average instead of 128 (2.3x fewer); SST-2 at 64, 1.5x; MRPC at 128, 1.5x. The multiple
+are masked out of attention and carry no loss, so the cut changes no value, only the work:
+most on short texts such as tweets (docs/results/finetuning.md gives the cut per task). The
+multiple
 bounds the distinct shapes a step sees (at most max_seq_length / 8). SQuAD keeps the full
 length: its span softmax covers the padding, as in the original run_squad.
 

@@ -6,9 +6,9 @@ saved model records which one it used and reloads without custom_objects.
 The GELUs compute their forward pass with Keras' own `gelu` (so an exported inference graph
 is plain TensorFlow ops) and their gradient with one XLA-compiled element-wise function. As
 separate TensorFlow ops the gradient of the tanh GELU is about ten passes over a
-[batch * seq_len, intermediate] tensor; fused it is one. On a 2-core CPU that took one
-BERT-Small feed-forward activation's forward + backward from 27 ms to 15 ms
-(benchmarks/bench_pretraining.py measures the whole step). Nested inside an XLA-compiled
+[batch * seq_len, intermediate] tensor; fused it is one, and markedly faster on a CPU
+(docs/results/pretraining.md; benchmarks/bench_pretraining.py measures the whole step).
+Nested inside an XLA-compiled
 step (TPU, `--use_xla`) the compiled function is simply inlined.
 """
 

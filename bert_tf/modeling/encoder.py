@@ -14,7 +14,7 @@ Built from keras-hub layers, checked against BERT's definition:
   things: BERT's two dropout rates (`attention_probs_dropout_prob` for the attention
   probabilities, `hidden_dropout_prob` for the residual branches; keras-hub takes one);
   attention computed as batched matmuls with its `keras.layers.MultiHeadAttention`'s weights
-  (Keras' einsum formulation is about 4x slower on CPU), masking padded keys by adding -1e9
+  (Keras' einsum formulation is several times slower on CPU), masking padded keys by adding -1e9
   (-3e4 in float16) to their scores as BERT did; and `query_positions`, to compute the last
   block only where the pre-training heads read it.
 * Segment embeddings are a plain `keras.layers.Embedding`; embeddings are summed, then
@@ -163,7 +163,7 @@ class BertTransformerBlock(keras_hub.layers.TransformerEncoder):
         projections, 1/sqrt(head_size) scaling, softmax, dropout layer), laid out heads-first
         so both products are plain batched matmuls. Keras writes them as einsums over
         [batch, seq, heads, head_size], which TensorFlow runs with a transpose around every
-        product: 9.0 ms instead of 2.2 ms for one BERT-Small score product, forward only.
+        product, several times slower on CPU (docs/results/pretraining.md).
         Padding is masked as the original BERT did, by adding a large negative number to the
         scores of padded keys (Keras replaces them by one: the probabilities are the same).
 

@@ -242,8 +242,9 @@ def resolve_use_xla(config: DistributionConfig, strategy: tf.distribute.Strategy
     An explicit `use_xla` wins. Otherwise: on for TPUs (which compile everything anyway) and
     GPUs (XLA fuses the many small element-wise ops of layer norm, GELU, dropout and
     softmax), off on CPUs: XLA's CPU matmuls do not use oneDNN, and
-    benchmarks/bench_pretraining.py measured BERT-Small 13-22% slower in float32 and 1.7x
-    slower in mixed_bfloat16 with XLA than in graph mode. (The optimizer update is
+    benchmarks/bench_pretraining.py measured BERT-Small slower with XLA than in graph mode,
+    in float32 and more so in mixed_bfloat16 (docs/results/pretraining.md). (The optimizer
+    update is
     XLA-compiled on every device, see train_loop.StepFunctions.)
     """
     if config.use_xla is not None:

@@ -24,12 +24,12 @@ which every worker adds to its training clock (`bert_tf.training.budget`, the
 `--max_train_minutes` budget): each worker's own time could end its loop at another step
 than the others' (the collectives would then hang) and give it another learning rate. The
 run logs
-the agreement's cost when it ends: about 5 ms per call, 0.2 % of the training time, on two
-CPU workers on loopback (`benchmarks/bench_preemption.py`, README; with steps_per_loop=1,
-one agreement per step, 0.7 % in the tests).
+the agreement's cost when it ends (measured by `benchmarks/bench_preemption.py`: see
+docs/results/pretraining.md).
 
 After the save the entry points end the process at once (`errors.exit_at_once`):
-TensorFlow's teardown (the tf.data iterator waits for its autotuning thread) took up to 44 s.
+TensorFlow's teardown (the tf.data iterator waits for its autotuning thread) can take longer
+than a preempted VM has left.
 
 TPUStrategy takes the same path (one client: no agreement needed); it cannot be run here.
 

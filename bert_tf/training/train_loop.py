@@ -81,8 +81,8 @@ class StepFunctions:
         use_xla: XLA-compile the per-replica forward/backward pass.
         xla_optimizer: XLA-compile the optimizer update when there is a single replica. The
             update is element-wise only (moments, clipping, decay), which XLA fuses into a
-            few passes over the weights: about 2x faster than graph mode on CPU (71 -> 38 ms
-            for BERT-Small). With several replicas the optimizer may synchronize
+            few passes over the weights: faster than graph mode on CPU
+            (docs/results/pretraining.md). With several replicas the optimizer may synchronize
             (merge_call), which a nested tf.function cannot, so it is left in graph mode.
         new_rows: the first steps update only the new vocabulary rows (`new_rows_only`):
             `train_loop` runs them in a graph of their own.

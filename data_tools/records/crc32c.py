@@ -3,8 +3,8 @@
 TFRecord frames carry a masked CRC-32C of the length and of the data. The checksum itself is
 `google-crc32c` (Google's C library; hardware CRC instructions where the CPU has them, a
 portable C table otherwise): one call per record. It replaced a NumPy position-table
-implementation that was about 7x slower (147 against 1,021 MB/s on 20,000 records of
-~1 KB, 2-core AMD EPYC, AVX2) and needed 1 KB of table per byte position.
+implementation that was several times slower (docs/results/data-jobs.md) and needed 1 KB of
+table per byte position.
 """
 
 from __future__ import annotations

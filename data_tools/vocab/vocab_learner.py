@@ -1,13 +1,11 @@
 """Learns a WordPiece vocabulary with Hugging Face `tokenizers`, laid out like Google's files.
 
-Why this learner (measured by `benchmarks/bench_tokenization.py --learners`): on the
-bundled corpus (2.3 MB, 513,601 words, uncased, 2 shared CPU cores), with the same word split,
-tensorflow_text's `bert_vocab_from_dataset` took 34-50 s and returned 5,742 tokens when asked
-for 8,000 (its size is only a bound, found by a threshold search): 1.123 pieces per word.
-`tokenizers`' WordPieceTrainer (via `learn_vocab`) took 0.8-1.3 s for exactly 8,000 tokens
-(1.083 pieces per word) and, at tf_text's 5,742, gave 1.136; no [UNK] for either. One
-percent fewer pieces at equal size does not pay for a 30-50x slower pure-Python learner
-with an inexact size, so `tokenizers` (Rust, already a dependency of keras-hub) learns.
+Why this learner (`benchmarks/bench_tokenization.py --learners`; the figures are in
+docs/results/data-jobs.md): tensorflow_text's `bert_vocab_from_dataset` is a pure-Python
+learner many times slower, and its size is only a bound (found by a threshold search), so it
+returns fewer tokens than asked; at equal size the two give about as many pieces per word.
+That does not pay for the slower learner with an inexact size, so `tokenizers`'
+WordPieceTrainer (Rust, already a dependency of keras-hub; via `learn_vocab`) learns.
 
 Words are produced by `bert_tf.text.tokenization.CachedBasicTokenizer`, i.e. exactly the clean-up,
 lower-casing, accent stripping and punctuation/CJK split that `FullTokenizer` applies before
