@@ -119,3 +119,15 @@ def test_report_values_and_line(caplog):
     assert "8.0 examples/s (incl. graph tracing) | eta 0:00:36" in lines[0]
     assert "32.0 examples/s | eta 0:00:07" in lines[1]
     assert "tracing" not in lines[1]
+
+
+def test_eta_ends_at_the_time_budget_when_it_comes_first(caplog):
+    # 1,000,000 steps at 1 step/s would take 11 days; 90 s of budget are left.
+    logger = progress.ProgressLogger("unused", 1_000_000, BATCH, write_summaries=False,
+                                     log_every_n_steps=5, clock=FakeClock(),
+                                     seconds_left=lambda: 90.0)
+    caplog.set_level(logging.INFO, logger="absl")
+    logger.add([7.0], step_sums(0), 1.0)
+    logger.report(1, 1e-4)
+    (line,) = [r.getMessage() for r in caplog.records if "examples/s" in r.getMessage()]
+    assert line.endswith("eta 0:01:30")

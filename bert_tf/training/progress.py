@@ -80,6 +80,8 @@ class ProgressLogger:
             shown in every line; None shows nothing.
         metrics_fn: global sums -> metrics (the task objective's `metrics`; default:
             pretraining's).
+        seconds_left: returns the training seconds left of a --max_train_minutes budget;
+            the ETA is the sooner of the steps' and the budget's end.
     """
 
     def __init__(self, output_dir: str, total_steps: int, global_batch_size: int,
@@ -87,10 +89,12 @@ class ProgressLogger:
                  report_seconds: float = REPORT_SECONDS,
                  clock: Callable[[], float] = time.monotonic,
                  skipped_records: Optional[Callable[[], int]] = None,
-                 metrics_fn: Optional[Callable[[Dict[str, float]], Dict[str, Any]]] = None):
+                 metrics_fn: Optional[Callable[[Dict[str, float]], Dict[str, Any]]] = None,
+                 seconds_left: Optional[Callable[[], float]] = None):
         self.total_steps = total_steps
         self._metrics_fn = metrics_fn or losses.metrics_from_sums
         self._skipped_records = skipped_records
+        self._seconds_left = seconds_left
         self.global_batch_size = global_batch_size
         self.log_every_n_steps = log_every_n_steps
         self.report_seconds = report_seconds
@@ -161,6 +165,8 @@ class ProgressLogger:
         values["examples_per_second"] = steps * self.global_batch_size / elapsed
         steps_per_second = steps / elapsed
         eta = (self.total_steps - step) / steps_per_second if steps_per_second > 0 else np.inf
+        if self._seconds_left is not None:  # a --max_train_minutes budget ends it sooner
+            eta = min(eta, max(0.0, self._seconds_left()))
         parts = [f"step {step}/{self.total_steps}", f"loss {values['loss']:.6f}"]
         if "masked_lm_loss" not in values:  # a fine-tuning task: its own metrics by name
             parts.append(" ".join(f"{k} {values[k]:.4f}" for k in task_keys))
