@@ -98,3 +98,27 @@ def test_read_refuses_a_directory_that_is_not_a_preset(tmp_path):
         keras_hub_checkpoint.read(str(tmp_path))
     with pytest.raises(UserError, match="not a keras-hub BertBackbone or BertMaskedLM"):
         keras_hub_checkpoint.model_files(keras.layers.Dense(2))
+
+
+def test_fine_tuning_starts_from_a_preset_directory(tmp_path):
+    """--init_checkpoint=<keras-hub preset>: detected, read, and loaded into the encoder."""
+    from bert_tf.finetune import warm_start
+    from bert_tf.interop.formats import detect_format
+    from bert_tf.modeling.pretraining_model import BertPretrainingModel
+
+    model = _masked_lm(seed=3)
+    preset = str(tmp_path / "preset")
+    model.save_to_preset(preset)
+    assert detect_format(preset) == "keras_hub"
+    init = warm_start.resolve(preset, "", "")
+    assert init.fmt == "keras_hub" and init.config.hidden_size == 64
+    assert init.vocab_file.endswith(keras_hub_checkpoint.VOCAB_PATH)
+    ours = BertPretrainingModel(init.config, use_nsp=False)
+    warm_start.load_encoder_weights(ours, init.files)
+    ids, mask, segments, _ = _batch(seed=4)
+    seq = ours.encoder({"input_ids": ids, "input_mask": mask, "segment_ids": segments},
+                       training=False)["sequence_output"]
+    theirs = model.backbone({"token_ids": ids, "padding_mask": mask,
+                             "segment_ids": segments})["sequence_output"]
+    real = mask.astype(bool)
+    np.testing.assert_allclose(np.asarray(seq)[real], np.asarray(theirs)[real], atol=1e-4)

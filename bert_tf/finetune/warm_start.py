@@ -2,7 +2,8 @@
 
 * a bert_tf pretraining (or fine-tuning) checkpoint, or the output directory holding them;
 * a Google TF1 checkpoint (`bert_model.ckpt` prefix or its release directory);
-* a Hugging Face BERT directory (config.json + model.safetensors or pytorch_model.bin).
+* a Hugging Face BERT directory (config.json + model.safetensors or pytorch_model.bin);
+* a keras-hub BERT preset directory (`save_to_preset` of a BertBackbone or BertMaskedLM).
 
 The encoder's weights are read into the format-neutral `ModelFiles` (bert_tf.interop) and
 assigned by canonical name; task heads start fresh. `bert_config.json`/`config.json` and
@@ -61,7 +62,7 @@ def resolve(init_checkpoint: str, bert_config_file: str, vocab_file: str) -> Ini
     base_size = 0
     if init_checkpoint:
         fmt = detect_format(init_checkpoint)
-        config_arg = None if fmt == "hf" else (bert_config_file or None)
+        config_arg = None if fmt in ("hf", "keras_hub") else (bert_config_file or None)
         own = find_beside(init_checkpoint, ("bert_config.json",)) if config_arg else None
         if own and vocab_file and _same_but_vocab_size(own, config_arg):
             config_arg = own  # --bert_config_file is the extended model's: read the base

@@ -21,7 +21,7 @@ _HF_WEIGHTS = ("model.safetensors", "pytorch_model.bin")
 
 
 def detect_format(path: str) -> str:
-    """"hf", "google" or "bert_tf" for a checkpoint path or directory.
+    """"hf", "keras_hub", "google" or "bert_tf" for a checkpoint path or directory.
 
     Raises:
         UserError: nothing readable at `path`.
@@ -33,6 +33,10 @@ def detect_format(path: str) -> str:
         return "hf"
     if path.endswith((".safetensors", ".bin")) and fileio.exists(path):
         return "hf"
+    from bert_tf.interop import keras_hub_checkpoint
+
+    if keras_hub_checkpoint.is_preset(path):
+        return "keras_hub"
     prefix = None
     if fileio.isdir(path):
         prefix = tf.train.latest_checkpoint(path)
@@ -82,6 +86,10 @@ def _read(fmt: str, path: str, bert_config_file: Optional[str], vocab_file: Opti
         return hf_checkpoint.read(path, vocab_file)
     if fmt == "bert_tf":
         return read_native(path, bert_config_file, vocab_file)
+    if fmt == "keras_hub":  # read only: presets are written by bert_tf.export
+        from bert_tf.interop import keras_hub_checkpoint
+
+        return keras_hub_checkpoint.read(path, vocab_file)
     raise UserError(f"unknown format {fmt!r} (choose from {', '.join(FORMATS)})")
 
 
