@@ -100,7 +100,7 @@ loop = preemption.HostLoop(strategy, 2, lambda: False)
 local = strategy.experimental_distribute_values_from_function(lambda ctx: tf.constant(
     [1.0, 7.0, 0.0, 2.5]) + tf.cast(ctx.replica_id_in_sync_group, tf.float32) * tf.constant(
     [1.0, 1.0, 1.0, 10.0]) - tf.constant([1.0, 0.0, 0.0, 0.0]))
-print(json.dumps(loop._agree(local).numpy().tolist()))
+print(json.dumps(loop.agree(local).numpy().tolist()))
 """
 
 

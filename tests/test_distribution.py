@@ -106,7 +106,7 @@ def replica_dropout_probe(out: str, steps: int = 2) -> None:
         t = _mirrored_trainer(strategy, rate, steps, os.path.join(os.path.dirname(out), str(rate)))
         iterator = iter(t.distribute_dataset(same_batch_everywhere, 4))
         step = tf.function(
-            lambda it, t=t: strategy.run(t.steps._replica_train_step, args=(next(it),)))
+            lambda it, t=t: strategy.run(t.steps.replica_train_step, args=(next(it),)))
         seeds = seed_state_variables(t.model)
         # Dropout 0 builds no seed generator; 0.3: embeddings + 2 x (attention, 2 residual).
         assert len(seeds) >= (5 if rate else 0), len(seeds)

@@ -150,7 +150,7 @@ def test_mixed_plain_and_gzip_files(tmp_path):
 @pytest.mark.parametrize("num_files,mode", [(4, "files"), (1, "records")])
 def test_sharding_gives_disjoint_covering_shards(tmp_path, num_files, mode):
     write_files(tmp_path, num_files=num_files, per_file=12 // num_files)
-    assert input_pipeline._shard_mode(num_files, tf.distribute.InputContext(2, 0, 2)) == mode
+    assert input_pipeline.shard_mode(num_files, tf.distribute.InputContext(2, 0, 2)) == mode
     shards = []
     for pipeline_id in range(2):
         ctx = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=pipeline_id,

@@ -116,7 +116,7 @@ tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfigur
 from bert_tf.training import preemption
 loop = preemption.HostLoop(tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]), 2,
                            lambda: True, lambda: True)
-print(json.dumps(loop._agree(tf.constant([1.0, 7.0, 1.0])).numpy().tolist()))
+print(json.dumps(loop.agree(tf.constant([1.0, 7.0, 1.0])).numpy().tolist()))
 """
 
 

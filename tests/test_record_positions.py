@@ -136,8 +136,8 @@ def test_record_counts_are_counted_once_and_cached_by_path_and_size(tmp_path, mo
     assert [saved[os.fspath(tmp_path / f"data-{f}.tfrecord")][1] for f in range(4)] == list(SIZES)
 
     counted = []
-    real = record_positions._count_files
-    monkeypatch.setattr(record_positions, "_count_files",
+    real = record_positions.count_files
+    monkeypatch.setattr(record_positions, "count_files",
                         lambda files, compressions: counted.append(files) or real(files,
                                                                                    compressions))
     assert arithmetic_config(tmp_path, cache).record_counts == SIZES
@@ -192,4 +192,4 @@ def test_counting_a_file_gone_after_validation_fails_at_once(tmp_path):
     inputs = input_validation.validate_input_files(config(tmp_path))
     os.remove(tmp_path / "data-2.tfrecord")  # ignore_errors alone retried it for ever
     with pytest.raises(tf.errors.NotFoundError, match="data-2.tfrecord"):
-        record_positions._count_files(inputs.files, inputs.compressions)
+        record_positions.count_files(inputs.files, inputs.compressions)

@@ -211,14 +211,14 @@ def test_window_plans_match_host(size, stride):
             expected = [[(s, min(size, c - s)) for s in tagging_data.window_starts(c, size, step)]
                         for c in counts]
         else:
-            expected = [squad_data._windows(c, size, stride) for c in counts]
+            expected = [squad_data.doc_windows(c, size, stride) for c in counts]
         assert got == expected
         example = tf.repeat(tf.range(len(counts)), n)
         position = tf.ragged.range(n).flat_values
         best = max_context_window(example, position, n, full(size), full(step), windows,
                                   clamp_last).numpy()
         expected_best = np.concatenate(
-            [squad_data._max_context_window(c, w) for c, w in zip(counts, expected)])
+            [squad_data.max_context_window(c, w) for c, w in zip(counts, expected)])
         np.testing.assert_array_equal(best, expected_best)
 
 
@@ -278,7 +278,7 @@ def test_answer_offsets_of_every_short_span_match_host(google_vocab_path, tokeni
         windows_of.setdefault(meta.example_index, []).append(f)
     for meta in features.feature_meta:
         example = examples[meta.example_index]
-        pieces_of_example = squad_postprocess._context_pieces(windows_of[meta.example_index],
+        pieces_of_example = squad_postprocess.context_pieces(windows_of[meta.example_index],
                                                               features.feature_meta)
         offset = int(np.argmax(meta.token_to_word >= 0))
         n = int((meta.token_to_word >= 0).sum())
@@ -287,14 +287,14 @@ def test_answer_offsets_of_every_short_span_match_host(google_vocab_path, tokeni
                 rows.append(meta.example_index)
                 firsts.append(meta.window_start + s)
                 lasts.append(meta.window_start + e)
-                text, start, end = squad_postprocess._span_text(
+                text, start, end = squad_postprocess.span_text(
                     example, meta, offset + s, offset + e, True, pieces_of_example)
                 expected.append((text, start, end))
     assert any("[UNK]" in text for text, _, _ in expected)
     context = tf.constant([contexts[r] for r in rows])
-    pieces = module._context_pieces(context)
+    pieces = module.context_pieces(context)
     base = tf.gather(pieces["base"], tf.range(len(rows)))
-    text, start, end = module._span_text(context, pieces, base + firsts, base + lasts)
+    text, start, end = module.span_text(context, pieces, base + firsts, base + lasts)
     got = list(zip((t.decode() for t in text.numpy()), start.numpy().tolist(),
                    end.numpy().tolist()))
     assert got == expected

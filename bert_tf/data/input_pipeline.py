@@ -212,7 +212,7 @@ def _fail(message: tf.Tensor) -> tf.Tensor:
         return tf.constant(False)
 
 
-def _shard_mode(num_files: int, input_context: Optional[tf.distribute.InputContext]) -> str:
+def shard_mode(num_files: int, input_context: Optional[tf.distribute.InputContext]) -> str:
     """'none', 'files' (>= one file per pipeline) or 'records' (fewer files than pipelines)."""
     if input_context is None or input_context.num_input_pipelines <= 1:
         return "none"
@@ -279,7 +279,7 @@ def make_pretraining_dataset(
         UserError: bad patterns or files (see validate_input_files).
     """
     inputs = config.resolved_files or validate_input_files(config)
-    mode = _shard_mode(len(inputs.files), input_context)
+    mode = shard_mode(len(inputs.files), input_context)
     num_pipelines = input_context.num_input_pipelines if input_context else 1
     pipeline_id = input_context.input_pipeline_id if input_context else 0
 

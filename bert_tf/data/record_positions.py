@@ -46,7 +46,7 @@ COUNTS_FILE = "input_record_counts.json"
 _COUNTS_FORMAT = 1
 
 
-def _count_files(files: Sequence[str], compressions: Sequence[str]) -> List[int]:
+def count_files(files: Sequence[str], compressions: Sequence[str]) -> List[int]:
     """The readable records of each file, read in parallel by tf.data (as the pipeline reads
     them: TensorFlow's reader, which ends a file at a damaged record)."""
 
@@ -88,7 +88,7 @@ def count_records(inputs: InputFiles, cache_path: str = "") -> Tuple[int, ...]:
     missing = [i for i, path in enumerate(inputs.files) if path not in known]
     if missing:
         began = time.perf_counter()
-        counted = _count_files([inputs.files[i] for i in missing],
+        counted = count_files([inputs.files[i] for i in missing],
                                [inputs.compressions[i] for i in missing])
         known.update({inputs.files[i]: n for i, n in zip(missing, counted)})
         logging.info("counted the records of %d input file(s) (%.1f MB): %d records in %.1f s",

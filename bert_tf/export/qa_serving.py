@@ -35,12 +35,12 @@ from typing import Dict, Optional
 
 import tensorflow as tf
 
-from bert_tf.finetune.squad_data import _CONTEXT_SPACES
+from bert_tf.finetune.squad_data import CONTEXT_SPACES
 from bert_tf.text.tf_tokenization import TFBertTokenizer
 
 _TEXT = tf.TensorSpec([None], tf.string)
 # The blanks that separate SQuAD context words (exactly `squad_data`'s set), as an RE2 class.
-CONTEXT_SPACE = "[" + "".join(f"\\x{{{ord(c):x}}}" for c in sorted(_CONTEXT_SPACES)) + "]"
+CONTEXT_SPACE = "[" + "".join(f"\\x{{{ord(c):x}}}" for c in sorted(CONTEXT_SPACES)) + "]"
 
 Windows = collections.namedtuple("Windows", "example index start length first count")
 
@@ -70,7 +70,7 @@ def plan_windows(num_pieces: tf.Tensor, size: tf.Tensor, step: tf.Tensor,
         num_pieces, size, step: int32 [batch]: pieces of each example, pieces per window,
             pieces between window starts (size >= 1, step >= 1).
         clamp_last: False: windows start every `step` until one reaches the end (SQuAD's
-            `_windows`); True: the last window is moved back to end at the last piece
+            `doc_windows`); True: the last window is moved back to end at the last piece
             (`tagging_data.window_starts`).
 
     Returns:
@@ -196,7 +196,7 @@ class SpanServingModule(tf.Module):
         answer = self.answer.get_concrete_function()
         return {"serving_default": answer, "answer": answer}
 
-    def _context_pieces(self, context: tf.Tensor) -> Dict[str, tf.Tensor]:
+    def context_pieces(self, context: tf.Tensor) -> Dict[str, tf.Tensor]:
         """The context's pieces with their character offsets and words.
 
         Returns int32 tensors: "ids", "example", "start", "end" (character offsets in the
@@ -257,7 +257,7 @@ class SpanServingModule(tf.Module):
         context = tf.strings.unicode_transcode(context, "UTF-8", "UTF-8", errors="ignore")
         nrows = tf.shape(context)[0]
         query = self.tokenizer.tokenize(question)[:, :self.max_query_length]
-        pc = self._context_pieces(context)
+        pc = self.context_pieces(context)
         size = self.max_seq_length - _i32(query.row_lengths()) - 3
         step = tf.minimum(size, self.doc_stride)
         windows = plan_windows(pc["count"], size, step, clamp_last=False)
@@ -283,7 +283,7 @@ class SpanServingModule(tf.Module):
 
         best_score, has_span, first_piece, last_piece = self._best_spans(
             start_logits, end_logits, in_context, is_max, windows, offset, pc, nrows)
-        text, start, end = self._span_text(context, pc, first_piece, last_piece)
+        text, start, end = self.span_text(context, pc, first_piece, last_piece)
         null = tf.math.unsorted_segment_min(
             tf.cast(start_logits[:, 0], tf.float64) + tf.cast(end_logits[:, 0], tf.float64),
             windows.example, nrows)
@@ -338,7 +338,7 @@ class SpanServingModule(tf.Module):
         return (best, has_span, tf.clip_by_value(first + pair // width, 0, last_index),
                 tf.clip_by_value(first + pair % width, 0, last_index))
 
-    def _span_text(self, context, pc, first_piece, last_piece):
+    def span_text(self, context, pc, first_piece, last_piece):
         """Text and character offsets of pieces first..last (global indices) of each example."""
         unk_before = _padded(tf.cumsum(_i32(pc["unk"]), exclusive=True),
                              tf.reduce_sum(_i32(pc["unk"])))

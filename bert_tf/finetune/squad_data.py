@@ -28,7 +28,7 @@ from bert_tf.text.tokenization import CLS, SEP, FullTokenizer
 
 # The characters that separate SQuAD context words: the four ASCII blanks and the narrow
 # no-break space, which SQuAD's annotators' texts use between numbers and units.
-_CONTEXT_SPACES = frozenset(" \t\r\n\u202f")
+CONTEXT_SPACES = frozenset(" \t\r\n\u202f")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,7 +118,7 @@ def split_context(text: str) -> Tuple[List[str], List[int]]:
     starts: List[int] = []
     begin = -1
     for i, char in enumerate(text):
-        if char in _CONTEXT_SPACES:
+        if char in CONTEXT_SPACES:
             if begin >= 0:
                 words.append(text[begin:i])
                 starts.append(begin)
@@ -250,7 +250,7 @@ def file_has_answers(path: str) -> bool:
     return has_answers(read_squad_examples(path, is_training=False))
 
 
-def _windows(num_pieces: int, max_pieces: int, doc_stride: int) -> List[Tuple[int, int]]:
+def doc_windows(num_pieces: int, max_pieces: int, doc_stride: int) -> List[Tuple[int, int]]:
     """(start, length) of each window; the last one reaches the end of the context.
 
     A step is never longer than the window, so no piece falls between two windows.
@@ -265,7 +265,7 @@ def _windows(num_pieces: int, max_pieces: int, doc_stride: int) -> List[Tuple[in
         start += min(length, doc_stride)
 
 
-def _max_context_window(num_pieces: int, windows: List[Tuple[int, int]]) -> np.ndarray:
+def max_context_window(num_pieces: int, windows: List[Tuple[int, int]]) -> np.ndarray:
     """int [num_pieces]: the window where each piece has the most context.
 
     Score of a piece in a window: min(pieces left of it, pieces right of it) + 0.01 * window
@@ -353,8 +353,8 @@ def featurize(examples: Sequence[SquadExample], tokenizer: FullTokenizer, *,
         query = tokenizer.tokenize(ex.question_text)[:max_query_length]
         query_ids = tokenizer.convert_tokens_to_ids(query)
         offset = len(query) + 2  # position of the first context token: [CLS] query [SEP]
-        windows = _windows(len(pieces), max_seq_length - len(query) - 3, doc_stride)
-        best_window = _max_context_window(len(pieces), windows)
+        windows = doc_windows(len(pieces), max_seq_length - len(query) - 3, doc_stride)
+        best_window = max_context_window(len(pieces), windows)
         answer = None
         if is_training and not ex.is_impossible and ex.start_word < 0:
             raise ValueError(f"example {ex.qas_id!r} has no located answer: read it with "

@@ -166,7 +166,7 @@ def align_to_original(pred_text: str, orig_text: str, do_lower_case: bool,
     return orig_text[start:end], (start, end)
 
 
-def _context_pieces(features: Sequence[int], feature_meta: Sequence[FeatureMeta]
+def context_pieces(features: Sequence[int], feature_meta: Sequence[FeatureMeta]
                     ) -> Tuple[List[str], np.ndarray]:
     """The example's context pieces and their words, pieced together from all its windows."""
     tokens: Dict[int, str] = {}
@@ -181,12 +181,12 @@ def _context_pieces(features: Sequence[int], feature_meta: Sequence[FeatureMeta]
             np.array([words.get(g, -1) for g in range(n)], np.int64))
 
 
-def _span_text(example: SquadExample, meta: FeatureMeta, s: int, e: int,
+def span_text(example: SquadExample, meta: FeatureMeta, s: int, e: int,
                do_lower_case: bool, context: Tuple[List[str], np.ndarray]
                ) -> Tuple[str, int, int]:
     """Original text and context character offsets of window tokens s..e (inclusive).
 
-    `context` is `_context_pieces` of the example: a window may begin inside a word whose
+    `context` is `context_pieces` of the example: a window may begin inside a word whose
     first pieces are only in an earlier window.
     """
     pieces, piece_words = context
@@ -289,14 +289,14 @@ def _one_example(example, features, feature_meta, start_logits, end_logits,
 
     entries: List[_Entry] = []
     seen = set()
-    context = _context_pieces(features, feature_meta) if candidates else ([], np.zeros(0))
+    context = context_pieces(features, feature_meta) if candidates else ([], np.zeros(0))
     for _, f, s, e in candidates:
         if len(entries) >= n_best_size:
             break
         if f < 0:
             entry = _Entry("", null[1], null[2], -1, -1)
         else:
-            text, start, end = _span_text(example, feature_meta[f], s, e, do_lower_case,
+            text, start, end = span_text(example, feature_meta[f], s, e, do_lower_case,
                                           context)
             entry = _Entry(text, start_logits[f, s], end_logits[f, e], start, end)
         if entry.text in seen:

@@ -142,7 +142,7 @@ class HostLoop:
         self._train_seconds = 0.0
         self._agree_seconds = 0.0  # after the first agreement (which traces)
         self._agreements = 0
-        self._agree = tf.function(self._all_reduce) if num_workers > 1 else None
+        self.agree = tf.function(self._all_reduce) if num_workers > 1 else None
 
     def _all_reduce(self, local: tf.Tensor) -> tf.Tensor:
         """float32 [n] (stop request, proposed size, time up, call seconds) -> (sum of
@@ -207,11 +207,11 @@ class HostLoop:
         proposal = next_call_steps(steps, seconds, self._call_steps, self._target)
         requested, time_up = bool(self._stop_requested()), bool(self._time_up())
         trained = self._training_seconds(steps, seconds)
-        if self._agree is None:
+        if self.agree is None:
             self._call_steps, self.stopped, self.time_up = proposal, requested, time_up
         else:
             began = self._clock()
-            agreed = self._agree(tf.constant(
+            agreed = self.agree(tf.constant(
                 [float(requested), float(proposal), float(time_up), trained], tf.float32))
             total_requests, chief_proposal, chief_time_up, trained = agreed.numpy().tolist()
             self.time_up = chief_time_up > 0
@@ -229,7 +229,7 @@ class HostLoop:
         """Logs the number of calls and, with several workers, what agreeing cost."""
         if not self.calls:
             return
-        if self._agree is None or self._agreements < 2:
+        if self.agree is None or self._agreements < 2:
             logging.info("%d train calls", self.calls)
             return
         # The first agreement traces its function; the cost per call is measured after it.

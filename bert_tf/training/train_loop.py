@@ -164,7 +164,7 @@ class StepFunctions:
         return grads, sums
 
     @_plain
-    def _replica_train_step(self, batch, new_rows_only: bool = False):
+    def replica_train_step(self, batch, new_rows_only: bool = False):
         ctx = tf.distribute.get_replica_context()
         # The global denominators come from the labels alone, before any forward pass.
         local = self.objective.denominators(batch)
@@ -249,7 +249,7 @@ class StepFunctions:
         step_losses = tf.TensorArray(tf.float32, size=0, dynamic_size=True)
         totals = {key: tf.zeros([]) for key in self.keys}
         for i in tf.range(num_steps):
-            step_fn = functools.partial(self._replica_train_step, new_rows_only=new_rows_only)
+            step_fn = functools.partial(self.replica_train_step, new_rows_only=new_rows_only)
             sums = self._reduce(self.strategy.run(step_fn, args=(next(iterator),)))
             self.step.assign_add(1)
             loss = self.objective.metrics(sums)["loss"]
