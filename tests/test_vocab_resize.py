@@ -404,6 +404,10 @@ def test_exports_carry_the_extended_vocabulary(google_vocab_path, tmp_path):
             "\n")[:30524]
     with open(os.path.join(preset, "config.json")) as f:
         assert json.load(f)["config"]["vocabulary_size"] == 30524
+    # ... and continued pretraining from the preset finds its vocabulary there.
+    more = extended_vocab(vocab, tmp_path / "more.txt", append=["sars"])
+    config, start = continued_pretraining.plan(preset, more, files.config, "")
+    assert (start.fmt, start.change.new_ids, config.vocab_size) == ("keras_hub", (30524,), 30525)
     # Google and Hugging Face exports: the new vocab.txt, the resized matrices.
     for fmt in ("google", "hf"):
         out = os.fspath(tmp_path / fmt)

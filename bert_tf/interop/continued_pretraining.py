@@ -2,10 +2,11 @@
 
 A bert_tf checkpoint of the same vocabulary is restored by object graph
 (`checkpointing.warm_start`), as it always was. Any other start goes through the
-format-neutral `ModelFiles`: a Google TF1 or Hugging Face checkpoint, or a checkpoint whose
-vocabulary --vocab_file extends (new WordPieces in its [unusedN] slots or appended). Then the
-word embeddings and the MLM output bias follow --vocab_file (`vocab_resize`), and so does
-vocab_size of --bert_config_file (which may give the base model's size or the new one).
+format-neutral `ModelFiles`: a Google TF1 or Hugging Face checkpoint, a keras-hub preset
+directory, or a checkpoint whose vocabulary --vocab_file extends (new WordPieces in its
+[unusedN] slots or appended). Then the word embeddings and the MLM output bias follow
+--vocab_file (`vocab_resize`), and so does vocab_size of --bert_config_file (which may give
+the base model's size or the new one).
 
 `plan` decides all this before training starts, from the vocabularies alone (cheap, so that
 a refused vocabulary answers at once); `PretrainingStart.warm_start` reads the weights when
@@ -20,6 +21,7 @@ from typing import Any, Dict, Optional, Tuple
 
 from absl import logging
 
+from bert_tf import fileio
 from bert_tf.errors import UserError
 from bert_tf.interop import formats, vocab_resize
 from bert_tf.interop.model_files import copy_file, find_beside, vocab_size_of
@@ -35,7 +37,7 @@ class PretrainingStart:
 
     Attributes:
         init_checkpoint: the checkpoint (any format).
-        fmt: its format ("bert_tf", "google" or "hf").
+        fmt: its format (`formats.detect_format`).
         bert_config_file: --bert_config_file (read with a checkpoint that has no config).
         vocab_file: the vocabulary the model follows (--vocab_file, else the checkpoint's own,
             else None).
@@ -130,6 +132,11 @@ def plan(init_checkpoint: Optional[str], vocab_file: Optional[str], bert_config:
         return bert_config, None
     fmt = formats.detect_format(init_checkpoint)
     base_vocab = find_beside(init_checkpoint, (VOCAB_NAME,))  # the checkpoint's own
+    if fmt == "keras_hub":  # a preset keeps it among its assets
+        from bert_tf.interop.keras_hub_checkpoint import VOCAB_PATH
+
+        inside = os.path.join(init_checkpoint, VOCAB_PATH)
+        base_vocab = inside if fileio.exists(inside) else None
     change = None
     if vocab_file and base_vocab:
         change = vocab_resize.vocab_change(base_vocab, vocab_file)
