@@ -206,6 +206,10 @@ def chart_pretraining_curve(doc: dict) -> plt.Figure:
     if all(p.get("next_sentence_accuracy") is not None for p in points):
         ax.plot(steps, [p["next_sentence_accuracy"] for p in points], marker="s",
                 color=PEER2, label="next-sentence accuracy")
+    for baseline in doc.get("baselines", []):
+        ax.axhline(baseline["value"], color="#777777", linestyle=":", linewidth=1)
+        ax.text(steps[0], baseline["value"] + 0.015, baseline["label"], fontsize=8,
+                color="#555555")
     ax.set_xlabel("training step (batch 32)")
     ax.set_ylabel("held-out accuracy")
     ax.set_ylim(0, 1)
@@ -234,8 +238,8 @@ def chart_pretraining_budget(doc: dict) -> plt.Figure:
     for yi, mean in zip(y, means):
         ax.text(mean, yi + 0.25, f" {mean:.2f}", fontsize=8)
     ax.set_xlabel("GLUE score (mean ± standard error over fine-tuning seeds)")
-    ax.set_title(f"Pretraining for {doc['settings']['minutes']:g} minutes, five ways",
-                 loc="left")
+    ax.set_title(f"GLUE after {doc['settings']['minutes']:g} minutes of pretraining, "
+                 f"{len(arms)} arms", loc="left")
     _footnote(fig, doc["machine"])
     return fig
 
@@ -282,6 +286,10 @@ def import_curve(history_path: str, command: str, machine: Optional[str]) -> Pat
         "points": [{key: record.get(key) for key in keys} for record in records],
     }
     path = DATA / "pretraining_curve.json"
+    if path.exists():  # hand-written reference levels of the same data stay
+        baselines = json.loads(path.read_text(encoding="utf-8")).get("baselines")
+        if baselines:
+            doc["baselines"] = baselines
     path.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
     return path
 
