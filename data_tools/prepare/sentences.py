@@ -4,7 +4,7 @@ Sentences are split by `sentencex` (Wikimedia's rule-based segmenter, ~300 langu
 per-language abbreviation rules and a fallback chain to related languages, then English).
 It was chosen by `benchmarks/bench_sentence_splitters.py` over blingfire, pysbd, syntok,
 NLTK's Punkt and spaCy's sentencizer: the most accurate on the hand-checked cases and the
-fastest (README, "Preparing a raw corpus").
+fastest (docs/results/data-jobs.md, "Sentence splitters").
 
 A document's line breaks (those of `str.splitlines`: \n, \r\n, \r, U+2028, form feed, ...)
 are paragraph breaks: each line is split on its own, so no sentence crosses one. Whitespace
