@@ -32,6 +32,7 @@ from absl import flags
 
 from bert_tf import errors
 from bert_tf.errors import UserError, cli_main
+from bert_tf.training import distribution_flags
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("init_checkpoint", None,
@@ -69,8 +70,7 @@ flags.DEFINE_integer("max_train_examples", 0, "Train on a seeded subset of at mo
 flags.DEFINE_integer("subset_seed", 0, "Seed of the --max_train_examples subsets.")
 flags.DEFINE_bool("do_predict", False, "Write the GLUE server's files and submission.zip.")
 flags.DEFINE_bool("keep_checkpoints", False, "Keep every run's fine-tuned checkpoint.")
-flags.DEFINE_enum("dtype_policy", "float32", ["float32", "mixed_bfloat16", "mixed_float16"],
-                  "Keras precision policy of every run.")
+distribution_flags.define_flags()
 
 
 def _numbers(name: str, values, kind):
@@ -85,7 +85,6 @@ def _config():
 
     from bert_tf.finetune.scorecard import ScorecardConfig
     from bert_tf.finetune.scorecard_runs import Model, Protocol
-    from bert_tf.training.distribution import DistributionConfig
 
     lrs = ((FLAGS.learning_rate,) if FLAGS.protocol == "fixed"
            else _numbers("learning_rates", FLAGS.learning_rates, float))
@@ -113,7 +112,7 @@ def _config():
         output_dir=FLAGS.output_dir or "", models=tuple(models), protocol=protocol,
         glue_dir=FLAGS.glue_dir or "", tasks=tuple(FLAGS.tasks), suite_file=FLAGS.suite or "",
         do_predict=FLAGS.do_predict, keep_checkpoints=FLAGS.keep_checkpoints,
-        distribution=DistributionConfig(dtype_policy=FLAGS.dtype_policy))
+        distribution=distribution_flags.config_from_flags())
 
 
 @cli_main

@@ -28,6 +28,7 @@ from absl import flags, logging
 
 from bert_tf import errors, fileio
 from bert_tf.errors import UserError, cli_main
+from bert_tf.training import distribution_flags
 
 if TYPE_CHECKING:  # these modules import TensorFlow; flag errors should not wait for it
     from bert_tf.data.input_config import InputConfig
@@ -61,17 +62,7 @@ flags.DEFINE_integer("save_checkpoints_steps", 1000, "Checkpoint every this many
 flags.DEFINE_integer("max_eval_steps", 100, "Eval batches at most.")
 
 # --- ours
-flags.DEFINE_enum("distribution_strategy", "auto",
-                  ["auto", "tpu", "mirrored", "multi_worker_mirrored", "one_device"],
-                  "auto: TPU if attached, workers from TF_CONFIG, all GPUs, else one device.")
-flags.DEFINE_string("tpu", None, "TPU name or grpc:// address ('local' on a TPU VM).")
-flags.DEFINE_integer("num_gpus", -1, "GPUs to use (-1 = all visible).")
-flags.DEFINE_integer("num_cpu_devices", 0,
-                     "Split the CPU into this many logical devices (test the multi-replica path).")
-flags.DEFINE_enum("dtype_policy", "float32", ["float32", "mixed_bfloat16", "mixed_float16"],
-                  "Keras precision policy; mixed_float16 adds dynamic loss scaling.")
-flags.DEFINE_bool("use_xla", None, "XLA-compile the train step (default: on; see distribution.py).")
-flags.DEFINE_alias("enable_xla", "use_xla")
+distribution_flags.define_flags()
 flags.DEFINE_integer("steps_per_loop", 1,
                      "Train steps between progress and checkpoint checks (use ~1000 on TPU); "
                      "run in calls of about 2 s, so that SIGTERM is answered within seconds.")
@@ -203,7 +194,7 @@ def config_from_flags() -> RunConfig:
 
     from bert_tf.data import input_validation, masking_rules
     from bert_tf.data.input_config import EVAL_MASKING_SEED, InputConfig, eval_masking
-    from bert_tf.training import distribution, optimization, trainer
+    from bert_tf.training import optimization, trainer
 
     masking = None
     if not FLAGS.dynamic_masking:
@@ -275,16 +266,7 @@ def config_from_flags() -> RunConfig:
                             "no --eval_input_file" if not
                             FLAGS.eval_input_file else "--eval_input_file overlaps --input_file")
 
-    if FLAGS.distribution_strategy == "tpu" and FLAGS["num_gpus"].present:
-        logging.warning("--num_gpus is ignored with --distribution_strategy=tpu")
-    dist = distribution.DistributionConfig(
-        distribution_strategy=FLAGS.distribution_strategy,
-        tpu=FLAGS.tpu or "",
-        num_gpus=FLAGS.num_gpus,
-        dtype_policy=FLAGS.dtype_policy,
-        use_xla=FLAGS.use_xla,
-        num_cpu_devices=FLAGS.num_cpu_devices,
-    )
+    dist = distribution_flags.config_from_flags()
     optimizer = optimization.OptimizerConfig(
         optimizer=FLAGS.optimizer,
         learning_rate=FLAGS.learning_rate,

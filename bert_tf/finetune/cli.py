@@ -13,6 +13,7 @@ from absl import flags, logging
 
 from bert_tf import errors
 from bert_tf.errors import UserError
+from bert_tf.training import distribution_flags
 
 FLAGS = flags.FLAGS
 
@@ -41,15 +42,7 @@ def define_common_flags(max_seq_length: int = 128, learning_rate: float = 5e-5,
     flags.DEFINE_float("clip_norm", 1.0, "Global-norm gradient clipping (0 = off).")
     flags.DEFINE_integer("max_seq_length", max_seq_length, "Tokens per sequence.")
     flags.DEFINE_integer("seed", 12345, "Seeds the head's initialization, dropout and order.")
-    flags.DEFINE_enum("distribution_strategy", "auto",
-                      ["auto", "tpu", "mirrored", "multi_worker_mirrored", "one_device"],
-                      "As in run_pretraining.")
-    flags.DEFINE_string("tpu", None, "TPU name or address ('local' on a TPU VM).")
-    flags.DEFINE_integer("num_gpus", -1, "GPUs to use (-1 = all visible).")
-    flags.DEFINE_integer("num_cpu_devices", 0, "Split the CPU into logical devices (tests).")
-    flags.DEFINE_enum("dtype_policy", "float32", ["float32", "mixed_bfloat16", "mixed_float16"],
-                      "Keras precision policy.")
-    flags.DEFINE_bool("use_xla", None, "XLA-compile the train step (default: per device).")
+    distribution_flags.define_flags()
     flags.DEFINE_integer("save_checkpoints_steps", 1000, "Checkpoint every N steps and at "
                          "the end.")
     flags.DEFINE_integer("keep_checkpoint_max", 1, "Recent checkpoints to keep.")
@@ -64,7 +57,6 @@ def define_common_flags(max_seq_length: int = 128, learning_rate: float = 5e-5,
 def config_from_flags():
     """The frozen `runner.FinetuneConfig` of the parsed flags."""
     from bert_tf.finetune.runner import FinetuneConfig
-    from bert_tf.training.distribution import DistributionConfig
 
     return FinetuneConfig(
         output_dir=FLAGS.output_dir or "", bert_config_file=FLAGS.bert_config_file or "",
@@ -75,10 +67,7 @@ def config_from_flags():
         learning_rate=FLAGS.learning_rate, num_train_epochs=FLAGS.num_train_epochs,
         warmup_proportion=FLAGS.warmup_proportion, weight_decay_rate=FLAGS.weight_decay_rate,
         clip_norm=FLAGS.clip_norm, max_seq_length=FLAGS.max_seq_length, seed=FLAGS.seed,
-        distribution=DistributionConfig(
-            distribution_strategy=FLAGS.distribution_strategy, tpu=FLAGS.tpu or "",
-            num_gpus=FLAGS.num_gpus, dtype_policy=FLAGS.dtype_policy, use_xla=FLAGS.use_xla,
-            num_cpu_devices=FLAGS.num_cpu_devices),
+        distribution=distribution_flags.config_from_flags(),
         save_checkpoints_steps=FLAGS.save_checkpoints_steps,
         keep_checkpoint_max=FLAGS.keep_checkpoint_max, steps_per_loop=FLAGS.steps_per_loop,
         log_every_n_steps=FLAGS.log_every_n_steps, max_steps_per_run=FLAGS.max_steps_per_run,
