@@ -35,9 +35,12 @@ def differences(scores: Dict[str, Dict[str, dict]]) -> List[dict]:
     for arm, ref in PAIRS:
         for name in SET_LABELS:
             if name in scores.get(arm, {}) and name in scores.get(ref, {}):
-                d = difference(scores[arm][name], scores[ref][name])
+                a, b = scores[arm][name], scores[ref][name]
+                d = difference(a, b)
+                # One seed on either side gives no spread: no standard error (not 0).
+                n = min(len(a["per_seed"]), len(b["per_seed"]))
                 out.append({"arm": arm, "reference": ref, "set": name, "diff": d["diff"],
-                            "se": d["se"]})
+                            "se": d["se"] if n > 1 else None, "seeds": n})
     return out
 
 
@@ -50,8 +53,7 @@ def goals(diffs: List[dict], tokens: Optional[dict]) -> List[dict]:
                     "passed": tokens["reduction"] >= TOKENS_GOAL})
     for label, arm, ref, threshold in GOALS:
         found = [d for d in diffs if d["arm"] == arm and d["reference"] == ref]
-        value = "; ".join(f"{SET_LABELS[d['set']]} {d['diff']:+.2f} ± {d['se']:.2f}"
-                          for d in found)
+        value = "; ".join(f"{SET_LABELS[d['set']]} {_diff(d)}" for d in found)
         passed = (all(d["diff"] >= threshold for d in found)
                   if len(found) == len(SET_LABELS) else None)
         out.append({"goal": f"{label} on both sets", "value": value or "arms missing",
@@ -59,8 +61,16 @@ def goals(diffs: List[dict], tokens: Optional[dict]) -> List[dict]:
     return out
 
 
+def _diff(d: dict) -> str:
+    return f"{d['diff']:+.2f} ± {d['se']:.2f}" if d["se"] is not None else f"{d['diff']:+.2f}"
+
+
 def _ms(stats: Optional[dict]) -> str:
-    return f"{stats['mean']:.2f} ± {stats['std']:.2f}" if stats else "-"
+    if not stats:
+        return "-"
+    if len(stats["per_seed"]) < 2:
+        return f"{stats['mean']:.2f}"
+    return f"{stats['mean']:.2f} ± {stats['std']:.2f}"
 
 
 def _source(marker: Optional[dict]) -> str:
@@ -116,18 +126,21 @@ def render(machine: str, settings: dict, vocab: Optional[dict], heldout: Optiona
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", "Held-out MLM accuracy: the held-out abstracts' MLM-only records (base "
               "vocabulary, static 15 % masks), one evaluator for every arm (run_pretraining "
-              "--do_eval); arm a has no MLM head, so its figure is that of a fresh head.", "",
+              "--do_eval). Arm a has none: MiniLM has no MLM head (run_pretraining --do_eval "
+              "refuses a checkpoint without one), so continued pretraining starts its head "
+              "fresh.", "",
               "Where each arm's figures come from (date, git commit, host):", ""]
     for a in arms:
         lines.append(f"- {a['name']}: pretraining {_source(a.get('pretrain'))}; held-out MLM "
                      f"{_source(a.get('mlm'))}; fine-tuning {_source(a.get('finetune'))}")
-    lines += ["", "| difference (test F1 points) | " + " | ".join(SET_LABELS[n] for n in names)
-              + " |", "|" + " --- |" * (1 + len(names))]
+    lines += ["", "| difference (test F1 points, ± SE) | "
+              + " | ".join(SET_LABELS[n] for n in names) + " |",
+              "|" + " --- |" * (1 + len(names))]
     for arm, ref in PAIRS:
         cells = []
         for n in names:
             d = [x for x in diffs if (x["arm"], x["reference"], x["set"]) == (arm, ref, n)]
-            cells.append(f"{d[0]['diff']:+.2f} ± {d[0]['se']:.2f}" if d else "-")
+            cells.append(_diff(d[0]) if d else "-")
         lines.append(f"| {arm} - {ref} | " + " | ".join(cells) + " |")
     lines += ["", "| goal | value | result |", "| --- | --- | --- |"]
     for g in goal_rows:
