@@ -60,6 +60,8 @@ def differences(rows: Dict[str, dict]) -> List[dict]:
                  "floor": bool(strict)}
         if arm in rows and ref:
             d = difference(rows[arm]["glue_score"], rows[ref]["glue_score"])
+            if min(len(rows[n]["glue_score"]["per_seed"]) for n in (arm, ref)) < 2:
+                d["se"] = float("nan")  # one seed: no spread to estimate it from
             ok = d["diff"] > threshold if strict and strict[0] else d["diff"] >= threshold
             entry.update(resolved=ref, diff=d["diff"], se=d["se"], passed=ok)
         out.append(entry)
@@ -111,9 +113,9 @@ def render(machine: str, settings: dict, arms: List[dict], goals: List[dict]) ->
             lines.append(f"| {'floor: ' if g['floor'] else ''}{g['goal']} | arms missing | - |")
             continue
         ref = f" ({g['reference']} = {g['resolved']})" if g["reference"] != g["resolved"] else ""
+        se = f"± {g['se']:.2f}" if g["se"] == g["se"] else "(1 seed: no SE)"
         lines.append(f"| {'floor: ' if g['floor'] else ''}{g['goal']}{ref} | "
-                     f"{g['diff']:+.2f} ± {g['se']:.2f} | "
-                     f"{'PASS' if g['passed'] else 'FAIL'} |")
+                     f"{g['diff']:+.2f} {se} | {'PASS' if g['passed'] else 'FAIL'} |")
     curves = [(a["name"], a["history"]) for a in arms if a.get("history")]
     if curves:
         lines += ["", "Held-out MLM accuracy (%) during training (step: accuracy; "
