@@ -35,7 +35,20 @@ def test_tags_to_spans(tags, spans):
     assert tm.tags_to_spans(tags) == spans
 
 
-@pytest.mark.parametrize("bad", ["X-PER", "B", "B-", "PER", "o", "L-PER", ""])
+def test_untyped_tags_score_as_one_type():
+    # BioBERT's NCBI-disease files: B / I / O. Gold: (0-2), (3-4); predicted: (0-2), (3-5).
+    gold = [["B", "I", "O", "B", "O"]]
+    predicted = [["B", "I", "O", "B", "I"]]
+    assert tm.tags_to_spans(gold[0]) == [("", 0, 2), ("", 3, 4)]
+    result = tm.tagging_metrics(gold, predicted)
+    assert result["eval_precision"] == pytest.approx(0.5)
+    assert result["eval_recall"] == pytest.approx(0.5)
+    assert result["eval_f1"] == pytest.approx(0.5)
+    typed = [[t if t == "O" else f"{t}-Disease" for t in s] for s in (gold[0], predicted[0])]
+    assert tm.tagging_metrics([typed[0]], [typed[1]]) == result
+
+
+@pytest.mark.parametrize("bad", ["X-PER", "B-", "PER", "o", "L-PER", ""])
 def test_malformed_tag_is_a_user_error(bad):
     with pytest.raises(UserError, match="neither 'O'"):
         tm.tags_to_spans(["O", bad])

@@ -35,13 +35,18 @@ Span = Tuple[str, int, int]
 def split_tag(tag: str) -> Tuple[str, str]:
     """A tag's prefix and entity type: "B-PER" -> ("B", "PER"), "O" -> ("O", "").
 
-    The type is everything after the first dash: "I-MISC-X" -> ("I", "MISC-X").
+    The type is everything after the first dash: "I-MISC-X" -> ("I", "MISC-X"). A bare
+    prefix has no type: "B" -> ("B", ""), as conlleval and seqeval read untyped tag sets
+    (NCBI-disease and BC5CDR in BioBERT's files tag B / I / O).
 
     Raises:
-        UserError: a tag that is neither "O" nor a known prefix, a dash and a type.
+        UserError: a tag that is neither "O", a known prefix, nor a prefix, a dash and a
+            type.
     """
     if tag == OUTSIDE:
         return OUTSIDE, ""
+    if tag in PREFIXES:
+        return tag, ""
     prefix, dash, kind = tag.partition("-")
     if prefix not in PREFIXES or not dash or not kind:
         raise UserError(f"tag {tag!r} is neither 'O' nor one of {'/'.join(PREFIXES)} "
