@@ -142,7 +142,7 @@ def test_new_rows_are_the_mean_of_their_base_pieces_rows(google_vocab_path, tmp_
     files = ModelFiles(config, weights, google_vocab_path, "base")
     vocab = extended_vocab(google_vocab_path, tmp_path / "v.txt", unused=["covid"],
                            append=NEW_WORDS[1:])
-    with caplog.at_level(logging.INFO):
+    with caplog.at_level(logging.INFO, logger="absl"):
         resized = vocab_resize.resize_to_vocab(files, vocab)
     ids = FullTokenizer(google_vocab_path).vocab
     assert resized.config.vocab_size == 30524 and resized.vocab_file == vocab
@@ -176,7 +176,7 @@ def test_the_same_vocabulary_changes_nothing_and_logs_nothing(google_vocab_path,
     config = BertConfig.from_dict(TINY)
     files = ModelFiles(config, random_weights(config, 1, heads=False), google_vocab_path, "b")
     copy = extended_vocab(google_vocab_path, tmp_path / "copy.txt")
-    with caplog.at_level(logging.INFO):
+    with caplog.at_level(logging.INFO, logger="absl"):
         same = vocab_resize.resize_to_vocab(files, copy)
     assert same.weights is files.weights and same.config == config
     assert same.vocab_file == copy and caplog.records == []
@@ -262,7 +262,7 @@ def test_continued_pretraining_starts_from_a_resized_google_checkpoint(google_vo
     assert start.new_rows == NewRowsOnly(5, (1, 30522))
     assert set(start.trainer_args()) == {"warm_start_fn", "new_rows"}
     model = BertPretrainingModel(config, use_nsp=False)
-    with caplog.at_level(logging.INFO):
+    with caplog.at_level(logging.INFO, logger="absl"):
         start.warm_start(model)
     resized = formats.read_model("google", path, None, vocab)
     loaded = get_weights(pretraining_weight_map(model))
