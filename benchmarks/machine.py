@@ -8,29 +8,14 @@ ISA oneDNN uses: `ONEDNN_MAX_CPU_ISA=AVX2` imitates an ordinary CPU on a newer o
 from __future__ import annotations
 
 import os
-import platform
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from bert_tf.install_check import describe_cpu  # noqa: E402 (pure Python, no TensorFlow)
 
 
 def describe() -> str:
-    model, flags = platform.processor() or "unknown CPU", set()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name") and model in ("", "unknown CPU",
-                                                                platform.processor()):
-                    model = line.split(":", 1)[1].strip()
-                elif line.startswith("flags"):
-                    flags = set(line.split(":", 1)[1].split())
-                    break
-    except OSError:
-        pass
-    isa = [name for name, flag in (("AVX2", "avx2"), ("AVX512F", "avx512f"),
-                                   ("AVX512-BF16", "avx512_bf16"), ("AMX", "amx_tile"))
-           if flag in flags]
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    cap = os.environ.get("ONEDNN_MAX_CPU_ISA")
-    return (f"machine: {model}, {cores} core(s), ISA {'/'.join(isa) or 'unknown'}"
-            + (f", ONEDNN_MAX_CPU_ISA={cap}" if cap else ""))
+    return f"machine: {describe_cpu()}"
 
 
 if __name__ == "__main__":

@@ -19,6 +19,8 @@ data_tools' entry points do not run it: the data jobs never load TensorFlow.
 from __future__ import annotations
 
 import importlib.metadata
+import os
+import platform
 import sys
 from typing import Callable, Dict, List, Optional, Tuple
 
@@ -115,8 +117,33 @@ def problems(version_of: Callable[[str], Optional[str]] = installed_version) -> 
     return found_problems
 
 
+def describe_cpu() -> str:
+    """CPU model, cores and vector ISA (and an `ONEDNN_MAX_CPU_ISA` cap): speed and even
+    accuracy figures from different CPUs differ, so reports and benchmarks print this."""
+    model, flags = platform.processor() or "unknown CPU", set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                elif line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    break
+    except OSError:
+        pass
+    isa = [name for name, flag in (("AVX2", "avx2"), ("AVX512F", "avx512f"),
+                                   ("AVX512-BF16", "avx512_bf16"), ("AMX", "amx_tile"))
+           if flag in flags]
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    cap = os.environ.get("ONEDNN_MAX_CPU_ISA")
+    return (f"{model}, {cores} core(s), ISA {'/'.join(isa) or 'unknown'}"
+            + (f", ONEDNN_MAX_CPU_ISA={cap}" if cap else ""))
+
+
 def main() -> int:
-    """`python -m bert_tf.install_check`: the versions found, then OK or the problems."""
+    """`python -m bert_tf.install_check`: the CPU, the versions found, then OK or the
+    problems."""
+    print(f"cpu: {describe_cpu()}")
     names = TF_DISTRIBUTIONS + ("tensorflow-text", "keras", "keras-hub", "libtpu")
     for name in names:
         version = installed_version(name)

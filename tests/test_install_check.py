@@ -138,6 +138,8 @@ def test_module_reports_this_environment(repo_root):
     lines = proc.stdout.splitlines()
     assert lines[-1] == "ok: TensorFlow, tensorflow-text, Keras and keras-hub fit together"
     assert any(line.startswith("tensorflow-text ") for line in lines)
+    assert lines[0] == f"cpu: {install_check.describe_cpu()}"
+    assert " core(s), ISA " in lines[0]
 
 
 def _lock(repo_root, python: str) -> Dict[str, str]:

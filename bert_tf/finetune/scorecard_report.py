@@ -16,12 +16,11 @@ import datetime
 import json
 import math
 import os
-import platform
 import statistics
 import zipfile
 from typing import Dict, List, Sequence
 
-from bert_tf import fileio
+from bert_tf import fileio, install_check
 from bert_tf.finetune import glue
 from bert_tf.finetune.scorecard_runs import Model, Protocol, Run, RunRecord, task_score
 from bert_tf.finetune.suite import ScoredTask
@@ -39,26 +38,6 @@ def stats(per_seed: Dict[int, float]) -> Dict[str, object]:
             "std": statistics.stdev(values) if len(values) > 1 else 0.0,
             "median": statistics.median(values),
             "per_seed": {str(s): per_seed[s] for s in sorted(per_seed)}}
-
-
-def describe_machine() -> str:
-    """CPU model, cores and vector ISA: figures from different CPUs are not comparable."""
-    model, flags = platform.processor() or "unknown CPU", set()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                elif line.startswith("flags"):
-                    flags = set(line.split(":", 1)[1].split())
-                    break
-    except OSError:
-        pass
-    isa = [name for name, flag in (("AVX2", "avx2"), ("AVX512F", "avx512f"),
-                                   ("AVX512-BF16", "avx512_bf16"), ("AMX", "amx_tile"))
-           if flag in flags]
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return f"{model}, {cores} core(s), ISA {'/'.join(isa) or 'unknown'}"
 
 
 def _best_lr(task: ScoredTask, model: Model, protocol: Protocol,
@@ -112,7 +91,7 @@ def summarize(models: Sequence[Model], tasks: Sequence[ScoredTask], protocol: Pr
         "protocol": {**{k: v for k, v in vars(protocol).items()},
                      "learning_rates": list(protocol.learning_rates),
                      "seeds": list(protocol.seeds)},
-        "machine": describe_machine(),
+        "machine": install_check.describe_cpu(),
         "date": datetime.date.today().isoformat(),
         "rows": rows,
     }
