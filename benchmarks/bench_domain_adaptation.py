@@ -130,12 +130,7 @@ def parse_args() -> argparse.Namespace:
                         help="1-minute budget, 300 abstracts, 1 seed, 200 training and 200 test "
                         "sentences per set (cached separately): checks the whole benchmark")
     args = parser.parse_args()
-    preset = SMOKE if args.smoke else FULL
-    for key, value in preset.items():
-        if getattr(args, key, None) is None:
-            setattr(args, key, value)
-    if args.smoke:
-        args.cache_dir = os.path.join(args.cache_dir, "smoke")
+    budget_cache.apply_preset(args, SMOKE, FULL)
     names = args.arms.split(",") if args.arms else [a.name for a in ARMS]
     known = {a.name: a for a in ARMS}
     unknown = [n for n in names if n not in known]

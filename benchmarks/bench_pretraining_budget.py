@@ -151,12 +151,7 @@ def parse_args() -> argparse.Namespace:
                         help="1-minute budget, 300 articles, 1 seed, 200 training examples "
                         "per task (cached separately): checks the whole benchmark quickly")
     args = parser.parse_args()
-    preset = SMOKE if args.smoke else FULL
-    for key, value in preset.items():
-        if getattr(args, key, None) is None:
-            setattr(args, key, value)
-    if args.smoke:
-        args.cache_dir = os.path.join(args.cache_dir, "smoke")
+    budget_cache.apply_preset(args, SMOKE, FULL)
     names = args.arms.split(",") if args.arms else [a.name for a in ARMS if a.default]
     known = {a.name: a for a in ARMS}
     unknown = [n for n in names if n not in known]

@@ -152,3 +152,13 @@ def calibrated_steps(steps_per_second: float, budget_seconds: float) -> int:
     """Optimizer steps a linear decay is sized to, so that it ends when the budget does at
     the throughput measured by a probe (at least 10)."""
     return max(10, int(steps_per_second * budget_seconds))
+
+
+def apply_preset(args: Any, smoke: Dict[str, Any], full: Dict[str, Any]) -> None:
+    """Fills the flags left unset from the smoke or the full preset; a smoke run gets its
+    own cache folder, so its tiny stages never stand in for the real ones."""
+    for key, value in (smoke if args.smoke else full).items():
+        if getattr(args, key, None) is None:
+            setattr(args, key, value)
+    if args.smoke:
+        args.cache_dir = os.path.join(args.cache_dir, "smoke")
