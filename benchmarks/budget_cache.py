@@ -11,6 +11,7 @@ git commit of the benchmark, machine line (benchmarks/machine.py).
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import hashlib
 import json
@@ -162,3 +163,16 @@ def apply_preset(args: Any, smoke: Dict[str, Any], full: Dict[str, Any]) -> None
             setattr(args, key, value)
     if args.smoke:
         args.cache_dir = os.path.join(args.cache_dir, "smoke")
+
+
+def arm_parser(description: str) -> argparse.ArgumentParser:
+    """The flags every peer arm's script takes (keras-hub's and transformers', each run in
+    its own process and venv): its text, vocabulary, architecture, output and budget."""
+    parser = argparse.ArgumentParser(description=description)
+    for name in ("train_text", "vocab_file", "bert_config_file", "output_dir"):
+        parser.add_argument(f"--{name}", required=True)
+    parser.add_argument("--minutes", type=float, default=30.0)
+    parser.add_argument("--probe_seconds", type=float, default=60.0)
+    parser.add_argument("--max_seq_length", type=int, default=128)
+    parser.add_argument("--seed", type=int, default=12345)
+    return parser

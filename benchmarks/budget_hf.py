@@ -38,7 +38,6 @@ continued-pretraining arm of bench_domain_adaptation.py (domain_hf.py).
 
 from __future__ import annotations
 
-import argparse
 import glob
 import json
 import os
@@ -229,14 +228,7 @@ def save_model(model, tokenizer, vocab_file: str, hf_dir: str) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    for name in ("train_text", "vocab_file", "bert_config_file", "output_dir"):
-        parser.add_argument(f"--{name}", required=True)
-    parser.add_argument("--minutes", type=float, default=30.0)
-    parser.add_argument("--probe_seconds", type=float, default=60.0)
-    parser.add_argument("--max_seq_length", type=int, default=128)
-    parser.add_argument("--seed", type=int, default=12345)
-    args = parser.parse_args()
+    args = budget_cache.arm_parser(__doc__.splitlines()[0]).parse_args()
     transformers.logging.set_verbosity_error()
     os.makedirs(args.output_dir, exist_ok=True)
     # transformers 5 takes `vocab` (a `vocab_file=` keyword would be ignored silently, leaving

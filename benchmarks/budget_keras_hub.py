@@ -34,7 +34,6 @@ checkpoint, through bert_tf.interop.keras_hub_checkpoint) and `train_stats.json`
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -157,14 +156,7 @@ def probe_rate(config: dict, token_ids: np.ndarray, preprocessor, seconds: float
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    for name in ("train_text", "vocab_file", "bert_config_file", "output_dir"):
-        parser.add_argument(f"--{name}", required=True)
-    parser.add_argument("--minutes", type=float, default=30.0)
-    parser.add_argument("--probe_seconds", type=float, default=60.0)
-    parser.add_argument("--max_seq_length", type=int, default=128)
-    parser.add_argument("--seed", type=int, default=12345)
-    args = parser.parse_args()
+    args = budget_cache.arm_parser(__doc__.splitlines()[0]).parse_args()
     from bert_tf.interop import keras_hub_checkpoint
     from bert_tf.interop.native import write_native
 
