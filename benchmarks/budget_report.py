@@ -21,6 +21,14 @@ GOALS = [("c - a >= +5.0", "c", "a", 5.0),
 FLOOR = [("c > a", "c", "a", 0.0, True), ("c >= max(d, e)", "c", "max(d,e)", 0.0, False)]
 
 
+def pretrain_cells(pretrain) -> list:
+    """Steps, sequences, training seconds and tokens/s of an arm's pretraining ("-" without)."""
+    if not pretrain:
+        return ["-"] * 4
+    return [f"{pretrain['steps']:,}", f"{pretrain['examples']:,}",
+            f"{pretrain['train_seconds']:.0f}", f"{pretrain['tokens_per_second']:,.0f}"]
+
+
 def _ms(stats: Dict[str, object]) -> str:
     return f"{stats['mean']:.2f} ± {stats['std']:.2f}"
 
@@ -90,11 +98,7 @@ def render(machine: str, settings: dict, arms: List[dict], goals: List[dict]) ->
     for a in arms:
         p, m, row = a.get("pretrain"), a.get("mlm"), a.get("row")
         cells = [f"{a['name']}: {a['title']}"]
-        if p:
-            cells += [f"{p['steps']:,}", f"{p['examples']:,}", f"{p['train_seconds']:.0f}",
-                      f"{p['tokens_per_second']:,.0f}"]
-        else:
-            cells += ["-"] * 4
+        cells += pretrain_cells(p)
         cells.append(f"{100 * m['masked_lm_accuracy']:.2f} %" if m else "-")
         if row:
             cells += [_ms(row["tasks"][t]["score"]) for t in tasks]

@@ -112,11 +112,7 @@ def render(machine: str, settings: dict, vocab: Optional[dict], heldout: Optiona
     for a in arms:
         p, m = a.get("pretrain"), a.get("mlm")
         cells = [f"{a['name']}: {a['title']}"]
-        if p:
-            cells += [f"{p['steps']:,}", f"{p['examples']:,}", f"{p['train_seconds']:.0f}",
-                      f"{p['tokens_per_second']:,.0f}"]
-        else:
-            cells += ["-"] * 4
+        cells += budget_report.pretrain_cells(p)
         acc = f"{100 * m['masked_lm_accuracy']:.2f} %" if m else "-"
         own = a.get("mlm_own_vocab")
         if own:
