@@ -147,6 +147,11 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--data_dir", default=os.path.normpath(os.path.join(REPO, "..", "shared",
                                                                             "data")),
                         help="the shared data: corpus/wikipedia_en and finetune/glue_*")
+    parser.add_argument("--pretrain_only", action="store_true",
+                        help="pretrain the arms and measure their held-out MLM accuracy, but "
+                        "run no scorecard and write no report: the wall-clock stages can then "
+                        "run back to back on a quiet machine, and the scorecards (whose "
+                        "figures do not depend on time) later, alongside other work")
     parser.add_argument("--smoke", action="store_true",
                         help="1-minute budget, 300 articles, 1 seed, 200 training examples "
                         "per task (cached separately): checks the whole benchmark quickly")
@@ -284,6 +289,8 @@ def run_arm(arm: Arm, args, cache: str, config: str, vocab: str, glue: str,
         if history and os.path.exists(history):
             with open(history, encoding="utf-8") as f:
                 result["history"] = [json.loads(line) for line in f if line.strip()]
+    if args.pretrain_only:
+        return result
     result["scorecard"] = scorecard(arm, arm_dir, args, glue, config, vocab, checkpoint)
     result["row"] = result["scorecard"]["row"]
     return result
@@ -309,6 +316,12 @@ def main() -> None:
     glue = budget_data.glue_dir(cache, os.path.join(args.data_dir, "finetune"),
                                 args.tasks.split(","))
     results = [run_arm(arm, args, cache, config, vocab, glue, heldout) for arm in args.arm_list]
+    if args.pretrain_only:
+        for r in results:
+            mlm = r.get("mlm", {}).get("masked_lm_accuracy")
+            print(f"arm {r['name']}: pretrained" + (f", held-out MLM accuracy {mlm:.4f}"
+                                                     if mlm is not None else ""), flush=True)
+        return
     with open(config, encoding="utf-8") as f:
         c = json.load(f)
     settings = {
