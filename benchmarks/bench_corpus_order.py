@@ -115,7 +115,7 @@ def trace(path: pathlib.Path, index: Dict[Tuple[int, ...], int]) -> List[Record]
     file order."""
     import tensorflow as tf
 
-    from bert_tf.data import schema
+    from bert_tf.core import schema
 
     spec = schema.parsing_spec(128, 20)
     out = []
@@ -177,7 +177,7 @@ def measure(vocab: pathlib.Path, corpus: pathlib.Path, args,
         args: has `dupe_factor` and `num_workers` (passed to the jobs).
         reference_script: the original create_pretraining_data.py, or None.
     """
-    from bert_tf.text import tokenization
+    from bert_tf.core import tokenization
 
     tokenizer = tokenization.FullTokenizer(str(vocab), True)
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="bench_order_"))

@@ -107,7 +107,7 @@ def reference_stats(path: pathlib.Path, max_seq_length: int = 128) -> str:
     """The statistics line of `chunk_records.InstanceStats` computed from a TFRecord file."""
     import tensorflow as tf
 
-    from bert_tf.data import schema
+    from bert_tf.core import schema
 
     spec = schema.parsing_spec(max_seq_length, 20)
     n = tokens = maskable = short = preds = rand = 0

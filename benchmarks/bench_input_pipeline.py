@@ -23,10 +23,10 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from absl import app, flags  # noqa: E402
 
-from bert_tf.data import schema  # noqa: E402
+from bert_tf.core import schema  # noqa: E402
+from bert_tf.core.masking_rules import MaskingConfig  # noqa: E402
 from bert_tf.data.input_config import InputConfig  # noqa: E402
 from bert_tf.data.input_pipeline import make_pretraining_dataset  # noqa: E402
-from bert_tf.data.masking_rules import MaskingConfig  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_integer("num_records", 4096, "Records to generate.")

@@ -45,7 +45,7 @@ CORPUS = REPO / "data" / "corpus" / "wikitext2.bert.txt"
 def statistics(path: pathlib.Path, seq: int) -> Tuple[float, float, float, float]:
     import tensorflow as tf
 
-    from bert_tf.data import schema
+    from bert_tf.core import schema
 
     spec = schema.parsing_spec(seq, 20)
     lengths, labels = [], []

@@ -44,7 +44,8 @@ import tensorflow as tf  # noqa: E402
 from absl import app, flags, logging  # noqa: E402
 from machine import describe  # noqa: E402
 
-from bert_tf.data import input_config, record_positions, schema  # noqa: E402
+from bert_tf.core import schema  # noqa: E402
+from bert_tf.data import input_config, record_positions  # noqa: E402
 from bert_tf.modeling.config import BertConfig  # noqa: E402
 from bert_tf.modeling.pretraining_model import BertPretrainingModel  # noqa: E402
 from bert_tf.training import distribution, optimization, resume, trainer  # noqa: E402

@@ -19,7 +19,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from bert_tf.text import tokenization  # noqa: E402
+from bert_tf.core import tokenization  # noqa: E402
 
 
 def _best_of(fn, repeat: int) -> float:

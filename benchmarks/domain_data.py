@@ -89,7 +89,7 @@ def heldout_tokens_per_word(vocab_dir: str, heldout_text: str, base_vocab: str,
     marker = budget_cache.done(vocab_dir, "heldout_tokens_per_word")
     if marker:
         return marker
-    from bert_tf.text import tokenization
+    from bert_tf.core import tokenization
     from data_tools.vocab import extend_report
 
     basic = tokenization.BasicTokenizer(do_lower_case=True)

@@ -87,7 +87,7 @@ class IdCheck:
     """Counts texts whose HF ids differ from bert_tf FullTokenizer's (keeps a few examples)."""
 
     def __init__(self, model_dir: str):
-        from bert_tf.text.tokenization import FullTokenizer
+        from bert_tf.core.tokenization import FullTokenizer
 
         self.full = FullTokenizer(os.path.join(model_dir, "vocab.txt"), do_lower_case=True)
         self.checked = self.mismatched = 0

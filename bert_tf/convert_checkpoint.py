@@ -29,8 +29,9 @@ The conversion itself is `bert_tf.interop.formats.convert`; this module parses t
 """
 from __future__ import annotations
 
-from bert_tf import errors
-from bert_tf.errors import UserError, cli_main
+from bert_tf import install_check
+from bert_tf.core import errors
+from bert_tf.core.errors import UserError, cli_main
 from bert_tf.interop.formats import FORMATS, convert
 
 
@@ -70,7 +71,7 @@ def main(argv) -> None:
 def console_main() -> None:
     """The `bert-tf-convert` console script (and `python -m bert_tf.convert_checkpoint`)."""
     _define_flags()
-    errors.run_app(main)
+    errors.run_app(main, preflight=install_check.problems)
 
 
 if __name__ == "__main__":

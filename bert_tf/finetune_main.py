@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Callable, Tuple
 
-from bert_tf import errors
-from bert_tf.errors import cli_main
+from bert_tf import install_check
+from bert_tf.core import errors
+from bert_tf.core.errors import cli_main
 from bert_tf.finetune import cli
 
 
@@ -37,6 +38,6 @@ def entry_points(make_task: Callable[[], object], module: str) -> Tuple[Callable
     main.__module__ = module
 
     def console_main() -> None:
-        errors.run_app(main)
+        errors.run_app(main, preflight=install_check.problems)
 
     return main, console_main

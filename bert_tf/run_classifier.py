@@ -29,7 +29,7 @@ flags.DEFINE_string("eval_split", "dev", "The split --do_eval scores (MNLI: dev_
 
 
 def _task():
-    from bert_tf.errors import UserError
+    from bert_tf.core.errors import UserError
     from bert_tf.finetune.classification_task import ClassificationSettings, ClassificationTask
 
     if not FLAGS.task_name:

@@ -30,8 +30,9 @@ from __future__ import annotations
 
 from absl import flags
 
-from bert_tf import errors
-from bert_tf.errors import UserError, cli_main
+from bert_tf import install_check
+from bert_tf.core import errors
+from bert_tf.core.errors import UserError, cli_main
 from bert_tf.training import distribution_flags
 
 FLAGS = flags.FLAGS
@@ -126,7 +127,7 @@ def main(argv) -> None:
 
 def console_main() -> None:
     """The `bert-tf-glue` console script."""
-    errors.run_app(main)
+    errors.run_app(main, preflight=install_check.problems)
 
 
 if __name__ == "__main__":

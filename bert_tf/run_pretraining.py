@@ -26,8 +26,9 @@ from typing import TYPE_CHECKING, Optional
 
 from absl import flags, logging
 
-from bert_tf import errors, fileio
-from bert_tf.errors import UserError, cli_main
+from bert_tf import install_check
+from bert_tf.core import errors, fileio
+from bert_tf.core.errors import UserError, cli_main
 from bert_tf.training import distribution_flags
 
 if TYPE_CHECKING:  # these modules import TensorFlow; flag errors should not wait for it
@@ -41,7 +42,9 @@ if TYPE_CHECKING:  # these modules import TensorFlow; flag errors should not wai
 FLAGS = flags.FLAGS
 
 # --- the original run_pretraining.py flags
-flags.DEFINE_string("bert_config_file", None, "bert_config.json of the model to pre-train.")
+flags.DEFINE_string("bert_config_file", None, "bert_config.json of the model to pre-train "
+                    "(default with --init_checkpoint: the checkpoint's own config, in any "
+                    "format).")
 flags.DEFINE_string("input_file", None, "Training TFRecords: comma-separated files or globs.")
 flags.DEFINE_string("eval_input_file", None, "Eval TFRecords; defaults to --input_file.")
 flags.DEFINE_string("output_dir", None, "Checkpoints, summaries and eval_results.txt go here.")
@@ -170,29 +173,43 @@ def _required(name: str) -> str:
     return value
 
 
+def _bert_config() -> "BertConfig":
+    """--bert_config_file, else the config of --init_checkpoint (any format)."""
+    from bert_tf.modeling.config import BertConfig  # no TensorFlow import
+
+    if FLAGS.bert_config_file:
+        return BertConfig.from_json_file(FLAGS.bert_config_file)
+    if not FLAGS.init_checkpoint:
+        raise UserError("--bert_config_file is required (with --init_checkpoint, the "
+                        "checkpoint's own config is the default)")
+    from bert_tf.interop import formats
+
+    return formats.read_config(formats.detect_format(FLAGS.init_checkpoint),
+                               FLAGS.init_checkpoint)
+
+
 def config_from_flags() -> RunConfig:
     """Turns the parsed flags into frozen configs, checking everything checkable up front.
 
     Raises:
         UserError: a missing or inconsistent flag, an unreadable file, a bad config.
     """
-    from bert_tf.modeling.config import BertConfig  # no TensorFlow import
-
     # Checks that need no TensorFlow first, so that they answer at once.
     if not (FLAGS.do_train or FLAGS.do_eval):
         raise UserError("at least one of --do_train or --do_eval must be true")
     output_dir = _required("output_dir")
-    bert_config = BertConfig.from_json_file(_required("bert_config_file"))
+    bert_config = _bert_config()
     bert_config.check_seq_length(FLAGS.max_seq_length)
     if not FLAGS.learning_rate > 0:
         raise UserError(f"--learning_rate must be positive, got {FLAGS.learning_rate}")
     from bert_tf.interop import continued_pretraining  # any format; an extended --vocab_file
 
     bert_config, start = continued_pretraining.plan(
-        FLAGS.init_checkpoint, FLAGS.vocab_file, bert_config, FLAGS.bert_config_file,
+        FLAGS.init_checkpoint, FLAGS.vocab_file, bert_config, FLAGS.bert_config_file or "",
         FLAGS.train_only_new_embeddings_steps)
 
-    from bert_tf.data import input_validation, masking_rules
+    from bert_tf.core import masking_rules
+    from bert_tf.data import input_validation
     from bert_tf.data.input_config import EVAL_MASKING_SEED, InputConfig, eval_masking
     from bert_tf.training import optimization, trainer
 
@@ -335,7 +352,8 @@ def run(config: RunConfig) -> Optional[dict]:
         trainer_config, strategy,
         model_fn=lambda: BertPretrainingModel(config.bert_config, use_nsp=trainer_config.use_nsp),
         optimizer_fn=lambda: optimization.create_optimizer(config.optimizer, clock=clock),
-        clock=clock, **(config.start.trainer_args() if config.start else {}),
+        clock=clock,
+        **(config.start.trainer_args(eval_only=not config.do_train) if config.start else {}),
     )
     eval_input = config.eval_input
     if eval_input is not None and distribution.is_tpu_strategy(strategy):
@@ -390,7 +408,7 @@ def main(argv) -> None:
 
 def console_main() -> None:
     """The `bert-tf-pretrain` console script (and `python -m bert_tf.run_pretraining`)."""
-    errors.run_app(main)
+    errors.run_app(main, preflight=install_check.problems)
 
 
 if __name__ == "__main__":

@@ -27,8 +27,8 @@ from typing import List
 
 from absl import flags
 
-from bert_tf import errors
-from bert_tf.errors import UserError, cli_main
+from bert_tf.core import errors
+from bert_tf.core.errors import UserError, cli_main
 from data_tools.runtime import job_entry, process_pool
 from data_tools.vocab import vocab_job, vocab_learner, word_counting
 

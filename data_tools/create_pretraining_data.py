@@ -10,7 +10,7 @@ masking with one decision per word, n-gram masking and an MLM-only mode.
       --vocab_file=out/vocab.txt --dupe_factor=10
 
 Input: one sentence per line, a blank line between documents (globs and comma lists).
-Output: one tf.train.Example per instance with the features of `bert_tf/data/schema.py`.
+Output: one tf.train.Example per instance with the features of `bert_tf/core/schema.py`.
 The same --random_seed, inputs and outputs give byte-identical files for any --num_workers.
 """
 
@@ -20,8 +20,8 @@ from typing import Sequence
 
 from absl import flags
 
-from bert_tf import errors
-from bert_tf.errors import UserError, cli_main
+from bert_tf.core import errors
+from bert_tf.core.errors import UserError, cli_main
 from data_tools.pretraining_data import create_job, instances, masking
 from data_tools.pretraining_data.create_config import CreateConfig
 from data_tools.runtime import job_entry, process_pool

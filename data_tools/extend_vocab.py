@@ -29,8 +29,8 @@ from typing import List
 
 from absl import flags
 
-from bert_tf import errors
-from bert_tf.errors import UserError, cli_main
+from bert_tf.core import errors
+from bert_tf.core.errors import UserError, cli_main
 from data_tools.runtime import job_entry, process_pool
 from data_tools.vocab import extend_job, word_counting
 

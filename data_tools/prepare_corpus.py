@@ -19,8 +19,8 @@ from typing import Sequence
 
 from absl import flags
 
-from bert_tf import errors
-from bert_tf.errors import UserError, cli_main
+from bert_tf.core import errors
+from bert_tf.core.errors import UserError, cli_main
 from data_tools.prepare import prepare_job, raw_documents, sentences
 from data_tools.prepare.prepare_config import PrepareConfig
 from data_tools.runtime import job_entry, process_pool

@@ -10,9 +10,9 @@ from typing import Dict, List
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.data import schema
+from bert_tf.core import schema
+from bert_tf.core.masking_rules import MaskingConfig
 from bert_tf.data.input_config import InputConfig
-from bert_tf.data.masking_rules import MaskingConfig
 
 SEQ = 16
 PRED = 3

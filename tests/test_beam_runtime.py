@@ -79,7 +79,7 @@ def test_core_install_never_imports_beam_and_says_so_when_missing(tmp_path, repo
     # As if Beam were not installed: importing it raises ImportError, so the entry point's
     # import (a traceback) would fail here if it imported Beam without the flag.
     code = ("import sys; sys.modules['apache_beam'] = None\n"
-            "from bert_tf import errors\n"
+            "from bert_tf.core import errors\n"
             "from data_tools import create_pretraining_data as m\n"
             "errors.run_app(m.main)\n")
     text = tmp_path / "in.txt"

@@ -9,8 +9,8 @@ import sys
 import pytest
 from _text_inputs import input_variants
 
-from bert_tf.errors import UserError
-from bert_tf.text import tokenization
+from bert_tf.core import tokenization
+from bert_tf.core.errors import UserError
 from data_tools.vocab import vocab_learner
 from data_tools.vocab.vocab_learner import VocabConfig, learn_vocab
 

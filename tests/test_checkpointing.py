@@ -13,7 +13,7 @@ import pytest
 import tensorflow as tf
 from _pretraining_helpers import tiny_bert_config
 
-from bert_tf.errors import UserError
+from bert_tf.core.errors import UserError
 from bert_tf.modeling.pretraining_model import BertPretrainingModel, dummy_pretraining_inputs
 from bert_tf.training import checkpointing, optimization
 

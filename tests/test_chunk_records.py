@@ -8,9 +8,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.data import schema
-from bert_tf.errors import UserError
-from bert_tf.text import tokenization
+from bert_tf.core import schema, tokenization
+from bert_tf.core.errors import UserError
 from data_tools.inputs import documents
 from data_tools.pretraining_data import chunk_records, instances, masking
 from data_tools.pretraining_data.create_config import CreateConfig

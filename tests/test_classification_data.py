@@ -9,9 +9,9 @@ import itertools
 import numpy as np
 import pytest
 
-from bert_tf.errors import UserError
+from bert_tf.core.errors import UserError
+from bert_tf.core.tokenization import FullTokenizer
 from bert_tf.finetune import classification_data as cd
-from bert_tf.text.tokenization import FullTokenizer
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from bert_tf.errors import UserError
+from bert_tf.core.errors import UserError
 from bert_tf.finetune import classification_metrics as metrics
 
 # Binary example: TP = 3, FN = 1, TN = 4, FP = 2.

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from bert_tf.errors import UserError
+from bert_tf.core.errors import UserError
 from bert_tf.modeling.config import BertConfig
 
 # The standard sizes of Google's released checkpoints (BERT-Tiny ... BERT-Large):

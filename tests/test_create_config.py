@@ -5,7 +5,7 @@ import dataclasses
 
 import pytest
 
-from bert_tf.errors import UserError
+from bert_tf.core.errors import UserError
 from data_tools.pretraining_data.create_config import CreateConfig
 from data_tools.pretraining_data.instances import PackingConfig
 

@@ -9,7 +9,7 @@ import collections
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.data import schema
+from bert_tf.core import schema
 from data_tools.pretraining_data import create_job
 from data_tools.pretraining_data.create_config import CreateConfig
 from data_tools.pretraining_data.instances import PackingConfig

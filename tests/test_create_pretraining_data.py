@@ -14,7 +14,7 @@ import pytest
 import tensorflow as tf
 from _text_inputs import input_variants
 
-from bert_tf.data import schema
+from bert_tf.core import schema
 
 SEQ, PRED = 128, 20
 
@@ -199,7 +199,7 @@ def test_ten_megabyte_line(tmp_path, corpus_lines, google_vocab_path, repo_root)
     assert max(peak) < 1500, peak
     assert _check_records_count(out) > 10
     # The loss is said, once, with the numbers and where to split the text.
-    from bert_tf.text.tokenization import FullTokenizer
+    from bert_tf.core.tokenization import FullTokenizer
 
     tokenizer = FullTokenizer(google_vocab_path, True)
     long_short_lines = sum(len(tokenizer.tokenize(x)) > 125 for x in corpus_lines[:80])

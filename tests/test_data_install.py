@@ -72,7 +72,7 @@ def _origins():
 
 if os.environ.get("TESTFS_ROOT"):
     # A Beam filesystem for the scheme testfs://, backed by a local directory: the data
-    # jobs reach it through bert_tf.fileio's remote branch, as they reach gs:// on Dataflow.
+    # jobs reach it through bert_tf.core.fileio's remote branch, as they reach gs:// on Dataflow.
     from apache_beam.io.localfilesystem import LocalFileSystem
 
     ROOT = os.environ["TESTFS_ROOT"]
@@ -145,7 +145,7 @@ def data_tools_closure(root: pathlib.Path) -> Set[str]:
         seen.add(module)
         path = _source(root, module)
         if path is None:
-            continue  # `from bert_tf.errors import UserError`: UserError is no module
+            continue  # `from bert_tf.core.errors import UserError`: UserError is no module
         files.add(path.relative_to(root).as_posix())
         parts = module.split(".")
         todo += [".".join(parts[:i]) for i in range(1, len(parts))]  # parent __init__s
@@ -153,15 +153,32 @@ def data_tools_closure(root: pathlib.Path) -> Set[str]:
     return files
 
 
-def test_links_cover_exactly_what_data_tools_imports(repo_root):
+def shipped_sources(light: pathlib.Path) -> Set[str]:
+    """The .py files under packaging/data's package links (directory links followed)."""
+    found = set()
+    for package in ("bert_tf", "data_tools"):
+        for folder, _, names in os.walk(light / package, followlinks=True):
+            found |= {(pathlib.Path(folder) / n).relative_to(light).as_posix()
+                      for n in names if n.endswith(".py")}
+    return found
+
+
+def test_links_ship_bert_tf_core_and_cover_what_data_tools_imports(repo_root):
+    # The light distribution ships bert_tf's TensorFlow-free core whole (and the package's
+    # __init__), through a link to its folder: nothing else of bert_tf, and nothing that
+    # data_tools imports is missing.
     light = repo_root / "packaging" / "data"
-    shipped = {p.relative_to(light).as_posix() for package in ("bert_tf", "data_tools")
-               for p in (light / package).rglob("*.py")}
-    assert shipped == data_tools_closure(repo_root)
+    shipped = shipped_sources(light)
+    core = {p.relative_to(repo_root).as_posix()
+            for p in (repo_root / "bert_tf" / "core").glob("*.py")}
+    assert {p for p in shipped if p.startswith("bert_tf/")} == core | {"bert_tf/__init__.py"}
+    assert data_tools_closure(repo_root) <= shipped
+    assert {p for p in shipped if p.startswith("data_tools/")} == {
+        p.relative_to(repo_root).as_posix() for p in (repo_root / "data_tools").rglob("*.py")}
     for rel in shipped:  # links into the repository, not copies that could drift
         assert (light / rel).resolve() == (repo_root / rel).resolve(), rel
-    assert ("bert_tf/fileio_beam.py" in shipped
-            and "data_tools/pretraining_data/create_job.py" in shipped)
+    assert sorted(p.name for p in (light / "bert_tf").iterdir()) == ["__init__.py", "core",
+                                                                     "py.typed"]
 
 
 @pytest.fixture(scope="module")
@@ -297,9 +314,10 @@ def test_data_jobs_run_without_tensorflow_and_write_the_same_bytes(
     # Local paths: nothing even looks for TensorFlow. Remote paths: fileio's find_spec probe
     # (it looks whether TensorFlow is installed, without importing it), and nothing else.
     assert attempts == {"light": set(), "beam": set(),
-                        "testfs": {"attempted tensorflow by bert_tf.fileio"}}
+                        "testfs": {"attempted tensorflow by bert_tf.core.fileio"}}
     for name, log in lines.items():
         loaded = [line[len("loaded "):] for line in log if line.startswith("loaded ")]
         assert loaded and all(p.startswith(site) for p in loaded), (name, loaded[:5])
-        beam_fs = [p for p in loaded if p.endswith(os.path.join("bert_tf", "fileio_beam.py"))]
+        beam_fs = [p for p in loaded
+                   if p.endswith(os.path.join("bert_tf", "core", "fileio_beam.py"))]
         assert len(beam_fs) == (3 if name == "testfs" else 0), name  # once per job

@@ -32,7 +32,7 @@ from _pretraining_helpers import (
     tiny_bert_config,
 )
 
-from bert_tf.errors import UserError
+from bert_tf.core.errors import UserError
 from bert_tf.modeling.pretraining_model import BertPretrainingModel
 from bert_tf.training import distribution, optimization, trainer
 

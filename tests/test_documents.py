@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from _text_inputs import input_variants
 
-from bert_tf.errors import UserError
+from bert_tf.core.errors import UserError
 from data_tools.inputs import documents, splits
 
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from bert_tf.core.errors import UserError
 from bert_tf.data import dynamic_masking as dm
-from bert_tf.errors import UserError
 
 PAD, CLS, SEP, MASK = 0, 101, 102, 103
 VOCAB = 1000

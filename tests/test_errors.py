@@ -1,4 +1,4 @@
-"""Tests of bert_tf.errors: every entry point reports bad flags and user errors in one line."""
+"""Tests of bert_tf.core.errors: every entry point reports bad flags and user errors in one line."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from bert_tf import errors
+from bert_tf.core import errors
 
 ENTRY_POINTS = ["data_tools.build_vocab", "data_tools.create_pretraining_data",
                 "bert_tf.run_pretraining", "bert_tf.export", "bert_tf.convert_checkpoint"]
@@ -64,7 +64,7 @@ def test_cli_main_interrupt_exits_130(capsys):
 def test_reason_is_one_short_line():
     import tensorflow as tf
 
-    from bert_tf.errors import reason
+    from bert_tf.core.errors import reason
 
     assert reason(FileNotFoundError(2, "No such file or directory")) == "No such file or directory"
     op_error = tf.errors.DataLossError(None, None, "corrupted record at 12\n\t [[{{node x}}]]")
@@ -78,7 +78,7 @@ def test_exit_at_once_does_not_wait_for_the_teardown(repo_root):
     # A thread that never ends stands for TensorFlow's slow teardown (sys.exit would wait for
     # it forever): the message is printed and the process ends with the code.
     code = ("import threading\n"
-            "from bert_tf import errors\n"
+            "from bert_tf.core import errors\n"
             "threading.Thread(target=threading.Event().wait).start()\n"
             "print('written', flush=True)\n"
             "errors.exit_at_once('stopped by SIGTERM at step 3', 143)\n")

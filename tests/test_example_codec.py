@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.data import schema
+from bert_tf.core import schema
 from data_tools.records.example_codec import encode_examples, example_bytes
 
 SEQ, PRED = 16, 4

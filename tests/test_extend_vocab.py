@@ -11,8 +11,8 @@ from collections import Counter
 import pytest
 from _text_inputs import input_variants
 
-from bert_tf.errors import UserError
-from bert_tf.text import tokenization
+from bert_tf.core import tokenization
+from bert_tf.core.errors import UserError
 from data_tools.vocab import extend, extend_job, vocab_learner, word_counting
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -7,7 +7,7 @@ import os
 import numpy as np
 import pytest
 
-from bert_tf.errors import UserError
+from bert_tf.core.errors import UserError
 from data_tools.runtime import process_pool
 from data_tools.shuffle import external_shuffle
 

@@ -1,9 +1,9 @@
-"""Tests of bert_tf.fileio: pattern expansion errors are one line naming the flag."""
+"""Tests of bert_tf.core.fileio: pattern expansion errors are one line naming the flag."""
 
 import pytest
 
-from bert_tf import fileio
-from bert_tf.errors import UserError
+from bert_tf.core import fileio
+from bert_tf.core.errors import UserError
 
 
 def test_a_pattern_matching_nothing_names_the_flag(tmp_path):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.errors import UserError
+from bert_tf.core.errors import UserError
 from bert_tf.interop import google_checkpoint
 from bert_tf.interop import model_files as convert
 from bert_tf.modeling.config import BertConfig

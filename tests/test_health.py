@@ -35,8 +35,8 @@ from _pretraining_helpers import (
     write_tfrecords,
 )
 
-from bert_tf.data import masking_rules
-from bert_tf.errors import UserError
+from bert_tf.core import masking_rules
+from bert_tf.core.errors import UserError
 from bert_tf.modeling.pretraining_model import BertPretrainingModel
 from bert_tf.training import checkpoint_paths, eval_history, health, optimization, trainer
 from bert_tf.training.health import Divergence, DivergenceDetector

@@ -9,14 +9,14 @@ import _reference_bert as reference_bert
 import numpy as np
 import pytest
 
-from bert_tf.errors import UserError
+from bert_tf.core.errors import UserError
+from bert_tf.core.tokenization import FullTokenizer
 from bert_tf.interop import hf_checkpoint, safetensors_io
 from bert_tf.interop import model_files as convert
 from bert_tf.modeling import activations
 from bert_tf.modeling.config import BertConfig
 from bert_tf.modeling.encoder import BertEncoder
 from bert_tf.modeling.weight_map import encoder_weight_map, set_weights
-from bert_tf.text.tokenization import FullTokenizer
 
 HF_CONFIG = {
     "architectures": ["BertForPreTraining"], "model_type": "bert", "vocab_size": 30,

@@ -33,11 +33,12 @@ from _input_records import (
     write_records,
 )
 
-from bert_tf.data import input_config, input_pipeline, input_validation, schema, tfrecord_format
+from bert_tf.core import schema, tfrecord_format
+from bert_tf.core.errors import UserError
+from bert_tf.core.masking_rules import MaskingConfig
+from bert_tf.data import input_config, input_pipeline, input_validation
 from bert_tf.data.input_config import InputConfig
 from bert_tf.data.input_pipeline import make_pretraining_dataset
-from bert_tf.data.masking_rules import MaskingConfig
-from bert_tf.errors import UserError
 
 
 def test_eval_pass_parses_every_example_exactly(tmp_path):

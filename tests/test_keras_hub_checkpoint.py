@@ -7,7 +7,7 @@ import keras_hub
 import numpy as np
 import pytest
 
-from bert_tf.errors import UserError
+from bert_tf.core.errors import UserError
 from bert_tf.interop import keras_hub_checkpoint
 from bert_tf.interop.native import load_pretrained, write_native
 

@@ -19,7 +19,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.errors import UserError
+from bert_tf.core.errors import UserError
+from bert_tf.core.tokenization import FullTokenizer
 from bert_tf.export import keras_hub_preset
 from bert_tf.export.preset_tokenizer import OriginalBertTokenizer  # as exact presets need
 from bert_tf.export.tokenizer_check import MAX_CHECK_LINES
@@ -28,7 +29,6 @@ from bert_tf.interop.native import write_native
 from bert_tf.modeling.config import BertConfig
 from bert_tf.modeling.encoder import BertEncoder
 from bert_tf.modeling.weight_map import encoder_weight_map, get_weights
-from bert_tf.text.tokenization import FullTokenizer
 
 # Strings where keras-hub's own BertTokenizer (NFKC case folding, split at Cc/Cf, 100-byte
 # words) and the original algorithm disagree, and a few where they agree.

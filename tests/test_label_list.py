@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from bert_tf.errors import UserError
+from bert_tf.core.errors import UserError
 from bert_tf.finetune import label_list
 
 

@@ -15,11 +15,14 @@ from _source_imports import imported_names
 
 PACKAGES = ("bert_tf", "data_tools")
 # bert_tf's subpackages in the order data flows through them; a subpackage imports only the
-# ones before it. errors and fileio (utilities) may be imported by all; the entry points
-# (run_pretraining, convert_checkpoint, export.__main__) by none.
+# ones before it. The utilities (the TensorFlow-free core, and install_check's version and
+# CPU facts) may be imported by all and import none of them; the entry points
+# (run_pretraining, convert_checkpoint, export.__main__, ...) are imported by none.
 FLOW = ("bert_tf.text", "bert_tf.data", "bert_tf.modeling", "bert_tf.training",
         "bert_tf.interop", "bert_tf.finetune", "bert_tf.export")
-UTILITIES = ("bert_tf.errors", "bert_tf.fileio")
+UTILITIES = ("bert_tf.core", "bert_tf.install_check")
+# What a TensorFlow-free module must not import (directly or through another module).
+HEAVY = ("tensorflow", "tensorflow_text", "keras", "keras_hub", "tf_keras")
 MAX_LINES = 420  # "roughly 400"
 
 
@@ -39,15 +42,17 @@ def import_graph(root: pathlib.Path) -> Dict[str, Set[str]]:
             if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 candidates = [f"{node.module}.{a.name}" for a in node.names] + [node.module]
             elif isinstance(node, ast.Import):
-                candidates = [a.name for a in node.names]
+                candidates = [a.name for a in node.names] + [""]
             else:
                 continue
-            # "from bert_tf.data import schema" imports the module bert_tf.data.schema; a
-            # class imported from a module counts as that module.
-            for target in candidates:
-                if target in files:
-                    targets.add(target)
-                    break
+            # "from bert_tf.core import errors, fileio" imports the modules
+            # bert_tf.core.errors and bert_tf.core.fileio; a class imported from a module
+            # counts as that module.
+            found = [t for t in candidates[:-1] if t in files]
+            if found:
+                targets.update(found)
+            elif candidates[-1] in files:
+                targets.add(candidates[-1])
         # A package's __init__ is imported with each of its modules; ignore that edge.
         graph[name] = {t for t in targets if t != name and not name.startswith(t + ".")}
     return graph
@@ -89,6 +94,17 @@ def test_the_checker_finds_a_cycle():
     assert find_cycle({"a": {"b"}, "b": set()}) == []
 
 
+def test_the_graph_records_every_module_one_import_names(tmp_path):
+    package = tmp_path / "bert_tf"
+    (package / "core").mkdir(parents=True)
+    for rel in ("__init__.py", "core/__init__.py", "core/a.py", "core/b.py"):
+        (package / rel).write_text("")
+    (package / "user.py").write_text("from bert_tf.core import a, b\n"
+                                     "from bert_tf.core.a import Thing\nimport bert_tf.core\n")
+    assert import_graph(tmp_path)["bert_tf.user"] == {"bert_tf.core", "bert_tf.core.a",
+                                                      "bert_tf.core.b"}
+
+
 def test_no_import_cycle_between_modules(graph):
     assert len(graph) > 60  # the walk found the package
     assert find_cycle(graph) == []
@@ -118,6 +134,53 @@ def test_subpackages_import_only_earlier_ones(graph):
                 continue
             if layer not in FLOW or FLOW.index(layer) > FLOW.index(source):
                 wrong.append(f"{module} -> {target}")
+    assert wrong == []
+
+
+def test_utilities_import_no_layer(graph):
+    wrong = [f"{m} -> {t}" for m, targets in graph.items() if _layer(m) in UTILITIES
+             for t in targets if _layer(t) not in UTILITIES]
+    assert wrong == []
+
+
+def module_level_imports(path: pathlib.Path) -> List[str]:
+    """The modules `path` imports outside any function (also under if/try at the top)."""
+    names: List[str] = []
+    todo = list(ast.parse(path.read_text(encoding="utf-8")).body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.Import):
+            names += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.append(node.module)
+        elif isinstance(node, (ast.If, ast.Try, ast.With)):
+            todo += [n for field in ("body", "orelse", "finalbody", "handlers")
+                     for n in getattr(node, field, [])]
+        elif isinstance(node, ast.ExceptHandler):
+            todo += node.body
+    return names
+
+
+def test_core_imports_nothing_else_of_bert_tf_and_no_tensorflow(repo_root, graph):
+    # bert_tf.core is what data_tools and the light bert-tf-data install share with the
+    # trainer: it must stay importable without TensorFlow and without the rest of bert_tf.
+    core = {m for m in graph if m == "bert_tf.core" or m.startswith("bert_tf.core.")}
+    assert {"bert_tf.core.errors", "bert_tf.core.tokenization", "bert_tf.core.schema"} <= core
+    assert [f"{m} -> {t}" for m in core for t in graph[m] if t not in core] == []
+    # At import time: a function may still defer to TensorFlow where it is installed
+    # (fileio's gs:// reads, schema.parsing_spec), which tests/test_data_install.py checks by
+    # running the data jobs with TensorFlow unimportable.
+    heavy = {str(p.relative_to(repo_root)): names for p in (repo_root / "bert_tf" / "core")
+             .glob("*.py") if (names := sorted(n for n in module_level_imports(p)
+                                               if n.split(".")[0] in HEAVY))}
+    assert heavy == {}
+
+
+def test_data_tools_imports_only_the_core_of_bert_tf(graph):
+    wrong = sorted(f"{m} -> {t}" for m, targets in graph.items()
+                   if m.startswith("data_tools") for t in targets
+                   if t.startswith("bert_tf") and t != "bert_tf"
+                   and not t.startswith("bert_tf.core"))
     assert wrong == []
 
 

@@ -18,7 +18,7 @@ import _reference_instances as reference_instances
 import numpy as np
 import pytest
 
-from bert_tf.text import tokenization
+from bert_tf.core import tokenization
 from data_tools.inputs import documents
 from data_tools.pretraining_data import chunk_records, instances
 from data_tools.pretraining_data.create_config import CreateConfig

@@ -1,4 +1,4 @@
-"""Tests of bert_tf.data.masking_rules: the checks, from_vocab_file, and the count rule,
+"""Tests of bert_tf.core.masking_rules: the checks, from_vocab_file, and the count rule,
 which the NumPy writer and the TF dynamic masking must both follow."""
 
 from __future__ import annotations
@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.data import dynamic_masking, masking_rules
-from bert_tf.data.masking_rules import MaskingConfig
-from bert_tf.errors import UserError
+from bert_tf.core import masking_rules
+from bert_tf.core.errors import UserError
+from bert_tf.core.masking_rules import MaskingConfig
+from bert_tf.data import dynamic_masking
 from data_tools.pretraining_data import masking
 
 

@@ -9,7 +9,7 @@ import nbclient
 import nbformat
 import pytest
 
-from bert_tf.text.tokenization import FullTokenizer
+from bert_tf.core.tokenization import FullTokenizer
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NOTEBOOK = os.path.join(REPO, "notebooks", "pretrain_bert_colab_tpu.ipynb")

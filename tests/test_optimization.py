@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.errors import UserError
+from bert_tf.core.errors import UserError
 from bert_tf.training import optimization
 from bert_tf.training.budget import TrainingClock
 from bert_tf.training.optimization import OptimizerConfig, WarmupPolynomialDecay, create_optimizer

@@ -2,7 +2,7 @@
 
 import pytest
 
-from bert_tf.errors import UserError
+from bert_tf.core.errors import UserError
 from data_tools.prepare.prepare_config import PrepareConfig
 
 

@@ -8,7 +8,7 @@ import os
 import numpy as np
 import pytest
 
-from bert_tf.errors import UserError
+from bert_tf.core.errors import UserError
 from data_tools.prepare import prepare_job, raw_documents
 from data_tools.prepare.prepare_config import PrepareConfig
 

@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from bert_tf.errors import UserError
+from bert_tf.core.errors import UserError
 from data_tools.runtime import process_pool
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -76,7 +76,7 @@ def test_a_dead_worker_is_reported():
 # test of create_pretraining_data under load.)
 KILLED_MID_SEND = textwrap.dedent("""
     import os, signal, sys, time
-    from bert_tf.errors import UserError
+    from bert_tf.core.errors import UserError
     from data_tools.runtime import process_pool
 
     def call(i, pid_file):

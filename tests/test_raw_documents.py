@@ -6,7 +6,7 @@ import gzip
 
 import pytest
 
-from bert_tf.errors import UserError
+from bert_tf.core.errors import UserError
 from data_tools.prepare import raw_documents
 from data_tools.prepare.raw_documents import ReadStats
 

@@ -25,9 +25,9 @@ from _input_records import (
     write_records,
 )
 
+from bert_tf.core.errors import UserError
 from bert_tf.data import input_validation, record_positions
 from bert_tf.data.input_pipeline import make_pretraining_dataset
-from bert_tf.errors import UserError
 
 SIZES = (5, 9, 3, 7)  # records per file: windows of 4 straddle files
 

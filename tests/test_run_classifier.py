@@ -30,7 +30,7 @@ import pytest
 import tensorflow as tf
 from _pretraining_helpers import error_lines, run_module
 
-from bert_tf.errors import UserError
+from bert_tf.core.errors import UserError
 from bert_tf.finetune import runner, warm_start
 from bert_tf.finetune.classification_task import ClassificationSettings, ClassificationTask
 from bert_tf.finetune.heads import BertClassifier

@@ -29,7 +29,7 @@ import pytest
 from _glue_data import write_mnli, write_rte, write_sst2, write_wnli
 from _pretraining_helpers import REPO_ROOT, error_lines, run_module, subprocess_env
 
-from bert_tf.errors import UserError
+from bert_tf.core.errors import UserError
 from bert_tf.finetune import scorecard, scorecard_runs, suite
 from bert_tf.finetune.scorecard_runs import Model, Protocol
 

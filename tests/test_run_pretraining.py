@@ -330,6 +330,55 @@ def test_eval_only_with_another_model_config_is_a_one_line_error(straight, data,
     assert not (tmp_path / "run" / "eval_results.txt").exists()
 
 
+def test_eval_only_reads_a_hugging_face_directory_and_its_own_config(straight, data, tmp_path):
+    """--do_eval alone from a Hugging Face directory, without --bert_config_file (its
+    config.json is the default): the figures of the same weights evaluated in bert_tf's
+    format. (It was refused: eval read --init_checkpoint as a bert_tf checkpoint.) A
+    directory without the masked-LM head is refused in one line: its eval would score a
+    random head."""
+    import dataclasses
+
+    from bert_tf.interop import hf_checkpoint
+    from bert_tf.interop.model_files import MLM_PREFIX
+    from bert_tf.interop.native import read_native
+
+    files = read_native(os.fspath(straight[0]))
+    hf_checkpoint.write(files, os.fspath(tmp_path / "hf"))
+    headless = dataclasses.replace(files, weights={
+        k: v for k, v in files.weights.items() if not k.startswith(MLM_PREFIX)})
+    hf_checkpoint.write(headless, os.fspath(tmp_path / "headless"))
+    flags = dict(bert_config_file=None, do_train="false", do_eval="true")
+    proc = run_module(MODULE, common_flags(data, tmp_path / "out", **flags,
+                                           init_checkpoint=tmp_path / "hf"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+    def results(path):
+        lines = path.read_text().splitlines()
+        return {k: float(v) for k, v in (line.split(" = ") for line in lines)
+                if k != "global_step"}
+
+    expected = results(straight[0] / "eval_results.txt")
+    assert results(tmp_path / "out" / "eval_results.txt") == pytest.approx(expected, abs=1e-5)
+
+    proc = run_module(MODULE, common_flags(data, tmp_path / "out2", **flags,
+                                           init_checkpoint=tmp_path / "headless"))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert error_lines(proc.stderr) == [
+        f"error: --init_checkpoint={tmp_path / 'headless'} lacks 5 weights of the model to "
+        "evaluate (mlm/transform/kernel, mlm/transform/bias, mlm/transform/layer_norm/gamma, "
+        "...): they would be scored at their random initial "
+        "values (an encoder without its pretraining heads cannot be evaluated on masked LM; "
+        "pass --no_nsp if only the NSP head is missing)"]
+    # An HF config.json given as --bert_config_file names what to do instead.
+    proc = run_module(MODULE, common_flags(data, tmp_path / "out3", **dict(
+        flags, bert_config_file=tmp_path / "hf" / "config.json")))
+    assert error_lines(proc.stderr) == [
+        f"error: {tmp_path / 'hf' / 'config.json'}: a Hugging Face config.json, not a "
+        "bert_config.json: give its directory as --init_checkpoint without "
+        "--bert_config_file (its config.json is read from there), or convert it with python "
+        "-m bert_tf.convert_checkpoint"]
+
+
 def test_max_train_minutes_stops_at_a_loop_boundary_saves_and_evaluates(data, tmp_path):
     # A budget spent by the first timed call: the first call (it traces the step) counts
     # nothing by itself, the second counts both steps' time, so the run stops after step 2,

@@ -22,8 +22,8 @@ import numpy as np
 import pytest
 from _pretraining_helpers import error_lines, run_module
 
+from bert_tf.core.tokenization import FullTokenizer
 from bert_tf.finetune.squad_task import SquadSettings, SquadTask
-from bert_tf.text.tokenization import FullTokenizer
 
 MODULE = "bert_tf.run_squad"
 SQUAD = pathlib.Path(__file__).resolve().parent.parent / "data" / "finetune" / "squad_tiny"

@@ -11,7 +11,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from bert_tf.errors import UserError
+from bert_tf.core.errors import UserError
 from bert_tf.interop import safetensors_io
 
 

@@ -12,12 +12,12 @@ import keras
 import numpy as np
 import pytest
 
+from bert_tf.core.tokenization import FullTokenizer
 from bert_tf.interop import model_files as convert
 from bert_tf.interop.native import load_pretrained, write_native
 from bert_tf.modeling.config import BertConfig
 from bert_tf.modeling.pretraining_model import BertPretrainingModel
 from bert_tf.modeling.weight_map import get_weights, pretraining_weight_map
-from bert_tf.text.tokenization import FullTokenizer
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": REPO}

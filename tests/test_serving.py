@@ -5,11 +5,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from bert_tf.core.tokenization import FullTokenizer
 from bert_tf.export.serving import BertServingModule
 from bert_tf.modeling.config import BertConfig
 from bert_tf.modeling.pretraining_model import BertPretrainingModel
 from bert_tf.text.tf_tokenization import TFBertTokenizer
-from bert_tf.text.tokenization import FullTokenizer
 
 MAX_SEQ_LENGTH = 24
 CLS, SEP, MASK = 101, 102, 103

@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 from _records import random_records
 
-from bert_tf.errors import UserError
+from bert_tf.core.errors import UserError
 from data_tools.records.tfrecord_frames import frame_records
 from data_tools.runtime.sharded_output import ShardedWriter
 
@@ -67,7 +67,7 @@ def test_bad_compression_and_duplicate_paths(tmp_path):
 def test_write_error_is_a_user_error_and_removes_temps(tmp_path, monkeypatch):
     import errno
 
-    from bert_tf import fileio
+    from bert_tf.core import fileio
 
     real_open = fileio.open_file
 

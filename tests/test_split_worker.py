@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from bert_tf.errors import UserError
+from bert_tf.core.errors import UserError
 from data_tools.prepare import prepare_job, raw_documents, split_worker
 from data_tools.prepare.prepare_config import PrepareConfig
 

@@ -10,9 +10,9 @@ import sys
 import numpy as np
 import pytest
 
-from bert_tf.errors import UserError
+from bert_tf.core.errors import UserError
+from bert_tf.core.tokenization import FullTokenizer
 from bert_tf.finetune import squad_data as sd
-from bert_tf.text.tokenization import FullTokenizer
 
 # 16 words, one WordPiece each in the uncased vocab.
 CONTEXT = "in the spring of that year the old red barn by the river was painted blue"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bert_tf.errors import UserError
+from bert_tf.core.errors import UserError
 from bert_tf.finetune import squad_metrics as sm
 
 

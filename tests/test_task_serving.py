@@ -14,7 +14,8 @@ import pytest
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the ops the SavedModel needs)
 
-from bert_tf.errors import UserError
+from bert_tf.core.errors import UserError
+from bert_tf.core.tokenization import FullTokenizer
 from bert_tf.export import task_serving
 from bert_tf.export.qa_serving import SpanServingModule, max_context_window, plan_windows
 from bert_tf.finetune import (
@@ -28,7 +29,6 @@ from bert_tf.finetune import (
 from bert_tf.finetune.label_list import save_label_list
 from bert_tf.modeling.config import BertConfig
 from bert_tf.text.tf_tokenization import TFBertTokenizer
-from bert_tf.text.tokenization import FullTokenizer
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIG = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,

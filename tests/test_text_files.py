@@ -7,7 +7,7 @@ import bz2
 import pytest
 from _text_inputs import input_variants
 
-from bert_tf.errors import UserError
+from bert_tf.core.errors import UserError
 from data_tools.inputs import documents, text_files
 
 TEXT = "first line\nsecond café line\n\nthird\n".encode("utf-8")

@@ -10,8 +10,9 @@ import pytest
 import tensorflow as tf
 from _tokenization_cases import HARD_CASES, SMALL_PIECES, SPECIALS, random_nasty_texts
 
-from bert_tf.errors import UserError
-from bert_tf.text import tf_tokenization, tokenization
+from bert_tf.core import tokenization
+from bert_tf.core.errors import UserError
+from bert_tf.text import tf_tokenization
 
 
 @pytest.fixture(scope="module", params=[True, False], ids=["uncased", "cased"])

@@ -1,4 +1,4 @@
-"""Tests of bert_tf.data.tfrecord_format against TensorFlow's own TFRecord writer and reader."""
+"""Tests of bert_tf.core.tfrecord_format against TensorFlow's own TFRecord writer and reader."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import os
 import pytest
 import tensorflow as tf
 
-from bert_tf.data import tfrecord_format
+from bert_tf.core import tfrecord_format
 
 
 def test_crc32c_check_value_and_mask():

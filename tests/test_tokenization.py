@@ -1,4 +1,4 @@
-"""Tests for bert_tf.text.tokenization: golden cases, vocab errors, fast path, HF oracle."""
+"""Tests for bert_tf.core.tokenization: golden cases, vocab errors, fast path, HF oracle."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 import tokenizers
 from _tokenization_cases import HARD_CASES, SMALL_PIECES, SPECIALS, random_nasty_texts
 
-from bert_tf.errors import UserError
-from bert_tf.text import tokenization
+from bert_tf.core import tokenization
+from bert_tf.core.errors import UserError
 
 
 @pytest.fixture()
@@ -168,8 +168,8 @@ def test_load_vocab_errors(tmp_path):
 def test_errors_are_one_line_for_the_cli(tmp_path):
     """A missing vocab reported through cli_main: one line on stderr, exit code 2."""
     code = ("from absl import app\n"
-            "from bert_tf.text import tokenization\n"
-            "from bert_tf.errors import cli_main\n"
+            "from bert_tf.core import tokenization\n"
+            "from bert_tf.core.errors import cli_main\n"
             "app.run(cli_main(lambda argv: "
             f"tokenization.FullTokenizer({str(tmp_path)!r} + '/v')))\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

@@ -2,9 +2,9 @@
 
 import pytest
 
-from bert_tf.errors import UserError
+from bert_tf.core.errors import UserError
+from bert_tf.core.tokenization import FullTokenizer
 from bert_tf.export import tokenizer_check
-from bert_tf.text.tokenization import FullTokenizer
 
 # Lines built to differ, or not, between keras-hub's BertTokenizer and pretraining's
 # FullTokenizer (Google's uncased vocabulary), and why:

@@ -20,8 +20,8 @@ from _pretraining_helpers import (
     write_tfrecords,
 )
 
+from bert_tf.core.errors import UserError
 from bert_tf.data import input_config
-from bert_tf.errors import UserError
 from bert_tf.modeling.pretraining_model import BertPretrainingModel
 from bert_tf.training import optimization, resume, trainer
 

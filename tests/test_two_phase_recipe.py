@@ -18,7 +18,7 @@ import sys
 
 import tensorflow as tf
 
-from bert_tf.data import schema
+from bert_tf.core import schema
 
 ARTICLES = 30
 TRAIN_FLAGS = " ".join([

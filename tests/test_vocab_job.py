@@ -3,7 +3,7 @@ settings checked before anything is read."""
 
 import pytest
 
-from bert_tf.errors import UserError
+from bert_tf.core.errors import UserError
 from data_tools.vocab import vocab_job
 from data_tools.vocab.vocab_learner import VocabConfig
 from data_tools.vocab.word_counting import CountConfig

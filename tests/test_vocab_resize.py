@@ -21,7 +21,8 @@ import pytest
 import tensorflow as tf
 from _pretraining_helpers import blocks_dataset_fn, synthetic_examples, tiny_bert_config
 
-from bert_tf.errors import UserError
+from bert_tf.core.errors import UserError
+from bert_tf.core.tokenization import FullTokenizer
 from bert_tf.finetune import warm_start
 from bert_tf.interop import continued_pretraining, formats, google_checkpoint, vocab_resize
 from bert_tf.interop.model_files import ModelFiles, expected_shapes
@@ -30,7 +31,6 @@ from bert_tf.modeling.config import BertConfig
 from bert_tf.modeling.encoder import BertEncoder
 from bert_tf.modeling.pretraining_model import BertPretrainingModel
 from bert_tf.modeling.weight_map import encoder_weight_map, get_weights, pretraining_weight_map
-from bert_tf.text.tokenization import FullTokenizer
 from bert_tf.training import optimization, trainer
 from bert_tf.training.new_rows_only import NewRowsOnly
 

@@ -7,7 +7,7 @@ import keras
 import numpy as np
 import pytest
 
-from bert_tf.errors import UserError
+from bert_tf.core.errors import UserError
 from bert_tf.modeling.config import BertConfig
 from bert_tf.modeling.encoder import BertEncoder
 from bert_tf.modeling.pretraining_model import BertPretrainingModel, dummy_pretraining_inputs

@@ -9,7 +9,7 @@ import gzip
 
 import pytest
 
-from bert_tf.errors import UserError
+from bert_tf.core.errors import UserError
 from data_tools.inputs import documents
 from data_tools.vocab import vocab_learner, word_counting
 from data_tools.vocab.word_counting import CountConfig, FilePart

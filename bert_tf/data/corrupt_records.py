@@ -14,8 +14,7 @@ from typing import Dict, Tuple
 
 import tensorflow as tf
 
-from bert_tf import errors, fileio
-from bert_tf.data import tfrecord_format
+from bert_tf.core import errors, fileio, tfrecord_format
 
 
 def count_lost_records(path: str, compression: str, offset: int) -> Tuple[int, str]:

@@ -3,7 +3,7 @@
 The pretraining records carry one fixed mask per instance (the writer's `dupe_factor` copies
 are the original's only source of variety). Dynamic masking (as in RoBERTa) draws new
 positions and replacements each time a record is read, with the writer's own rules (stated
-once in `bert_tf.data.masking_rules`: the count rule, the candidates, the 80/10/10 split):
+once in `bert_tf.core.masking_rules`: the count rule, the candidates, the 80/10/10 split):
 
 - the original tokens are recovered first: `input_ids` with every masked position restored
   from `masked_lm_ids`, so the stored [MASK]/random replacements do not leak;
@@ -32,9 +32,9 @@ from typing import Dict
 
 import tensorflow as tf
 
-from bert_tf.data import masking_rules, schema
-from bert_tf.data.masking_rules import KEEP_FRACTION, MASK_FRACTION, MaskingConfig
-from bert_tf.errors import UserError
+from bert_tf.core import masking_rules, schema
+from bert_tf.core.errors import UserError
+from bert_tf.core.masking_rules import KEEP_FRACTION, MASK_FRACTION, MaskingConfig
 
 __all__ = ["MaskingConfig", "mask_tokens", "num_to_predict", "remask_batch",
            "remask_records", "restore_original_ids", "word_ids"]

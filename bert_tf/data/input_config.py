@@ -10,9 +10,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional, Tuple, Union
 
-from bert_tf.data import masking_rules
+from bert_tf.core import masking_rules
+from bert_tf.core.errors import UserError
 from bert_tf.data.corrupt_records import CorruptRecords
-from bert_tf.errors import UserError
 
 
 @dataclasses.dataclass(frozen=True)

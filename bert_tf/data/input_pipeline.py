@@ -1,7 +1,7 @@
 """The tf.data input pipeline for pretraining: TFRecords in the original schema -> batches.
 
 Reads the records of `data_tools.create_pretraining_data` and of the original
-google-research `create_pretraining_data.py` alike (`bert_tf.data.schema`; v1 or v2 feature names,
+google-research `create_pretraining_data.py` alike (`bert_tf.core.schema`; v1 or v2 feature names,
 plain or GZIP), and yields dicts with the v1 names, int32 ids and float32 weights:
 
     input_ids, input_mask, segment_ids   [batch, max_seq_length]          int32
@@ -31,7 +31,8 @@ from typing import Dict, Optional, Tuple
 
 import tensorflow as tf
 
-from bert_tf.data import dynamic_masking, record_positions, schema, tfrecord_format
+from bert_tf.core import schema, tfrecord_format
+from bert_tf.data import dynamic_masking, record_positions
 from bert_tf.data.input_config import InputConfig, InputFiles
 from bert_tf.data.input_validation import (
     INPUT_ERROR_PREFIX,

@@ -1,7 +1,7 @@
 """Checks pretraining TFRecord inputs before training, and explains input failures during it.
 
 `validate_input_files` reads the first record of every file eagerly (plain Python framing via
-`bert_tf.data.tfrecord_format`, so the TensorFlow runtime is not started before the trainer
+`bert_tf.core.tfrecord_format`, so the TensorFlow runtime is not started before the trainer
 configures its devices) and checks the schema: every feature present with the right kind and
 length, token ids below vocab_size, one feature naming (v1 or v2) across files. Later records
 are checked in the graph (`input_pipeline.check_batch`); their failures carry
@@ -19,11 +19,10 @@ from typing import List, Optional, Tuple
 
 import tensorflow as tf
 
-from bert_tf import errors, fileio
-from bert_tf.data import schema, tfrecord_format
+from bert_tf.core import errors, fileio, schema, tfrecord_format
+from bert_tf.core.errors import UserError
 from bert_tf.data.corrupt_records import count_lost_records
 from bert_tf.data.input_config import InputConfig, InputFiles
-from bert_tf.errors import UserError
 
 INPUT_ERROR_PREFIX = "bert_tf input:"
 

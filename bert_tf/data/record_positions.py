@@ -36,10 +36,10 @@ from typing import Dict, List, Sequence, Tuple
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import fileio
+from bert_tf.core import fileio
+from bert_tf.core.errors import UserError
 from bert_tf.data.input_config import InputConfig, InputFiles
 from bert_tf.data.input_validation import read_past_damage, validate_input_files
-from bert_tf.errors import UserError
 
 # Under a run's output_dir: the record count of every input file.
 COUNTS_FILE = "input_record_counts.json"

@@ -43,8 +43,9 @@ import sys
 
 from absl import flags, logging
 
-from bert_tf import errors
-from bert_tf.errors import UserError, cli_main
+from bert_tf import install_check
+from bert_tf.core import errors
+from bert_tf.core.errors import UserError, cli_main
 
 FLAGS = flags.FLAGS
 DEFAULT_MAX_SEQ_LENGTH = 128
@@ -103,7 +104,7 @@ class ExportConfig:
 
 def export(config: ExportConfig) -> str:
     """Restores the checkpoint and writes the export. Returns export_dir."""
-    from bert_tf import fileio
+    from bert_tf.core import fileio
     from bert_tf.export import saved_model
     from bert_tf.interop import native
     from bert_tf.interop.model_files import check_new_directory
@@ -157,7 +158,7 @@ def config_from_flags() -> ExportConfig:
 
 def is_finetuned(path: str) -> bool:
     """Whether `path` is a fine-tuning output directory (it has finetune_task.json)."""
-    from bert_tf import fileio
+    from bert_tf.core import fileio
     from bert_tf.finetune.runner import TASK_FILE
 
     return fileio.exists(os.path.join(path, TASK_FILE))
@@ -202,7 +203,7 @@ def main(argv) -> None:
 
 def console_main() -> None:
     """The `bert-tf-export` console script (and `python -m bert_tf.export`)."""
-    errors.run_app(main)
+    errors.run_app(main, preflight=install_check.problems)
 
 
 if __name__ == "__main__":

@@ -37,7 +37,7 @@ from typing import Optional
 
 import numpy as np
 
-from bert_tf.errors import UserError
+from bert_tf.core.errors import UserError
 
 # Outputs of an exported tanh-GELU encoder must match ours to float32 round-off.
 _SAME_OUTPUT_TOLERANCE = 1e-4
@@ -114,8 +114,8 @@ def preset_tokenizer_layer(vocab_file: str, do_lower_case: bool, preset_tokenize
         mismatch count of `tokenizer_check` ("warning: ..." if any line differs, else
         "note: ..."); for "exact", a note naming the import loading needs.
     """
+    from bert_tf.core.tokenization import load_vocab, vocab_list
     from bert_tf.export import tokenizer_check
-    from bert_tf.text.tokenization import load_vocab, vocab_list
 
     vocabulary = vocab_list(load_vocab(vocab_file))
     if preset_tokenizer == EXACT:

@@ -48,7 +48,7 @@ from keras_hub.src.utils.tensor_utils import (
     restore_outer_shape,
 )
 
-from bert_tf.text import tokenization
+from bert_tf.core import tokenization
 from bert_tf.text.tf_tokenization import TFBertTokenizer
 
 # Arguments of keras-hub's WordPieceTokenizer whose only supported value is the original
@@ -64,7 +64,7 @@ _FIXED_ARGUMENTS = {
 
 @keras.saving.register_keras_serializable(package="bert_tf")
 class OriginalBertTokenizer(keras_hub.models.BertTokenizer):
-    """`keras_hub.models.BertTokenizer` giving exactly `bert_tf.text.tokenization`'s ids.
+    """`keras_hub.models.BertTokenizer` giving exactly `bert_tf.core.tokenization`'s ids.
 
     Example:
         tokenizer = OriginalBertTokenizer(vocabulary="vocab.txt", lowercase=True)
@@ -83,7 +83,7 @@ class OriginalBertTokenizer(keras_hub.models.BertTokenizer):
 
     Raises:
         ValueError: an argument the original algorithm does not have.
-        bert_tf.errors.UserError: a bad vocabulary (see `tokenization.load_vocab`).
+        bert_tf.core.errors.UserError: a bad vocabulary (see `tokenization.load_vocab`).
     """
 
     def __init__(self, vocabulary=None, lowercase: bool = False, strip_accents=None, **kwargs):

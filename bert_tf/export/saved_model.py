@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 
-from bert_tf.errors import UserError
+from bert_tf.core.errors import UserError
 
 
 def export_saved_model(

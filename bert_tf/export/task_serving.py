@@ -49,7 +49,7 @@ from typing import Dict, List, Optional, Sequence
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from bert_tf.errors import UserError
+from bert_tf.core.errors import UserError
 from bert_tf.export.qa_serving import (
     SpanServingModule,
     build_rows,

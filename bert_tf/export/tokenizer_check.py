@@ -24,8 +24,8 @@ import dataclasses
 import re
 from typing import List, Optional, Sequence, Tuple
 
-from bert_tf import fileio
-from bert_tf.errors import UserError
+from bert_tf.core import fileio
+from bert_tf.core.errors import UserError
 
 MAX_CHECK_LINES = 10_000
 MAX_CHECK_BYTES = 10_000_000
@@ -173,7 +173,7 @@ def count_mismatches(lines: Sequence[str], vocab_file: str, do_lower_case: bool
     """
     import tensorflow as tf
 
-    from bert_tf.text.tokenization import FullTokenizer, vocab_list
+    from bert_tf.core.tokenization import FullTokenizer, vocab_list
 
     ours = FullTokenizer(vocab_file, do_lower_case)
     vocabulary = vocab_list(ours.vocab)

@@ -31,8 +31,8 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from bert_tf import fileio
-from bert_tf.errors import UserError, reason
+from bert_tf.core import fileio
+from bert_tf.core.errors import UserError, reason
 
 Label = Union[str, float, None]
 
@@ -335,7 +335,7 @@ def featurize(examples: Sequence[Example], label_list: Optional[Sequence[str]], 
     Args:
         examples: from `read_split`; all labelled or all unlabelled.
         label_list: class names (index = label id), or None for regression (float labels).
-        tokenizer: a `bert_tf.text.tokenization.FullTokenizer`; its `encode` fast path gives
+        tokenizer: a `bert_tf.core.tokenization.FullTokenizer`; its `encode` fast path gives
             the same ids as `convert_tokens_to_ids(tokenize(text))`.
         max_seq_length: the sequence length, special tokens included.
 

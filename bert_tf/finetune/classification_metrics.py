@@ -28,7 +28,7 @@ from typing import Dict, Optional
 import numpy as np
 from numpy.typing import ArrayLike
 
-from bert_tf.errors import UserError
+from bert_tf.core.errors import UserError
 
 TASK_KINDS = ("classification", "regression")
 

@@ -14,8 +14,8 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 from absl import logging
 
-from bert_tf import fileio
-from bert_tf.errors import UserError
+from bert_tf.core import fileio
+from bert_tf.core.errors import UserError
 from bert_tf.finetune import classification_data as data
 from bert_tf.finetune import classification_metrics as metrics
 from bert_tf.finetune import heads, subset

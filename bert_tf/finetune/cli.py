@@ -11,8 +11,8 @@ from typing import Callable
 
 from absl import flags, logging
 
-from bert_tf import errors
-from bert_tf.errors import UserError
+from bert_tf.core import errors
+from bert_tf.core.errors import UserError
 from bert_tf.training import distribution_flags
 
 FLAGS = flags.FLAGS

@@ -23,8 +23,8 @@ import os
 from collections import Counter
 from typing import Dict, List, Tuple
 
-from bert_tf import fileio
-from bert_tf.errors import UserError
+from bert_tf.core import fileio
+from bert_tf.core.errors import UserError
 from bert_tf.finetune import classification_data
 
 DIAGNOSTIC_FOLDER = "diagnostic"

@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 from typing import List, Optional, Sequence
 
-from bert_tf import fileio
-from bert_tf.errors import UserError, reason
+from bert_tf.core import fileio
+from bert_tf.core.errors import UserError, reason
 
 LABEL_LIST_FILE = "label_list.json"
 

@@ -22,10 +22,9 @@ from typing import Dict, Optional, Protocol
 import numpy as np
 from absl import logging
 
-from bert_tf import fileio
-from bert_tf.errors import UserError
+from bert_tf.core import fileio, tokenization
+from bert_tf.core.errors import UserError
 from bert_tf.finetune import inputs, warm_start
-from bert_tf.text import tokenization
 from bert_tf.training import distribution, objectives, optimization, results, trainer
 
 TASK_FILE = "finetune_task.json"

@@ -12,8 +12,8 @@ import dataclasses
 import os
 from typing import Callable, Dict, Optional, Tuple
 
-from bert_tf import fileio
-from bert_tf.errors import UserError
+from bert_tf.core import fileio
+from bert_tf.core.errors import UserError
 from bert_tf.finetune import scorecard_report, scorecard_runs, suite
 from bert_tf.finetune.scorecard_runs import Model, Protocol
 from bert_tf.training import distribution

@@ -20,7 +20,8 @@ import statistics
 import zipfile
 from typing import Dict, List, Sequence
 
-from bert_tf import fileio, install_check
+from bert_tf import install_check
+from bert_tf.core import fileio
 from bert_tf.finetune import glue
 from bert_tf.finetune.scorecard_runs import Model, Protocol, Run, RunRecord, task_score
 from bert_tf.finetune.suite import ScoredTask

@@ -29,8 +29,8 @@ from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
 from absl import logging
 
-from bert_tf import fileio
-from bert_tf.errors import UserError
+from bert_tf.core import fileio
+from bert_tf.core.errors import UserError
 from bert_tf.finetune import runner
 from bert_tf.finetune.suite import ScoredTask, results_name
 from bert_tf.training import distribution

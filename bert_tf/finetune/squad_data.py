@@ -22,9 +22,9 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 from absl import logging
 
-from bert_tf import fileio
-from bert_tf.errors import UserError, reason
-from bert_tf.text.tokenization import CLS, SEP, FullTokenizer
+from bert_tf.core import fileio
+from bert_tf.core.errors import UserError, reason
+from bert_tf.core.tokenization import CLS, SEP, FullTokenizer
 
 # The characters that separate SQuAD context words: the four ASCII blanks and the narrow
 # no-break space, which SQuAD's annotators' texts use between numbers and units.

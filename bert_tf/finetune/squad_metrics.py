@@ -30,7 +30,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 
 from absl import logging
 
-from bert_tf.errors import UserError
+from bert_tf.core.errors import UserError
 
 _PUNCTUATION = str.maketrans("", "", string.punctuation)
 _ARTICLES = re.compile(r"\b(?:a|an|the)\b")

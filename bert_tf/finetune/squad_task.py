@@ -17,8 +17,8 @@ from typing import Dict, List, Optional
 import numpy as np
 from absl import logging
 
-from bert_tf import fileio
-from bert_tf.errors import UserError
+from bert_tf.core import fileio
+from bert_tf.core.errors import UserError
 from bert_tf.finetune import heads, squad_data, squad_metrics, squad_postprocess
 from bert_tf.finetune.objectives import SpanObjective
 from bert_tf.modeling.config import BertConfig

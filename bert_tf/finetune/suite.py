@@ -27,8 +27,8 @@ import json
 import os
 from typing import Any, Dict, List, Optional, Tuple
 
-from bert_tf import fileio
-from bert_tf.errors import UserError, reason
+from bert_tf.core import fileio
+from bert_tf.core.errors import UserError, reason
 from bert_tf.finetune import classification_data, glue
 
 KINDS = ("classification", "tagging", "squad", "glue")

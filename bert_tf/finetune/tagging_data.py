@@ -27,8 +27,8 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
-from bert_tf import fileio
-from bert_tf.errors import UserError
+from bert_tf.core import fileio
+from bert_tf.core.errors import UserError
 
 DOCSTART = "-DOCSTART-"
 OUTSIDE = "O"
@@ -169,7 +169,7 @@ def featurize(sentences: Sequence[Sentence], label_list: Optional[Sequence[str]]
         sentences: from `read_conll`.
         label_list: tag names (index = label id); None, or sentences without tags, give no
             label arrays.
-        tokenizer: a `bert_tf.text.tokenization.FullTokenizer` (its `encode` fast path gives
+        tokenizer: a `bert_tf.core.tokenization.FullTokenizer` (its `encode` fast path gives
             the same ids as `convert_tokens_to_ids(tokenize(word))`).
         max_seq_length: sequence length, [CLS] and [SEP] included; windows hold
             max_seq_length - 2 pieces.

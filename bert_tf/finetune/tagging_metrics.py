@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Dict, List, Sequence, Tuple
 
-from bert_tf.errors import UserError
+from bert_tf.core.errors import UserError
 
 PREFIXES = ("B", "I", "E", "S")
 OUTSIDE = "O"

@@ -16,7 +16,7 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 from absl import logging
 
-from bert_tf.errors import UserError
+from bert_tf.core.errors import UserError
 from bert_tf.finetune import classification_metrics as metrics
 from bert_tf.finetune import heads, subset, tagging_metrics
 from bert_tf.finetune import label_list as labels_io

@@ -20,8 +20,8 @@ from typing import Optional
 
 from absl import logging
 
-from bert_tf import fileio
-from bert_tf.errors import UserError
+from bert_tf.core import fileio
+from bert_tf.core.errors import UserError
 from bert_tf.interop import formats, vocab_resize
 from bert_tf.interop.formats import detect_format
 from bert_tf.interop.model_files import ModelFiles, find_beside

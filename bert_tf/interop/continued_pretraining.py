@@ -16,13 +16,14 @@ the trainer has no checkpoint of its own to resume from.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from typing import Any, Dict, Optional, Tuple
 
 from absl import logging
 
-from bert_tf import fileio
-from bert_tf.errors import UserError
+from bert_tf.core import fileio
+from bert_tf.core.errors import UserError
 from bert_tf.interop import formats, vocab_resize
 from bert_tf.interop.model_files import copy_file, find_beside, vocab_size_of
 from bert_tf.modeling.config import BertConfig
@@ -57,13 +58,19 @@ class PretrainingStart:
         """True when the trainer restores the checkpoint itself (bert_tf, same vocabulary)."""
         return self.fmt == "bert_tf" and self.change is None
 
-    def warm_start(self, model) -> None:
+    def warm_start(self, model, strict: bool = False) -> None:
         """Loads the checkpoint's weights into a `BertPretrainingModel`, resized to the
         vocabulary; weights the checkpoint lacks (e.g. the heads of an encoder-only model)
         keep their fresh values, and the log names them.
 
+        Args:
+            model: the `BertPretrainingModel`.
+            strict: refuse a checkpoint that lacks any of the model's weights (evaluation:
+                freshly initialised heads would be scored as if trained).
+
         Raises:
-            UserError: the checkpoint does not fit the model (naming the weight).
+            UserError: the checkpoint does not fit the model (naming the weight), or, with
+                `strict`, lacks some of its weights.
         """
         from bert_tf.modeling import weight_map
 
@@ -77,6 +84,13 @@ class PretrainingStart:
         weight_map.set_weights(mapping, files.weights, strict=False, source=files.source)
         restored = [n for n in mapping if n in files.weights]
         missing = [n for n in mapping if n not in files.weights]
+        if strict and missing:
+            raise UserError(f"--init_checkpoint={self.init_checkpoint} lacks {len(missing)} "
+                            f"weights of the model to evaluate ({', '.join(missing[:3])}"
+                            f"{', ...' if len(missing) > 3 else ''}): they would be scored "
+                            "at their random initial values (an encoder without its "
+                            "pretraining heads cannot be evaluated on masked LM; pass "
+                            "--no_nsp if only the NSP head is missing)")
         unused = [n for n in files.weights if n not in mapping]
         logging.info("init_checkpoint %s (%s): restored %d weights", files.source, self.fmt,
                      len(restored))
@@ -87,12 +101,13 @@ class PretrainingStart:
             logging.warning("init_checkpoint: %d checkpoint weights UNUSED by this model: %s",
                             len(unused), ", ".join(unused))
 
-    def trainer_args(self) -> Dict[str, Any]:
+    def trainer_args(self, eval_only: bool = False) -> Dict[str, Any]:
         """`Trainer` arguments: the warm start (unless the trainer restores the checkpoint
-        itself) and --train_only_new_embeddings_steps."""
+        itself; strict when the run only evaluates) and --train_only_new_embeddings_steps."""
         args: Dict[str, Any] = {"new_rows": self.new_rows}
         if not self.by_object_graph:
-            args["warm_start_fn"] = self.warm_start
+            args["warm_start_fn"] = (functools.partial(self.warm_start, strict=True)
+                                     if eval_only else self.warm_start)
         return args
 
     def write_vocab(self, output_dir: str) -> None:

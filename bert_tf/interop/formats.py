@@ -10,11 +10,12 @@ import os
 import sys
 from typing import Optional
 
-from bert_tf import fileio
-from bert_tf.errors import UserError
+from bert_tf.core import fileio
+from bert_tf.core.errors import UserError
 from bert_tf.interop import vocab_resize
 from bert_tf.interop.model_files import ModelFiles, check_new_directory, report_missing
-from bert_tf.interop.native import read_native, write_native
+from bert_tf.interop.native import find_config, read_native, write_native
+from bert_tf.modeling.config import BertConfig
 
 FORMATS = ("google", "hf", "bert_tf")
 _HF_WEIGHTS = ("model.safetensors", "pytorch_model.bin")
@@ -91,6 +92,30 @@ def _read(fmt: str, path: str, bert_config_file: Optional[str], vocab_file: Opti
 
         return keras_hub_checkpoint.read(path, vocab_file)
     raise UserError(f"unknown format {fmt!r} (choose from {', '.join(FORMATS)})")
+
+
+def read_config(fmt: str, path: str) -> BertConfig:
+    """The architecture of the checkpoint at `path` in format `fmt`, from its own config:
+    config.json (Hugging Face), bert_config.json beside it (bert_tf, Google) or the preset's
+    (keras-hub, which loads the preset whole).
+
+    Raises:
+        UserError: the checkpoint has no config beside it.
+    """
+    if fmt == "hf":
+        from bert_tf.interop import hf_checkpoint
+
+        return hf_checkpoint.read_config(path)
+    if fmt == "keras_hub":
+        from bert_tf.interop import keras_hub_checkpoint
+
+        return keras_hub_checkpoint.read(path).config
+    config_file = find_config(path, None)
+    if fmt == "google":
+        from bert_tf.interop import google_checkpoint
+
+        return google_checkpoint.read_config(config_file)
+    return BertConfig.from_json_file(config_file)
 
 
 def write_model(fmt: str, files: ModelFiles, output: str, seed: int = 0) -> str:

@@ -31,8 +31,8 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
-from bert_tf import fileio
-from bert_tf.errors import UserError
+from bert_tf.core import fileio
+from bert_tf.core.errors import UserError
 from bert_tf.interop.model_files import (
     ModelFiles,
     activation_meaning,

@@ -27,8 +27,8 @@ from typing import Any, Dict, List, Mapping, Optional
 
 import numpy as np
 
-from bert_tf import fileio
-from bert_tf.errors import UserError
+from bert_tf.core import fileio
+from bert_tf.core.errors import UserError
 from bert_tf.interop import safetensors_io
 from bert_tf.interop.model_files import (
     MLM_PREFIX,
@@ -214,6 +214,23 @@ def _strip(name: str) -> str:
     return name
 
 
+def read_config(path: str) -> BertConfig:
+    """The architecture of an HF BERT directory (or its weight file), from its config.json.
+
+    Raises:
+        UserError: no config.json, not valid JSON, or not a BERT config.
+    """
+    directory = path if fileio.isdir(path) else os.path.dirname(path)
+    config_file = os.path.join(directory, CONFIG_NAME)
+    if not fileio.exists(config_file):
+        raise UserError(f"{path}: no {CONFIG_NAME} (is it a Hugging Face model directory?)")
+    with fileio.open_file(config_file, "r") as f:
+        try:
+            return config_from_hf(json.load(f), config_file)
+        except json.JSONDecodeError as e:
+            raise UserError(f"{config_file}: not valid JSON ({e.msg})") from None
+
+
 def read(path: str, vocab_file: Optional[str] = None) -> ModelFiles:
     """Reads an HF BERT directory.
 
@@ -231,14 +248,7 @@ def read(path: str, vocab_file: Optional[str] = None) -> ModelFiles:
             size.
     """
     directory = path if fileio.isdir(path) else os.path.dirname(path)
-    config_file = os.path.join(directory, CONFIG_NAME)
-    if not fileio.exists(config_file):
-        raise UserError(f"{path}: no {CONFIG_NAME} (is it a Hugging Face model directory?)")
-    with fileio.open_file(config_file, "r") as f:
-        try:
-            config = config_from_hf(json.load(f), config_file)
-        except json.JSONDecodeError as e:
-            raise UserError(f"{config_file}: not valid JSON ({e.msg})") from None
+    config = read_config(path)
     vocab_file = vocab_file or find_beside(directory, (VOCAB_NAME,))
 
     table = name_table(config.num_hidden_layers)

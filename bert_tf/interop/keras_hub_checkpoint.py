@@ -30,8 +30,8 @@ import os
 import types
 from typing import Dict, Optional
 
-from bert_tf import fileio
-from bert_tf.errors import UserError
+from bert_tf.core import fileio
+from bert_tf.core.errors import UserError
 from bert_tf.interop.model_files import ModelFiles, check_vocab
 from bert_tf.modeling.config import BertConfig
 

@@ -29,8 +29,8 @@ from typing import Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
 import numpy as np
 
-from bert_tf import fileio
-from bert_tf.errors import UserError
+from bert_tf.core import fileio
+from bert_tf.core.errors import UserError
 from bert_tf.modeling.config import BertConfig
 
 # ------------------------------------------------------------------ activation spellings
@@ -224,7 +224,7 @@ def report_unused(names: List[str], source: str) -> None:
 
 def vocab_size_of(vocab_file: str) -> int:
     """Number of tokens (lines) in a vocabulary file."""
-    from bert_tf.text.tokenization import load_vocab
+    from bert_tf.core.tokenization import load_vocab
 
     return len(load_vocab(vocab_file, required_tokens=()))
 

@@ -14,8 +14,8 @@ import dataclasses
 import os
 from typing import Optional, Tuple
 
-from bert_tf import fileio
-from bert_tf.errors import UserError
+from bert_tf.core import fileio
+from bert_tf.core.errors import UserError
 from bert_tf.interop.model_files import (
     MLM_PREFIX,
     NSP_PREFIX,

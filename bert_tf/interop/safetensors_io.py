@@ -21,8 +21,8 @@ import numpy as np
 import safetensors
 import safetensors.numpy
 
-from bert_tf import fileio
-from bert_tf.errors import UserError, reason
+from bert_tf.core import fileio
+from bert_tf.core.errors import UserError, reason
 
 _BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 

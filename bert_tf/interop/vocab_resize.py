@@ -28,9 +28,9 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 from absl import logging
 
-from bert_tf.errors import UserError
+from bert_tf.core import tokenization
+from bert_tf.core.errors import UserError
 from bert_tf.interop.model_files import ModelFiles, vocab_size_of
-from bert_tf.text import tokenization
 
 WORD_EMBEDDINGS = "embeddings/word_embeddings"
 MLM_BIAS = "mlm/output_bias"

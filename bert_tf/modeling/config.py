@@ -32,8 +32,8 @@ import json
 import math
 from typing import Any, Dict, Mapping
 
-from bert_tf import fileio
-from bert_tf.errors import UserError
+from bert_tf.core import fileio
+from bert_tf.core.errors import UserError
 
 # hidden_act name -> canonical name understood by `bert_tf.modeling.activations`.
 ACTIVATIONS: Dict[str, str] = {
@@ -195,6 +195,11 @@ class BertConfig:
         if not isinstance(d, Mapping):
             raise UserError(f"{source}: expected a JSON object of hyper-parameters")
         known = {f.name for f in dataclasses.fields(cls)}
+        if "model_type" in d or "architectures" in d:
+            raise UserError(
+                f"{source}: a Hugging Face config.json, not a bert_config.json: give its "
+                "directory as --init_checkpoint without --bert_config_file (its config.json "
+                "is read from there), or convert it with python -m bert_tf.convert_checkpoint")
         for key in d:
             if key not in known and key not in IGNORED_KEYS:
                 raise UserError(

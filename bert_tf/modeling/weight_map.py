@@ -43,7 +43,7 @@ from typing import Dict, Mapping, Tuple
 import keras
 import numpy as np
 
-from bert_tf.errors import UserError
+from bert_tf.core.errors import UserError
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """BERT's WordPiece tokenizer in TensorFlow ops, for serving inside a SavedModel.
 
-`TFBertTokenizer` gives the same ids as `bert_tf.text.tokenization.FullTokenizer`, using only graph
+`TFBertTokenizer` gives the same ids as `bert_tf.core.tokenization.FullTokenizer`, using only graph
 ops (RE2 regexes, ICU lower-casing and normalization, tensorflow_text's FastWordpiece), so it
 runs in `tf.function`, on tf.data and inside an exported SavedModel without Python.
 
@@ -35,8 +35,8 @@ from typing import Callable, Dict, List, Optional, Sequence
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from bert_tf.errors import UserError
-from bert_tf.text import tokenization
+from bert_tf.core import tokenization
+from bert_tf.core.errors import UserError
 
 _SURROGATES = range(0xD800, 0xE000)
 

@@ -15,8 +15,8 @@ from typing import Dict, Sequence, Tuple
 import keras
 import tensorflow as tf
 
-from bert_tf import errors
-from bert_tf.errors import UserError
+from bert_tf.core import errors
+from bert_tf.core.errors import UserError
 
 
 def model_variable_paths(root_name: str, root) -> dict:

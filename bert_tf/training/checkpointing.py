@@ -42,8 +42,8 @@ from typing import Callable, Iterator, List, Optional, Sequence
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import errors, fileio
-from bert_tf.errors import UserError
+from bert_tf.core import errors, fileio
+from bert_tf.core.errors import UserError
 from bert_tf.training.checkpoint_paths import (
     SavedObjectGraph,
     checkpoint_variable_paths,

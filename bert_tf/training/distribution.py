@@ -20,8 +20,8 @@ from typing import Optional
 
 import tensorflow as tf
 
-from bert_tf import errors
-from bert_tf.errors import UserError
+from bert_tf.core import errors
+from bert_tf.core.errors import UserError
 
 STRATEGIES = ("auto", "tpu", "mirrored", "multi_worker_mirrored", "one_device")
 DTYPE_POLICIES = ("float32", "mixed_bfloat16", "mixed_float16")

@@ -43,7 +43,7 @@ from typing import Callable, Dict, List, Mapping, Tuple
 
 from absl import logging
 
-from bert_tf import fileio
+from bert_tf.core import fileio
 
 EVAL_HISTORY_FILE = "eval_history.jsonl"
 # steps_to_next when evaluation is off: beyond any run.

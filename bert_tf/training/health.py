@@ -46,7 +46,7 @@ import statistics
 from collections import deque
 from typing import Deque, Optional, Sequence
 
-from bert_tf.errors import UserError
+from bert_tf.core.errors import UserError
 
 # A diverged run's loss goes back to the unigram level or beyond (several times a trained
 # model's); an ordinary loop mean stays within tens of percent of its recent median.

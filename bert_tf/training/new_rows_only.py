@@ -35,7 +35,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.errors import UserError
+from bert_tf.core.errors import UserError
 
 
 @dataclasses.dataclass(frozen=True)

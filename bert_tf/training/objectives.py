@@ -26,7 +26,7 @@ from typing import Any, Dict, Mapping, Tuple
 
 import tensorflow as tf
 
-from bert_tf.data import schema
+from bert_tf.core import schema
 from bert_tf.training import losses
 
 

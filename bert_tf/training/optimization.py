@@ -43,7 +43,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import keras
 import tensorflow as tf
 
-from bert_tf.errors import UserError
+from bert_tf.core.errors import UserError
 from bert_tf.training.budget import TrainingClock
 from bert_tf.training.schedules import (  # noqa: F401 (WarmupPolynomialDecay: API here too)
     WarmupPolynomialDecay,

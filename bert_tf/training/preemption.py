@@ -66,7 +66,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import errors
+from bert_tf.core import errors
 from bert_tf.training import train_loop
 
 # Wall time aimed at per host call: short against a 30 s preemption notice, long against a

@@ -7,7 +7,7 @@ from typing import Dict
 
 import numpy as np
 
-from bert_tf import fileio
+from bert_tf.core import fileio
 
 EVAL_RESULTS_FILE = "eval_results.txt"
 

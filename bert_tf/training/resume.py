@@ -51,7 +51,7 @@ from typing import Callable, Optional
 
 import tensorflow as tf
 
-from bert_tf import fileio
+from bert_tf.core import fileio
 from bert_tf.training import checkpointing, distribution
 
 INPUT_ROOT = "input"

@@ -29,9 +29,9 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import errors
+from bert_tf.core import errors
+from bert_tf.core.errors import UserError
 from bert_tf.data import input_config, input_pipeline, input_validation
-from bert_tf.errors import UserError
 from bert_tf.training import (
     budget,
     checkpoint_paths,
@@ -308,9 +308,10 @@ class Trainer:
     def restore_for_eval(self) -> None:
         """Loads the weights to evaluate when this process did not train them.
 
-        The latest checkpoint in output_dir, else init_checkpoint, else (with a warning) the
-        freshly initialized model. Every model variable must be in the checkpoint, with its
-        shape: evaluating partly random weights would report meaningless figures.
+        The latest checkpoint in output_dir, else init_checkpoint (through `warm_start_fn`
+        when given: any format), else (with a warning) the freshly initialized model. Every
+        model variable must be in the checkpoint, with its shape: evaluating partly random
+        weights would report meaningless figures.
 
         Raises:
             UserError: the checkpoint does not match this model.
@@ -319,6 +320,9 @@ class Trainer:
         if latest:
             checkpoint_paths.read_strictly(latest, {"model": self.model, "step": self.step})
             logging.info("evaluating %s (step %d)", latest, int(self.step.numpy()))
+        elif self.warm_start_fn is not None:  # another format, or a resized vocabulary
+            self.warm_start_fn(self.model)
+            logging.info("evaluating the weights of %s", self.config.init_checkpoint)
         elif self.config.init_checkpoint:
             path = checkpointing.resolve_checkpoint(self.config.init_checkpoint)
             checkpoint_paths.read_strictly(path, {"model": self.model})

@@ -11,7 +11,7 @@ from typing import Callable, Dict, Optional
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.errors import UserError
+from bert_tf.core.errors import UserError
 from bert_tf.training import health
 
 # (input context, per-replica batch size) -> dataset of feature dicts.

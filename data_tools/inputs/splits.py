@@ -27,8 +27,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Iterator, List, Sequence, Tuple
 
-from bert_tf import fileio
-from bert_tf.errors import UserError, reason
+from bert_tf.core import fileio
+from bert_tf.core.errors import UserError, reason
 from data_tools.inputs import text_files
 
 

@@ -1,7 +1,7 @@
 """Opening the data jobs' text inputs: one set of rules for prepare_corpus, build_vocab and
 create_pretraining_data.
 
-- Local paths or anything `bert_tf.fileio` opens (gs://).
+- Local paths or anything `bert_tf.core.fileio` opens (gs://).
 - Compression: gzip when a file's name ends in ".gz" or it starts with gzip's magic bytes,
   bzip2 (WikiExtractor --compress) for ".bz2" or its magic, so renamed dumps work too.
 - Encoding (`decode`): UTF-8; invalid bytes are replaced by U+FFFD and counted; a
@@ -17,8 +17,8 @@ import io
 import zlib
 from typing import IO, Callable, Optional, Tuple
 
-from bert_tf import fileio
-from bert_tf.errors import UserError, reason
+from bert_tf.core import fileio
+from bert_tf.core.errors import UserError, reason
 
 BLOCK = 1 << 20
 BOM = "\ufeff"

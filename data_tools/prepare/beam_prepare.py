@@ -29,7 +29,7 @@ from typing import Dict, List, Optional
 import numpy as np
 from absl import logging
 
-from bert_tf.errors import UserError
+from bert_tf.core.errors import UserError
 from data_tools.inputs import splits
 from data_tools.prepare import prepare_job, raw_documents
 from data_tools.prepare.prepare_config import PrepareConfig

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Tuple
 
-from bert_tf.errors import UserError
+from bert_tf.core.errors import UserError
 from data_tools.prepare import raw_documents, sentences
 
 

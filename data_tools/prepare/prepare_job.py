@@ -31,7 +31,7 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 import numpy as np
 from absl import logging
 
-from bert_tf.errors import UserError
+from bert_tf.core.errors import UserError
 from data_tools.inputs import splits
 from data_tools.prepare import raw_documents, sentences
 from data_tools.prepare.prepare_config import PrepareConfig

@@ -19,7 +19,7 @@ from typing import List
 
 import sentencex
 
-from bert_tf.errors import UserError
+from bert_tf.core.errors import UserError
 
 DEFAULT_LANGUAGE = "en"
 # ISO 639-1/639-3 codes with optional subtags ("en", "pt-br", "zh_Hant"), as sentencex takes.

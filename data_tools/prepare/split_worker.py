@@ -16,7 +16,7 @@ import pickle
 import tempfile
 from typing import Any, Callable, Iterator, List
 
-from bert_tf.errors import UserError, reason
+from bert_tf.core.errors import UserError, reason
 from data_tools.inputs import splits
 from data_tools.prepare import raw_documents
 

@@ -35,9 +35,8 @@ from typing import Iterator, List, Tuple
 import numpy as np
 from absl import logging
 
-from bert_tf import fileio
-from bert_tf.errors import UserError
-from bert_tf.text import tokenization
+from bert_tf.core import fileio, tokenization
+from bert_tf.core.errors import UserError
 from data_tools.inputs import documents, splits
 from data_tools.pretraining_data import create_job, token_store
 from data_tools.pretraining_data.chunk_records import InstanceStats, process_chunk, process_stored

@@ -21,9 +21,8 @@ from typing import Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 
-from bert_tf.data import schema
-from bert_tf.errors import UserError, reason
-from bert_tf.text import tokenization
+from bert_tf.core import schema, tokenization
+from bert_tf.core.errors import UserError, reason
 from data_tools.inputs import documents
 from data_tools.pretraining_data import instances, masking, negatives, token_store
 from data_tools.pretraining_data.create_config import CreateConfig

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Tuple
 
-from bert_tf.errors import UserError
+from bert_tf.core.errors import UserError
 from data_tools.pretraining_data import instances, masking
 from data_tools.runtime import sharded_output
 

@@ -32,10 +32,8 @@ from typing import Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 import numpy as np
 from absl import logging
 
-from bert_tf import fileio
-from bert_tf.data import schema
-from bert_tf.errors import UserError
-from bert_tf.text import tokenization
+from bert_tf.core import fileio, schema, tokenization
+from bert_tf.core.errors import UserError
 from data_tools.inputs import documents, splits
 from data_tools.pretraining_data import token_store
 from data_tools.pretraining_data.chunk_records import (

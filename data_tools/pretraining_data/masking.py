@@ -1,7 +1,7 @@
 """Masked-LM predictions for a batch of instances, vectorised over the batch.
 
 Per instance (the original `create_masked_lm_predictions`), with the rules and settings of
-`bert_tf.data.masking_rules`: every position but [CLS]/[SEP] (and padding) is a candidate;
+`bert_tf.core.masking_rules`: every position but [CLS]/[SEP] (and padding) is a candidate;
 `num_to_predict` of them are chosen in random order; each chosen position becomes [MASK]
 80% of the time, stays unchanged 10%, becomes a random vocabulary id 10%; predictions are
 sorted by position.
@@ -27,8 +27,8 @@ from typing import Optional
 
 import numpy as np
 
-from bert_tf.data import masking_rules
-from bert_tf.data.masking_rules import MODE_FIXED, MODE_ORIGINAL, MODES, MaskingConfig
+from bert_tf.core import masking_rules
+from bert_tf.core.masking_rules import MODE_FIXED, MODE_ORIGINAL, MODES, MaskingConfig
 
 __all__ = ["MODE_FIXED", "MODE_ORIGINAL", "MODES", "MaskingConfig", "MaskedBatch",
            "mask_batch", "num_to_predict"]

@@ -31,7 +31,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from bert_tf import fileio
+from bert_tf.core import fileio
 
 # The first header field names the ids' type: uint16 when every id fits (a vocab of at most
 # 65,536 tokens: half the disk), else int32.

@@ -12,7 +12,7 @@ from __future__ import annotations
 import google_crc32c
 import numpy as np
 
-from bert_tf.data import tfrecord_format
+from bert_tf.core import tfrecord_format
 from data_tools.records.byte_rows import Rows
 
 crc32c_bytes = tfrecord_format.crc32c

@@ -10,7 +10,7 @@ The wire format is small enough to write by hand:
 
 Map entries are written in sorted key order, which is what protobuf's deterministic
 serialisation does, so the bytes equal `example.SerializeToString(deterministic=True)`.
-Feature names, dtypes and lengths come from `bert_tf.data.schema`.
+Feature names, dtypes and lengths come from `bert_tf.core.schema`.
 
 Why by hand: it keeps TensorFlow out of the data job's workers (importing it costs each
 worker seconds) and it encodes several times faster than `tf.train.Example` protobufs, with
@@ -24,7 +24,7 @@ from typing import List, Mapping
 
 import numpy as np
 
-from bert_tf.data import schema
+from bert_tf.core import schema
 from data_tools.records.byte_rows import (
     Part,
     Rows,
@@ -80,7 +80,7 @@ def encode_examples(
     """Serialised `tf.train.Example`s, one per row of the feature arrays.
 
     Args:
-        features: v1 feature name -> array [num_rows, length] (lengths as in `bert_tf.data.schema`):
+        features: v1 feature name -> array [num_rows, length] (lengths as in `bert_tf.core.schema`):
             int arrays for int64 features (values >= 0), float arrays for float features.
         max_seq_length: the length of the "seq" features.
         max_predictions_per_seq: the length of the "pred" features.

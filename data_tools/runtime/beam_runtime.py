@@ -23,8 +23,8 @@ from typing import Dict, Iterable, List, Sequence, Tuple
 
 from absl import logging
 
-from bert_tf import fileio
-from bert_tf.errors import UserError, reason
+from bert_tf.core import fileio
+from bert_tf.core.errors import UserError, reason
 from data_tools.runtime import sharded_output
 
 try:

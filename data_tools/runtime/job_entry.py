@@ -3,7 +3,7 @@
 SIGTERM (a job scheduler stopping the job) cleans up like Ctrl-C: the temporary outputs are
 removed. SIGINT is answered even when the job was started with it ignored (a shell without
 job control starts `job &` that way, and the job then ran to the end, exit 0): every entry
-point installs its handler in `bert_tf.errors.run_app`. The job then runs locally, or as an
+point installs its handler in `bert_tf.core.errors.run_app`. The job then runs locally, or as an
 Apache Beam pipeline when `--beam_pipeline_options` is given (each entry point imports its
 job's Beam module, by name, only then: the `[beam]` extra).
 """
@@ -16,8 +16,8 @@ from typing import Any, Callable, Optional, Sequence, Tuple
 
 from absl import logging
 
-from bert_tf import fileio
-from bert_tf.errors import UserError
+from bert_tf.core import fileio
+from bert_tf.core.errors import UserError
 from data_tools.runtime.sharded_output import output_paths
 
 

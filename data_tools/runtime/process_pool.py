@@ -24,7 +24,7 @@ import sys
 import traceback
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, TypeVar
 
-from bert_tf.errors import UserError
+from bert_tf.core.errors import UserError
 
 R = TypeVar("R")
 _END = object()

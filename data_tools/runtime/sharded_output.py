@@ -4,7 +4,7 @@
 `ShardedWriter` owns the output files (the framed TFRecords of `create_pretraining_data`,
 the text of `prepare_corpus`): each is written under a temporary name beside its final name
 and renamed only when every shard is complete; on any failure (including Ctrl-C) the
-temporary files are removed. Remote paths (gs://) go through `bert_tf.fileio`.
+temporary files are removed. Remote paths (gs://) go through `bert_tf.core.fileio`.
 
 GZIP output is one gzip stream per file, as `tf.io.TFRecordWriter` writes with
 `TFRecordOptions(compression_type="GZIP")` and `tf.data.TFRecordDataset(...,
@@ -19,8 +19,8 @@ import os
 import zlib
 from typing import IO, List, Optional, Sequence
 
-from bert_tf import fileio
-from bert_tf.errors import UserError, reason
+from bert_tf.core import fileio
+from bert_tf.core.errors import UserError, reason
 
 COMPRESSION_NONE = ""
 COMPRESSION_GZIP = "gzip"

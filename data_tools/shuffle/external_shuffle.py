@@ -50,8 +50,8 @@ from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence,
 
 import numpy as np
 
-from bert_tf import fileio
-from bert_tf.errors import UserError, reason
+from bert_tf.core import fileio
+from bert_tf.core.errors import UserError, reason
 from data_tools.runtime import process_pool
 from data_tools.shuffle import bucket_files
 from data_tools.shuffle.bucket_files import Block, SpillPlan, spill

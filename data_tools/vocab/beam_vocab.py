@@ -24,7 +24,7 @@ import os
 import pickle
 from typing import Iterable, List, Sequence, Tuple
 
-from bert_tf import fileio
+from bert_tf.core import fileio
 from data_tools.runtime import beam_runtime
 from data_tools.runtime.beam_runtime import beam
 from data_tools.vocab import word_counting

@@ -35,7 +35,7 @@ import heapq
 from collections import Counter
 from typing import Dict, List, Mapping, Optional, Sequence
 
-from bert_tf.text import tokenization
+from bert_tf.core import tokenization
 from data_tools.vocab import vocab_learner
 
 PREFIX = tokenization.CONTINUATION_PREFIX

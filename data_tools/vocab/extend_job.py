@@ -21,9 +21,8 @@ import sys
 import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from bert_tf import fileio
-from bert_tf.errors import UserError
-from bert_tf.text import tokenization
+from bert_tf.core import fileio, tokenization
+from bert_tf.core.errors import UserError
 from data_tools.vocab import extend, extend_report, vocab_learner, word_counting
 
 MODES = ("unused", "append")

@@ -12,7 +12,7 @@ import dataclasses
 import json
 from typing import Dict, List, Mapping, Sequence, Tuple
 
-from bert_tf.text import tokenization
+from bert_tf.core import tokenization
 
 TOP_WORDS = 20
 

@@ -8,7 +8,7 @@ import sys
 import time
 from typing import Optional
 
-from bert_tf import fileio
+from bert_tf.core import fileio
 from data_tools.vocab import vocab_learner, word_counting
 
 

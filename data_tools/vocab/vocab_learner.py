@@ -7,7 +7,7 @@ returns fewer tokens than asked; at equal size the two give about as many pieces
 That does not pay for the slower learner with an inexact size, so `tokenizers`'
 WordPieceTrainer (Rust, already a dependency of keras-hub; via `learn_vocab`) learns.
 
-Words are produced by `bert_tf.text.tokenization.CachedBasicTokenizer`, i.e. exactly the clean-up,
+Words are produced by `bert_tf.core.tokenization.CachedBasicTokenizer`, i.e. exactly the clean-up,
 lower-casing, accent stripping and punctuation/CJK split that `FullTokenizer` applies before
 WordPiece, and handed to the trainer separated by single spaces (a word never contains a
 Unicode White_Space character after that split), so the learned pieces are the ones the
@@ -31,8 +31,8 @@ import dataclasses
 from collections import Counter
 from typing import Iterable, Iterator, List, Optional, Tuple
 
-from bert_tf.errors import UserError
-from bert_tf.text import tokenization
+from bert_tf.core import tokenization
+from bert_tf.core.errors import UserError
 from data_tools.vocab import word_counting
 
 

@@ -32,9 +32,8 @@ from typing import Dict, Iterable, Iterator, List, Sequence, Tuple
 
 import numpy as np
 
-from bert_tf import fileio
-from bert_tf.errors import UserError, reason
-from bert_tf.text import tokenization
+from bert_tf.core import fileio, tokenization
+from bert_tf.core.errors import UserError, reason
 from data_tools.inputs import documents, splits, text_files
 from data_tools.runtime import process_pool
 from data_tools.vocab import exact_totals

@@ -27,8 +27,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Mapping, Tuple
 
-from bert_tf.errors import UserError
-from bert_tf.text import tokenization
+from bert_tf.core import tokenization
+from bert_tf.core.errors import UserError
 
 MODE_FIXED = "fixed"
 MODE_ORIGINAL = "original"

@@ -14,7 +14,7 @@ import dataclasses
 import io
 from typing import IO, List
 
-from bert_tf.errors import UserError
+from bert_tf.core.errors import UserError
 
 try:
     from apache_beam.io.filesystem import CompressionTypes

@@ -13,7 +13,7 @@ import functools
 import os
 import signal
 import sys
-from typing import Any, Callable, List, NoReturn
+from typing import Any, Callable, List, NoReturn, Optional
 
 # Exit codes of the entry points.
 EXIT_USER_ERROR = 2
@@ -95,30 +95,26 @@ def parse_flags(argv: List[str]) -> List[str]:
         sys.exit(EXIT_USER_ERROR)
 
 
-def _entry_module(main: Callable[..., Any]) -> str:
-    """The dotted name of the module defining `main`, also when it runs as `python -m`."""
-    if main.__module__ != "__main__":
-        return main.__module__
-    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
-    return getattr(spec, "name", "") or ""
-
-
-def run_app(main: Callable[[List[str]], Any]) -> None:
+def run_app(main: Callable[[List[str]], Any],
+            preflight: Optional[Callable[[], List[str]]] = None) -> None:
     """Runs an entry point's `main(argv)` with absl, parsing flags with `parse_flags`.
 
     Each entry module calls it from `console_main()`, the zero-argument function its
     console script (setup.cfg `console_scripts`) and its `python -m` form both run.
-    bert_tf's entry points, which all load TensorFlow, first check that the installed
-    TensorFlow, tensorflow-text and Keras fit together (`install_check`), so a mismatched
-    install stops with one line rather than a crash inside TensorFlow; data_tools' jobs,
-    which never load TensorFlow, do not.
+
+    Args:
+        main: the entry point's main function.
+        preflight: called before anything else; the problems it returns (one line each)
+            stop the program with the first of them. bert_tf's entry points, which all load
+            TensorFlow, pass `bert_tf.install_check.problems`, so an install whose
+            TensorFlow, tensorflow-text and Keras do not fit together stops with one line
+            rather than a crash inside TensorFlow; data_tools' jobs, which never load
+            TensorFlow, pass nothing.
     """
     from absl import app, flags
 
-    if _entry_module(main).startswith("bert_tf."):
-        from bert_tf import install_check
-
-        problems = install_check.problems()
+    if preflight is not None:
+        problems = preflight()
         if problems:
             print(f"error: {problems[0]}", file=sys.stderr, flush=True)
             sys.exit(EXIT_USER_ERROR)

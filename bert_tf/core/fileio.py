@@ -6,7 +6,7 @@ for importing TensorFlow (seconds and hundreds of MB). Any path with a URL schem
 `s3://` and `hdfs://` have needed the `tensorflow-io` package since TensorFlow 2.6 (not a
 dependency of this package, and not tested here). Where TensorFlow is not installed (the
 light `bert-tf-data` install of the data jobs, e.g. on Dataflow workers), remote paths go
-through Apache Beam's `FileSystems` instead (`bert_tf.fileio_beam`; `gs://` needs
+through Apache Beam's `FileSystems` instead (`bert_tf.core.fileio_beam`; `gs://` needs
 `apache-beam[gcp]`).
 
 Every output is written under a temporary name and renamed when complete (`atomic_output`),
@@ -24,7 +24,7 @@ import sys
 import uuid
 from typing import IO, Callable, Iterable, Iterator, List, TypeVar
 
-from bert_tf.errors import UserError, reason
+from bert_tf.core.errors import UserError, reason
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -60,7 +60,7 @@ def _gfile():
         import tensorflow as tf
 
         return tf.io.gfile
-    from bert_tf import fileio_beam
+    from bert_tf.core import fileio_beam
 
     return fileio_beam
 

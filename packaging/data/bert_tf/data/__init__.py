@@ -1,1 +1,0 @@
-../../../../bert_tf/data/__init__.py

@@ -1,1 +1,0 @@
-../../../../bert_tf/data/masking_rules.py

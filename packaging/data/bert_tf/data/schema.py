@@ -1,1 +1,0 @@
-../../../../bert_tf/data/schema.py

@@ -1,1 +1,0 @@
-../../../../bert_tf/data/tfrecord_format.py

@@ -1,1 +1,0 @@
-../../../bert_tf/install_check.py

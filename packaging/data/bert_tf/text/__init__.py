@@ -1,1 +1,0 @@
-../../../../bert_tf/text/__init__.py
