@@ -119,6 +119,31 @@ def write_tfrecords(path: os.PathLike, examples: Dict[str, np.ndarray]) -> str:
     return os.fspath(path)
 
 
+def pretraining_flags(data: pathlib.Path, output_dir, input_file: str = "train-*.tfrecord",
+                      **overrides) -> List[str]:
+    """`run_pretraining` flags of a 6-step tiny run on the records and bert_config.json in
+    `data` (a None override drops a flag)."""
+    flags = {
+        "bert_config_file": data / "bert_config.json",
+        "input_file": data / input_file,
+        "eval_input_file": data / "eval.tfrecord",
+        "output_dir": output_dir,
+        "max_seq_length": SEQ,
+        "max_predictions_per_seq": PREDS,
+        "train_batch_size": 8,
+        "eval_batch_size": 8,
+        "learning_rate": 1e-3,
+        "num_train_steps": 6,
+        "num_warmup_steps": 2,
+        "save_checkpoints_steps": 3,
+        "log_every_n_steps": 1,
+        "do_train": "true",
+        "do_eval": "false",
+    }
+    flags.update(overrides)
+    return [f"--{k}={v}" for k, v in flags.items() if v is not None]
+
+
 def subprocess_env(extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(

@@ -27,6 +27,7 @@ import tensorflow as tf
 from _pretraining_helpers import (
     blocks_dataset_fn,
     error_lines,
+    pretraining_flags,
     progress_steps,
     run_module,
     synthetic_examples,
@@ -273,24 +274,9 @@ def data(tmp_path_factory):
 
 
 def cli_flags(data, output_dir, **overrides):
-    flags = {
-        "bert_config_file": data / "bert_config.json",
-        "input_file": data / "train.tfrecord",
-        "eval_input_file": data / "eval.tfrecord",
-        "output_dir": output_dir,
-        "max_seq_length": 16,
-        "max_predictions_per_seq": 4,
-        "train_batch_size": 8,
-        "eval_batch_size": 8,
-        "learning_rate": 1e-3,
-        "num_train_steps": 6,
-        "num_warmup_steps": 2,
-        "save_checkpoints_steps": 3,
-        "log_every_n_steps": 1,
-        "do_train": "true",
-    }
-    flags.update(overrides)
-    return [f"--{k}={v}" for k, v in flags.items() if v is not None]
+    # do_eval is left to the flags' default (false) by dropping it.
+    return pretraining_flags(data, output_dir, input_file="train.tfrecord",
+                             **dict({"do_eval": None}, **overrides))
 
 
 def test_a_diverging_learning_rate_stops_with_one_line_and_keeps_a_good_checkpoint(

@@ -36,6 +36,7 @@ import tensorflow as tf
 from _pretraining_helpers import (
     REPO_ROOT,
     error_lines,
+    pretraining_flags,
     progress_losses,
     progress_steps,
     run_module,
@@ -68,25 +69,7 @@ def data(tmp_path_factory):
 
 
 def common_flags(data, output_dir=None, **overrides):
-    flags = {
-        "bert_config_file": data / "bert_config.json",
-        "input_file": data / "train-*.tfrecord",
-        "eval_input_file": data / "eval.tfrecord",
-        "output_dir": output_dir,
-        "max_seq_length": 16,
-        "max_predictions_per_seq": 4,
-        "train_batch_size": 8,
-        "eval_batch_size": 8,
-        "learning_rate": 1e-3,
-        "num_train_steps": STEPS,
-        "num_warmup_steps": 2,
-        "save_checkpoints_steps": 3,
-        "log_every_n_steps": 1,
-        "do_train": "true",
-        "do_eval": "false",
-    }
-    flags.update(overrides)
-    return [f"--{k}={v}" for k, v in flags.items() if v is not None]
+    return pretraining_flags(data, output_dir, num_train_steps=STEPS, **overrides)
 
 
 def checkpoint_tensors(prefix):
