@@ -69,7 +69,7 @@ def data(tmp_path_factory):
 
 
 def common_flags(data, output_dir=None, **overrides):
-    return pretraining_flags(data, output_dir, num_train_steps=STEPS, **overrides)
+    return pretraining_flags(data, output_dir, **dict({"num_train_steps": STEPS}, **overrides))
 
 
 def checkpoint_tensors(prefix):
