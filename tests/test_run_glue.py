@@ -70,7 +70,7 @@ def killed_and_resumed(tmp_path_factory, tiny_config, google_vocab_path):
             f"--bert_config_file={tiny_config}", f"--vocab_file={google_vocab_path}",
             f"--output_dir={out}", "--protocol=grid", f"--learning_rates={','.join(LRS)}",
             f"--seeds={','.join(map(str, SEEDS))}", "--max_train_examples=160",
-            "--num_train_epochs=2", "--train_batch_size=16", "--max_seq_length=32",
+            "--num_train_epochs=8", "--train_batch_size=16", "--max_seq_length=32",
             "--do_predict"]
     proc = subprocess.Popen([sys.executable, "-m", MODULE, *args], cwd=REPO_ROOT,
                             env=subprocess_env(), stdout=subprocess.PIPE,
