@@ -68,8 +68,6 @@ def differences(rows: Dict[str, dict]) -> List[dict]:
                  "floor": bool(strict)}
         if arm in rows and ref:
             d = difference(rows[arm]["glue_score"], rows[ref]["glue_score"])
-            if min(len(rows[n]["glue_score"]["per_seed"]) for n in (arm, ref)) < 2:
-                d["se"] = float("nan")  # one seed: no spread to estimate it from
             ok = d["diff"] > threshold if strict and strict[0] else d["diff"] >= threshold
             entry.update(resolved=ref, diff=d["diff"], se=d["se"], passed=ok)
         out.append(entry)
@@ -117,7 +115,7 @@ def render(machine: str, settings: dict, arms: List[dict], goals: List[dict]) ->
             lines.append(f"| {'floor: ' if g['floor'] else ''}{g['goal']} | arms missing | - |")
             continue
         ref = f" ({g['reference']} = {g['resolved']})" if g["reference"] != g["resolved"] else ""
-        se = f"± {g['se']:.2f}" if g["se"] == g["se"] else "(1 seed: no SE)"
+        se = f"± {g['se']:.2f}" if g["se"] is not None else "(1 seed: no SE)"
         lines.append(f"| {'floor: ' if g['floor'] else ''}{g['goal']}{ref} | "
                      f"{g['diff']:+.2f} {se} | {'PASS' if g['passed'] else 'FAIL'} |")
     curves = [(a["name"], a["history"]) for a in arms if a.get("history")]

@@ -37,10 +37,9 @@ def differences(scores: Dict[str, Dict[str, dict]]) -> List[dict]:
             if name in scores.get(arm, {}) and name in scores.get(ref, {}):
                 a, b = scores[arm][name], scores[ref][name]
                 d = difference(a, b)
-                # One seed on either side gives no spread: no standard error (not 0).
-                n = min(len(a["per_seed"]), len(b["per_seed"]))
                 out.append({"arm": arm, "reference": ref, "set": name, "diff": d["diff"],
-                            "se": d["se"] if n > 1 else None, "seeds": n})
+                            "se": d["se"],
+                            "seeds": min(len(a["per_seed"]), len(b["per_seed"]))})
     return out
 
 

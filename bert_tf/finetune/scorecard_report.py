@@ -18,7 +18,7 @@ import math
 import os
 import statistics
 import zipfile
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence
 
 from bert_tf import install_check
 from bert_tf.core import fileio
@@ -194,9 +194,15 @@ def write_submission(output_dir: str, doc: Dict[str, object], glue_dir: str) -> 
     return [name for name in glue.SUBMISSION_FILES if name not in files]
 
 
-def difference(a: Dict[str, object], b: Dict[str, object]) -> Dict[str, float]:
-    """a − b and its standard error, paired over the seeds both have (else unpaired)."""
+def difference(a: Dict[str, object], b: Dict[str, object]) -> Dict[str, Optional[float]]:
+    """a − b and its standard error, paired over the seeds both have (else unpaired).
+
+    The standard error is None when either side has one seed: there is no spread to estimate
+    it from (the unpaired formula would give 0).
+    """
     pa, pb = a["per_seed"], b["per_seed"]
+    if min(len(pa), len(pb)) < 2:
+        return {"diff": a["mean"] - b["mean"], "se": None}
     common = sorted(set(pa) & set(pb))
     if len(common) > 1 and len(common) == len(pa) == len(pb):
         diffs = [pa[s] - pb[s] for s in common]
