@@ -15,7 +15,8 @@ in git.
 `--import_curve` turns a run's `eval_history.jsonl` (`run_pretraining --eval_every_n_steps`)
 into pretraining_curve.json; `--import_budget` copies the pretraining-budget benchmark's
 results.json (`benchmarks/bench_pretraining_budget.py`, format of
-`benchmarks/budget_report.py`) into pretraining_budget.json. Charts whose data file does not
+`benchmarks/budget_report.py`) into pretraining_budget.json, and the held-out curves its
+bert_tf arms recorded into pretraining_budget_curves.json. Charts whose data file does not
 exist yet are listed as pending and skipped.
 """
 
@@ -244,6 +245,30 @@ def chart_pretraining_budget(doc: dict) -> plt.Figure:
     return fig
 
 
+def chart_pretraining_budget_curves(doc: dict) -> plt.Figure:
+    """Held-out MLM accuracy of the budget benchmark's bert_tf arms, against step and time."""
+    fig, (by_step, by_time) = plt.subplots(1, 2, figsize=(8, 3.2), sharey=True)
+    for i, curve in enumerate(doc["curves"]):
+        color = (OURS, PEER2, "#6a9f58", "#9b59b6")[i % 4]
+        points = curve["points"]
+        accuracy = [100 * p["masked_lm_accuracy"] for p in points]
+        label = f"{curve['name']}: {curve['title']}"
+        by_step.plot([p["step"] for p in points], accuracy, marker="o", markersize=3,
+                     color=color, label=label)
+        by_time.plot([p["train_seconds"] / 60 for p in points], accuracy, marker="o",
+                     markersize=3, color=color)
+    batch = {c.get("train_batch_size") for c in doc["curves"]}
+    by_step.set_xlabel("training step" + (f" (batch {batch.pop()})" if len(batch) == 1 else ""))
+    by_time.set_xlabel("training minutes")
+    by_step.set_ylabel("held-out MLM accuracy (%)")
+    for ax in (by_step, by_time):
+        ax.grid(True, alpha=0.3)
+    by_step.legend(frameon=False, fontsize=7, loc="lower right")
+    fig.suptitle(doc["title"], x=0.01, ha="left", fontsize=10)
+    _footnote(fig, doc["machine"])
+    return fig
+
+
 CHARTS: Dict[str, Callable[[dict], plt.Figure]] = {
     "pretraining_throughput": chart_pretraining_throughput,
     "finetune_throughput": chart_finetune_throughput,
@@ -253,6 +278,7 @@ CHARTS: Dict[str, Callable[[dict], plt.Figure]] = {
     "finetune_parity": chart_finetune_parity,
     "pretraining_curve": chart_pretraining_curve,
     "pretraining_budget": chart_pretraining_budget,
+    "pretraining_budget_curves": chart_pretraining_budget_curves,
 }
 
 
@@ -294,8 +320,9 @@ def import_curve(history_path: str, command: str, machine: Optional[str]) -> Pat
     return path
 
 
-def import_budget(results_path: str) -> Path:
-    """Copies the budget benchmark's results.json (budget_report's format)."""
+def import_budget(results_path: str) -> List[Path]:
+    """Copies the budget benchmark's results.json (budget_report's format), and the held-out
+    curves of the arms that recorded one (their eval_history.jsonl) as a second file."""
     with open(os.path.expanduser(results_path), encoding="utf-8") as f:
         doc = json.load(f)
     for key in ("machine", "settings", "arms"):
@@ -303,7 +330,31 @@ def import_budget(results_path: str) -> Path:
             raise SystemExit(f"{results_path}: no {key!r}: not a budget benchmark results.json")
     path = DATA / "pretraining_budget.json"
     path.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
-    return path
+    written = [path]
+    curves = []
+    for arm in doc["arms"]:
+        history = (arm.get("pretrain") or {}).get("eval_history")
+        if not history or not os.path.exists(history):
+            continue
+        with open(history, encoding="utf-8") as f:
+            records = [json.loads(line) for line in f if line.strip()]
+        # Only masked-LM: the curve's held-out records are MLM-only (one evaluator for every
+        # arm), so an NSP head's accuracy on them means nothing.
+        curves.append({"name": arm["name"], "title": arm["title"],
+                       "train_batch_size": arm["pretrain"].get("train_batch_size"),
+                       "points": [{k: r.get(k) for k in ("step", "masked_lm_accuracy",
+                                                         "masked_lm_loss", "train_seconds")}
+                                  for r in records]})
+    if curves:
+        path = DATA / "pretraining_budget_curves.json"
+        path.write_text(json.dumps({
+            "title": "Held-out masked-LM accuracy (15 % masks) during the budget benchmark's "
+                     "bert_tf arms",
+            "machine": doc["machine"], "settings": doc["settings"],
+            "command": "python benchmarks/bench_pretraining_budget.py",
+            "curves": curves}, indent=1) + "\n", encoding="utf-8")
+        written.append(path)
+    return written
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -318,7 +369,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.import_curve:
         print(f"wrote {import_curve(args.import_curve, args.curve_command, args.curve_machine)}")
     if args.import_budget:
-        print(f"wrote {import_budget(args.import_budget)}")
+        for path in import_budget(args.import_budget):
+            print(f"wrote {path}")
     _style()
     IMG.mkdir(parents=True, exist_ok=True)
     for name, draw in CHARTS.items():
