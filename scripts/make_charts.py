@@ -331,13 +331,16 @@ def import_budget(results_path: str) -> List[Path]:
     path = DATA / "pretraining_budget.json"
     path.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
     written = [path]
+    sys.path.insert(0, str(ROOT))
+    from bert_tf.training.eval_history import read_eval_history
+
     curves = []
     for arm in doc["arms"]:
         history = (arm.get("pretrain") or {}).get("eval_history")
-        if not history or not os.path.exists(history):
+        # read_eval_history: in step order, a resumed run's repeated step once, [] if absent.
+        records = read_eval_history(history) if history else []
+        if not records:
             continue
-        with open(history, encoding="utf-8") as f:
-            records = [json.loads(line) for line in f if line.strip()]
         # Only masked-LM: the curve's held-out records are MLM-only (one evaluator for every
         # arm), so an NSP head's accuracy on them means nothing.
         curves.append({"name": arm["name"], "title": arm["title"],
