@@ -289,9 +289,10 @@ def run_arm(arm: Arm, args, cache: str, config: str, vocab: str, glue: str,
         result["mlm"] = budget_bert_tf.mlm_accuracy(
             arm_dir, checkpoint, result["pretrain"]["bert_config"], heldout, EVAL_SEQ, EVAL_PRED)
         history = result["pretrain"].get("eval_history")
-        if history and os.path.exists(history):
-            with open(history, encoding="utf-8") as f:
-                result["history"] = [json.loads(line) for line in f if line.strip()]
+        if history:
+            from bert_tf.training.eval_history import read_eval_history
+
+            result["history"] = read_eval_history(history)
     if args.pretrain_only:
         return result
     result["scorecard"] = scorecard(arm, arm_dir, args, glue, config, vocab, checkpoint)
