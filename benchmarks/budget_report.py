@@ -9,7 +9,6 @@ have the same seeds, else sqrt(sa^2 / na + sb^2 / nb).
 
 from __future__ import annotations
 
-import math
 from typing import Dict, List, Optional
 
 TASK_LABELS = {"cola": "CoLA", "sst2": "SST-2", "mrpc": "MRPC", "stsb": "STS-B", "rte": "RTE"}
@@ -33,10 +32,11 @@ def _ms(stats: Dict[str, object]) -> str:
     return f"{stats['mean']:.2f} ± {stats['std']:.2f}"
 
 
-def glue_se(row: dict) -> float:
-    g = row["glue_score"]
-    n = len(g["per_seed"])
-    return g["std"] / math.sqrt(n) if n > 1 else float("nan")
+def glue_se(row: dict) -> Optional[float]:
+    """The standard error of an arm's GLUE score; None for one seed."""
+    from bert_tf.finetune.scorecard_report import standard_error
+
+    return standard_error(row["glue_score"])
 
 
 def _source(marker: Optional[dict]) -> str:
@@ -101,7 +101,7 @@ def render(machine: str, settings: dict, arms: List[dict], goals: List[dict]) ->
         if row:
             cells += [_ms(row["tasks"][t]["score"]) for t in tasks]
             se = glue_se(row)
-            cells.append(f"{_ms(row['glue_score'])}" + (f" ({se:.2f})" if se == se else ""))
+            cells.append(f"{_ms(row['glue_score'])}" + (f" ({se:.2f})" if se is not None else ""))
         else:
             cells += ["-"] * (len(tasks) + 1)
         lines.append("| " + " | ".join(cells) + " |")

@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import math
 import os
 import platform
 import sys
@@ -223,15 +222,16 @@ def chart_pretraining_curve(doc: dict) -> plt.Figure:
 
 def chart_pretraining_budget(doc: dict) -> plt.Figure:
     """GLUE score (mean ± standard error over seeds) of every arm of the budget benchmark."""
+    from bert_tf.finetune.scorecard_report import standard_error
+
     arms = [a for a in doc["arms"] if a.get("row")]
     fig, ax = plt.subplots(figsize=(7, 0.5 * len(arms) + 1.4))
     labels, means, errors, colors = [], [], [], []
     for arm in arms:
         glue = arm["row"]["glue_score"]
-        n = len(glue.get("per_seed", []))
         labels.append(f"{arm['name']}: {arm['title']}")
         means.append(glue["mean"])
-        errors.append(glue["std"] / math.sqrt(n) if n > 1 else 0.0)
+        errors.append(standard_error(glue) or 0.0)  # one seed: no error bar
         colors.append(OURS if arm["name"].startswith(("b", "c")) else PEER)
     y = list(range(len(arms)))[::-1]
     ax.barh(y, means, xerr=errors, capsize=3, color=colors)

@@ -44,3 +44,11 @@ def test_difference_with_one_seed_has_no_standard_error():
     d = scorecard_report.difference(a, b)
     assert d["diff"] == pytest.approx(14.0)
     assert d["se"] is None
+
+
+def test_standard_error_is_std_over_root_n_and_none_for_one_seed():
+    # 70, 72, 77: sample std sqrt(13) = 3.6056; over sqrt(3): 2.0817.
+    three = scorecard_report.stats({1: 70.0, 2: 72.0, 3: 77.0})
+    assert scorecard_report.standard_error(three) == pytest.approx(math.sqrt(13) / math.sqrt(3))
+    assert scorecard_report.standard_error(three) == pytest.approx(2.0817, abs=1e-4)
+    assert scorecard_report.standard_error(scorecard_report.stats({1: 70.0})) is None

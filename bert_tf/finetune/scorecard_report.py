@@ -41,6 +41,12 @@ def stats(per_seed: Dict[int, float]) -> Dict[str, object]:
             "per_seed": {str(s): per_seed[s] for s in sorted(per_seed)}}
 
 
+def standard_error(summary: Dict[str, object]) -> Optional[float]:
+    """std / sqrt(n) of a `stats` summary; None for one seed (no spread to estimate it from)."""
+    n = len(summary["per_seed"])
+    return summary["std"] / math.sqrt(n) if n > 1 else None
+
+
 def _best_lr(task: ScoredTask, model: Model, protocol: Protocol,
              records: Dict[Run, RunRecord]) -> float:
     def mean_score(lr: float) -> float:
