@@ -2,7 +2,8 @@
 
 - `HostLoop` counts each call's time into the training clock: the first (tracing) call at
   the second call's pace, and a spent budget ends the loop in progress (fake clock);
-- with two replicas the agreement hands every worker the chief's call time (subprocess);
+- with two replicas the agreement hands every worker the chief's call time (a process
+  of its own);
 - end to end, `python -m bert_tf.run_pretraining --lr_schedule=wsd --max_train_minutes`:
   a run stopped by --max_steps_per_run saves the clock in its checkpoint, the rerun resumes
   the clock from it, stops when the budget is spent, and its last learning rate is end_lr
@@ -18,18 +19,15 @@ import glob
 import json
 import os
 import re
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
+from _cli_runner import PRETRAINING_PRELOAD, ForkServer
 from _pretraining_helpers import (
-    REPO_ROOT,
     error_lines,
     progress_steps,
     run_module,
-    subprocess_env,
     synthetic_examples,
     write_bert_config,
     write_tfrecords,
@@ -104,11 +102,18 @@ print(json.dumps(loop.agree(local).numpy().tolist()))
 """
 
 
-def test_the_agreement_gives_every_worker_the_chiefs_call_time():
+@pytest.fixture(scope="module")
+def cli():
+    """Runs `python -m bert_tf.run_pretraining ...` (and `python -c` scripts) as processes
+    forked from a server that has imported TensorFlow once (see ForkServer)."""
+    with ForkServer(PRETRAINING_PRELOAD) as server:
+        yield server
+
+
+def test_the_agreement_gives_every_worker_the_chiefs_call_time(cli):
     # Replica 0 (the chief's) contributes (0, 7, 0, 2.5), replica 1 (1, 8, 1, 12.5): stop
     # requests add up, the rest is the chief's, so every worker adds 2.5 s to its clock.
-    proc = subprocess.run([sys.executable, "-c", _AGREEMENT_SCRIPT], cwd=REPO_ROOT,
-                          env=subprocess_env({}), capture_output=True, text=True, timeout=120)
+    proc = cli.run_code(_AGREEMENT_SCRIPT, [], timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == [1.0, 7.0, 0.0, 2.5]
 
@@ -154,10 +159,10 @@ def summary_scalars(output_dir, tag):
 
 
 def test_a_budget_run_resumes_its_clock_and_ends_at_end_lr_when_the_time_is_spent(
-        data, tmp_path):
+        cli, data, tmp_path):
     # Stopped after 3 steps by --max_steps_per_run: the clock is in the checkpoint.
-    first = run_module(MODULE, flags(data, tmp_path, max_steps_per_run=3, steps_per_loop=1,
-                                     log_every_n_steps=1))
+    first = cli.run(MODULE, flags(data, tmp_path, max_steps_per_run=3, steps_per_loop=1,
+                                  log_every_n_steps=1))
     assert first.returncode == 0, first.stderr[-3000:]
     assert progress_steps(first.stderr) == [1, 2, 3]
     t1 = trained_seconds(tmp_path / "ckpt-3")
@@ -167,8 +172,8 @@ def test_a_budget_run_resumes_its_clock_and_ends_at_end_lr_when_the_time_is_spen
                      r"1\.000000e-03", first.stderr), first.stderr[-3000:]
 
     # The rerun continues the clock from the checkpoint and trains until 3 s are spent.
-    second = run_module(MODULE, flags(data, tmp_path, steps_per_loop=1000,
-                                      log_every_n_steps=1_000_000))
+    second = cli.run(MODULE, flags(data, tmp_path, steps_per_loop=1000,
+                                   log_every_n_steps=1_000_000))
     assert second.returncode == 0, second.stderr[-3000:]
     assert f"training clock resumed at {t1:.3f} s of 3 s" in second.stderr
     stop = re.search(r"--max_train_minutes=0.05 reached at step (\d+): saving a checkpoint "
@@ -189,14 +194,14 @@ def test_a_budget_run_resumes_its_clock_and_ends_at_end_lr_when_the_time_is_spen
     assert rates[final] == pytest.approx(1e-5, rel=1e-6)
 
     # A third run finds the budget spent and trains nothing.
-    third = run_module(MODULE, flags(data, tmp_path))
+    third = cli.run(MODULE, flags(data, tmp_path))
     assert third.returncode == 0, third.stderr[-3000:]
     assert "--max_train_minutes=0.05 already spent" in third.stderr
     assert progress_steps(third.stderr) == []
 
 
-def test_decay_proportion_without_wsd_is_a_one_line_error(data, tmp_path):
-    proc = run_module(MODULE, flags(data, tmp_path, lr_schedule="linear"))
+def test_decay_proportion_without_wsd_is_a_one_line_error(cli, data, tmp_path):
+    proc = cli.run(MODULE, flags(data, tmp_path, lr_schedule="linear"))
     assert proc.returncode == 2
     assert error_lines(proc.stderr) == [
         "error: --decay_proportion applies only with --lr_schedule=wsd"]

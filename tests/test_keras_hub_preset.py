@@ -18,6 +18,7 @@ import keras_hub
 import numpy as np
 import pytest
 import tensorflow as tf
+from _cli_runner import ForkServer
 
 from bert_tf.core.errors import UserError
 from bert_tf.core.tokenization import FullTokenizer
@@ -395,7 +396,15 @@ def test_portable_preset_loads_with_keras_hub_alone(preset, tmp_path, google_voc
         assert loaded["packed"][i] == packed + [0] * (32 - len(packed))
 
 
-def test_command_line_writes_a_loadable_preset(tmp_path, google_vocab_path):
+@pytest.fixture(scope="module")
+def cli():
+    """Runs this module's `python -m` invocations (tests/_cli_runner.py)."""
+    runner = ForkServer(env={"TF_CPP_MIN_LOG_LEVEL": "3"})
+    yield runner
+    runner.close()
+
+
+def test_command_line_writes_a_loadable_preset(tmp_path, google_vocab_path, cli):
     """`python -m bert_tf.export --format=keras_hub` on a run directory, end to end, with a
     tokenizer check file longer than the check reads."""
     encoder = _encoder("gelu_tanh", seed=5)
@@ -406,13 +415,10 @@ def test_command_line_writes_a_loadable_preset(tmp_path, google_vocab_path):
     check_file.write_text("\n".join(["the cat sat.", "ﬁnance", "", "a" * 120]
                                     + ["ok"] * MAX_CHECK_LINES + ["ﬁ"]) + "\n",
                           encoding="utf-8")
-    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    result = subprocess.run(
-        [sys.executable, "-m", "bert_tf.export", f"--output_dir={tmp_path / 'run'}",
-         f"--vocab_file={google_vocab_path}", "--do_lower_case=true", "--format=keras_hub",
-         f"--export_dir={tmp_path / 'preset'}", f"--tokenizer_check_file={check_file}"],
-        cwd=repo, capture_output=True, text=True, timeout=600,
-        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": repo})
+    result = cli.run("bert_tf.export", [
+        f"--output_dir={tmp_path / 'run'}", f"--vocab_file={google_vocab_path}",
+        "--do_lower_case=true", "--format=keras_hub", f"--export_dir={tmp_path / 'preset'}",
+        f"--tokenizer_check_file={check_file}"])
     assert result.returncode == 0, result.stderr
     reports = [line for line in result.stderr.splitlines() if "keras-hub's tokenizer" in line]
     assert reports == [
@@ -436,14 +442,10 @@ def test_command_line_writes_a_loadable_preset(tmp_path, google_vocab_path):
     (["--format=keras_hub", "--preset_tokenizer=exact", "--tokenizer_check_file=x.txt"],
      "--tokenizer_check_file measures the portable tokenizer"),
 ], ids=["saved_model", "exact_with_check_file"])
-def test_command_line_refuses_tokenizer_flags_that_do_not_apply(tmp_path, args, message):
-    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    result = subprocess.run(
-        [sys.executable, "-m", "bert_tf.export", f"--output_dir={tmp_path}",
-         "--vocab_file=vocab.txt", "--do_lower_case=true",
-         f"--export_dir={tmp_path / 'out'}"] + args,
-        cwd=repo, capture_output=True, text=True, timeout=600,
-        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": repo})
+def test_command_line_refuses_tokenizer_flags_that_do_not_apply(tmp_path, args, message, cli):
+    result = cli.run("bert_tf.export", [f"--output_dir={tmp_path}", "--vocab_file=vocab.txt",
+                                        "--do_lower_case=true",
+                                        f"--export_dir={tmp_path / 'out'}"] + args)
     assert result.returncode != 0
     assert message in result.stderr.strip().splitlines()[-1]
     assert not (tmp_path / "out").exists()

@@ -20,14 +20,13 @@ import os
 import pathlib
 import signal
 import statistics
-import subprocess
-import sys
 import time
 import zipfile
 
 import pytest
+from _cli_runner import ForkServer
 from _glue_data import write_mnli, write_rte, write_sst2, write_wnli
-from _pretraining_helpers import REPO_ROOT, error_lines, run_module, subprocess_env
+from _pretraining_helpers import error_lines
 
 from bert_tf.core.errors import UserError
 from bert_tf.finetune import scorecard, scorecard_runs, suite
@@ -52,6 +51,14 @@ def _eval_results(path: pathlib.Path) -> dict:
 
 
 @pytest.fixture(scope="module")
+def cli():
+    """Runs this module's `python -m` invocations (tests/_cli_runner.py)."""
+    runner = ForkServer()
+    yield runner
+    runner.close()
+
+
+@pytest.fixture(scope="module")
 def tiny_config(tmp_path_factory) -> str:
     path = tmp_path_factory.mktemp("cfg") / "bert_config.json"
     path.write_text(json.dumps(TINY))
@@ -59,7 +66,7 @@ def tiny_config(tmp_path_factory) -> str:
 
 
 @pytest.fixture(scope="module")
-def killed_and_resumed(tmp_path_factory, tiny_config, google_vocab_path):
+def killed_and_resumed(tmp_path_factory, tiny_config, google_vocab_path, cli):
     root = tmp_path_factory.mktemp("glue_cli")
     glue = root / "glue"
     write_sst2(glue, dev_is_train=True)
@@ -72,19 +79,17 @@ def killed_and_resumed(tmp_path_factory, tiny_config, google_vocab_path):
             f"--seeds={','.join(map(str, SEEDS))}", "--max_train_examples=160",
             "--num_train_epochs=8", "--train_batch_size=16", "--max_seq_length=32",
             "--do_predict"]
-    proc = subprocess.Popen([sys.executable, "-m", MODULE, *args], cwd=REPO_ROOT,
-                            env=subprocess_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    first = cli.start(MODULE, args)
     deadline = time.monotonic() + 300
-    while len(_records(out)) < 3 and proc.poll() is None and time.monotonic() < deadline:
+    while len(_records(out)) < 3 and first.poll() is None and time.monotonic() < deadline:
         time.sleep(0.2)
-    proc.send_signal(signal.SIGKILL)
-    proc.communicate()
+    first.send_signal(signal.SIGKILL)
+    assert first.wait().returncode == -signal.SIGKILL, "the first run must be killed"
     finished = {p: p.stat().st_mtime_ns for p in _records(out)}
     assert 3 <= len(finished) < 8, "the kill must land between runs 3 and 8"
     damaged = sorted(finished)[0]
     (damaged.parent / "eval_results.txt").write_text("eval_accuracy = 0.5\ngarbage\n")
-    rerun = run_module(MODULE, args, timeout=600)
+    rerun = cli.run(MODULE, args, timeout=600)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     return out, glue, finished, damaged, rerun
 
@@ -160,9 +165,9 @@ def test_submission_files_are_in_glue_format(killed_and_resumed):
     assert [line.split("\t")[1] for line in files["SST-2.tsv"][1:]] == predicted
 
 
-def test_missing_task_folder_is_one_line(tmp_path, tiny_config, google_vocab_path):
+def test_missing_task_folder_is_one_line(tmp_path, tiny_config, google_vocab_path, cli):
     write_sst2(tmp_path / "glue")
-    proc = run_module(MODULE, [f"--glue_dir={tmp_path / 'glue'}", "--tasks=sst2,cola",
+    proc = cli.run(MODULE, [f"--glue_dir={tmp_path / 'glue'}", "--tasks=sst2,cola",
                                f"--bert_config_file={tiny_config}",
                                f"--vocab_file={google_vocab_path}",
                                f"--output_dir={tmp_path / 'out'}"])

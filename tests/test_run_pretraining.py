@@ -1,4 +1,5 @@
-"""End-to-end tests of `python -m bert_tf.run_pretraining` on tiny TFRecords (subprocesses).
+"""End-to-end tests of `python -m bert_tf.run_pretraining` on tiny TFRecords (subprocesses:
+one real `python -m` run, the rest forked from a server that imported TensorFlow once).
 
 - train + eval: checkpoints, eval_results.txt with the six keys and sane values, summaries;
 - a run stopped half-way (--max_steps_per_run) and resumed in a new process follows the
@@ -23,16 +24,14 @@ from __future__ import annotations
 import json
 import os
 import re
-import selectors
 import shutil
 import signal
-import subprocess
-import sys
 import time
 
 import numpy as np
 import pytest
 import tensorflow as tf
+from _cli_runner import PRETRAINING_PRELOAD, ForkServer
 from _pretraining_helpers import (
     REPO_ROOT,
     error_lines,
@@ -40,7 +39,6 @@ from _pretraining_helpers import (
     progress_losses,
     progress_steps,
     run_module,
-    subprocess_env,
     synthetic_examples,
     write_bert_config,
     write_tfrecords,
@@ -72,6 +70,14 @@ def common_flags(data, output_dir=None, **overrides):
     return pretraining_flags(data, output_dir, **dict({"num_train_steps": STEPS}, **overrides))
 
 
+@pytest.fixture(scope="module")
+def cli():
+    """Runs `python -m bert_tf.run_pretraining ...` processes forked from a server that has
+    imported TensorFlow once (see ForkServer)."""
+    with ForkServer(PRETRAINING_PRELOAD) as server:
+        yield server
+
+
 def checkpoint_tensors(prefix):
     reader = tf.train.load_checkpoint(os.fspath(prefix))
     # The input iterator's state is a variant tensor, which the reader cannot return.
@@ -81,7 +87,8 @@ def checkpoint_tensors(prefix):
 
 @pytest.fixture(scope="module")
 def straight(data, tmp_path_factory):
-    """An uninterrupted run of STEPS steps, then eval."""
+    """An uninterrupted run of STEPS steps, then eval: a real `python -m` process, so that
+    the forked runs compared with it (resumed, warm-started, ...) are checked against one."""
     out = tmp_path_factory.mktemp("straight")
     proc = run_module(MODULE, common_flags(data, out, do_eval="true"))
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -111,12 +118,12 @@ def test_train_and_eval_write_checkpoints_results_and_summaries(straight):
     assert "***** Eval results *****" in proc.stdout
 
 
-def test_a_resumed_run_follows_the_uninterrupted_trajectory(straight, data, tmp_path):
+def test_a_resumed_run_follows_the_uninterrupted_trajectory(cli, straight, data, tmp_path):
     reference_dir, reference = straight
-    first = run_module(MODULE, common_flags(data, tmp_path, max_steps_per_run=4))
+    first = cli.run(MODULE, common_flags(data, tmp_path, max_steps_per_run=4))
     assert first.returncode == 0, first.stderr[-3000:]
     assert progress_steps(first.stderr) == [1, 2, 3, 4]
-    second = run_module(MODULE, common_flags(data, tmp_path))
+    second = cli.run(MODULE, common_flags(data, tmp_path))
     assert second.returncode == 0, second.stderr[-3000:]
     assert re.search(r"resuming from .*ckpt-4 at step 4", second.stderr)
     assert progress_steps(second.stderr) == [5, 6]
@@ -138,68 +145,81 @@ def test_a_resumed_run_follows_the_uninterrupted_trajectory(straight, data, tmp_
         np.testing.assert_allclose(ours[key], ref[key], rtol=1e-5, atol=1e-6, err_msg=key)
 
 
-def test_an_arithmetic_input_position_resumes_from_the_cached_record_counts(data, tmp_path):
+def test_an_arithmetic_input_position_resumes_from_the_cached_record_counts(
+        cli, data, tmp_path):
     arithmetic = dict(input_position="arithmetic")  # the TPU default (auto), forced here
-    reference = run_module(MODULE, common_flags(data, tmp_path / "reference", **arithmetic))
-    first = run_module(MODULE, common_flags(data, tmp_path / "split", max_steps_per_run=4,
-                                            **arithmetic))
-    assert reference.returncode == 0 and first.returncode == 0, first.stderr[-3000:]
-    assert re.search(r"counted the records of 2 input file\(s\) .*: 96 records", first.stderr)
-    counts = json.loads((tmp_path / "split" / "input_record_counts.json").read_text())["files"]
-    assert sorted(n for _, n in counts.values()) == [48, 48]
-    second = run_module(MODULE, common_flags(data, tmp_path / "split", **arithmetic))
+    reference = cli.run(MODULE, common_flags(data, tmp_path / "reference", **arithmetic))
+    assert reference.returncode == 0, reference.stderr[-3000:]
+    assert re.search(r"counted the records of 2 input file\(s\) .*: 96 records",
+                     reference.stderr)
+    counts = json.loads((tmp_path / "reference" / "input_record_counts.json").read_text())
+    assert sorted(n for _, n in counts["files"].values()) == [48, 48]
+    # The same run stopped after its checkpoint at step 3 (a run killed before step 6): its
+    # output_dir without ckpt-6, whose rerun must follow the uninterrupted run from there.
+    split = tmp_path / "split"
+    shutil.copytree(tmp_path / "reference", split)
+    for path in split.glob(f"ckpt-{STEPS}.*"):
+        path.unlink()
+    tf.compat.v1.train.update_checkpoint_state(os.fspath(split), "ckpt-3", ["ckpt-3"])
+    second = cli.run(MODULE, common_flags(data, split, **arithmetic))
     assert second.returncode == 0, second.stderr[-3000:]
-    assert "input reopened at step 4 from its record counts" in second.stderr
+    assert re.search(r"resuming from .*split/ckpt-3 at step 3", second.stderr)
+    assert "input reopened at step 3 from its record counts" in second.stderr
     assert "counted the records" not in second.stderr  # read from the cache
-    assert progress_steps(second.stderr) == [5, 6]
-    np.testing.assert_allclose(
-        progress_losses(first.stderr) + progress_losses(second.stderr),
-        progress_losses(reference.stderr), rtol=2e-6)
+    assert progress_steps(second.stderr) == [4, 5, 6]
+    np.testing.assert_allclose(progress_losses(second.stderr),
+                               progress_losses(reference.stderr)[3:], rtol=2e-6)
+    ours = checkpoint_tensors(split / f"ckpt-{STEPS}")
+    ref = checkpoint_tensors(tmp_path / "reference" / f"ckpt-{STEPS}")
     # No iterator is saved: the position is the step.
-    assert not any(k.startswith("input/") for k in checkpoint_tensors(
-        tmp_path / "split" / f"ckpt-{STEPS}"))
+    assert not any(k.startswith("input/") for k in ours)
+    # Weights, Adam moments, step and the dropout RNG state end where the reference's do.
+    assert sorted(ours) == sorted(ref) and any(k.startswith("rng/") for k in ours)
+    for key in ref:
+        if not key.startswith("save_counter/"):  # how many saves each run made
+            np.testing.assert_allclose(ours[key], ref[key], rtol=1e-5, atol=1e-6, err_msg=key)
 
 
-def read_until(proc, pattern, timeout):
-    """Reads proc's stderr lines until one matches `pattern`; returns everything read."""
-    selector = selectors.DefaultSelector()
-    selector.register(proc.stderr, selectors.EVENT_READ)
+def read_until(run, pattern, timeout):
+    """Reads the stderr of a ForkedRun until a line matches `pattern`; returns everything up
+    to that line."""
     text, deadline = "", time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if selector.select(timeout=1):
-            line = proc.stderr.readline()
-            if not line:
-                break
-            text += line
+        running = run.poll() is None  # before reading: what a finished run wrote is all there
+        text = run.stderr_so_far()
+        end = 0
+        for line in text[:text.rfind("\n") + 1].splitlines(keepends=True):
+            end += len(line)
             if re.search(pattern, line):
-                return text
+                return text[:end]
+        if not running:
+            break
+        time.sleep(0.1)
     raise AssertionError(f"{pattern!r} not seen in time; stderr:\n{text[-3000:]}")
 
 
-def signal_when_seen(args, pattern, sig):
+def signal_when_seen(cli, args, pattern, sig):
     """Starts the command, sends `sig` once `pattern` appears in its log, and waits.
 
     Returns:
         (the finished process, the log after the pattern).
     """
-    proc = subprocess.Popen([sys.executable, "-m", MODULE, *args], cwd=REPO_ROOT,
-                            env=subprocess_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    run = cli.start(MODULE, args)
     try:
-        read_until(proc, pattern, timeout=240)
-        proc.send_signal(sig)
-        _, rest = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    return proc, rest
+        seen = read_until(run, pattern, timeout=240)
+        os.kill(run.pid, sig)
+    except BaseException:
+        os.kill(run.pid, signal.SIGKILL)
+        run.wait()
+        raise
+    proc = run.wait(timeout=120)
+    return proc, proc.stderr[len(seen):]
 
 
-def test_ctrl_c_stops_cleanly_and_leaves_complete_checkpoints(data, tmp_path):
+def test_ctrl_c_stops_cleanly_and_leaves_complete_checkpoints(cli, data, tmp_path):
     args = common_flags(data, tmp_path, num_train_steps=100000, save_checkpoints_steps=2,
                         keep_checkpoint_max=100)
-    proc, rest = signal_when_seen(args, r"saved checkpoint .*ckpt-4", signal.SIGINT)
+    proc, rest = signal_when_seen(cli, args, r"saved checkpoint .*ckpt-4", signal.SIGINT)
     assert proc.returncode == 130
     assert error_lines(rest) == ["error: interrupted"]
     assert "Traceback" not in rest
@@ -213,9 +233,9 @@ def test_ctrl_c_stops_cleanly_and_leaves_complete_checkpoints(data, tmp_path):
         assert step == int(prefix.rsplit("-", 1)[1])
 
 
-def test_non_finite_loss_stops_with_one_line_naming_the_step(data, tmp_path):
-    proc = run_module(MODULE, common_flags(data, tmp_path, learning_rate=1e10,
-                                           num_warmup_steps=0, save_checkpoints_steps=1))
+def test_non_finite_loss_stops_with_one_line_naming_the_step(cli, data, tmp_path):
+    proc = cli.run(MODULE, common_flags(data, tmp_path, learning_rate=1e10,
+                                        num_warmup_steps=0, save_checkpoints_steps=1))
     assert proc.returncode == 2, proc.stderr[-3000:]
     lines = error_lines(proc.stderr)
     assert len(lines) == 1
@@ -238,9 +258,9 @@ def test_non_finite_loss_stops_with_one_line_naming_the_step(data, tmp_path):
     assert "Traceback" not in proc.stderr
 
 
-def test_init_checkpoint_warm_starts_a_longer_sequence_phase(straight, data, tmp_path):
+def test_init_checkpoint_warm_starts_a_longer_sequence_phase(cli, straight, data, tmp_path):
     reference_dir, _ = straight
-    proc = run_module(MODULE, common_flags(
+    proc = cli.run(MODULE, common_flags(
         data, tmp_path, input_file=data / "long.tfrecord", eval_input_file=None,
         max_seq_length=32, max_predictions_per_seq=8, num_train_steps=2,
         init_checkpoint=reference_dir, no_nsp="true", do_eval="true", max_eval_steps=2))
@@ -255,7 +275,7 @@ def test_init_checkpoint_warm_starts_a_longer_sequence_phase(straight, data, tmp
 
 
 def test_continued_pretraining_follows_an_extended_vocab_and_trains_new_rows_first(
-        straight, data, tmp_path):
+        cli, straight, data, tmp_path):
     """--vocab_file extends the checkpoint's vocab.txt ([unused0] and one appended token):
     vocab_size follows, the first step trains only the two new rows, the second everything.
     (The initial values and every format: tests/test_vocab_resize.py.)"""
@@ -269,7 +289,7 @@ def test_continued_pretraining_follows_an_extended_vocab_and_trains_new_rows_fir
     extended = tmp_path / "extended.txt"
     extended.write_text("\n".join(tokens[:5] + ["w1-w2"] + tokens[6:] + ["##w3"]) + "\n")
     out = tmp_path / "out"
-    proc = run_module(MODULE, common_flags(
+    proc = cli.run(MODULE, common_flags(
         data, out, init_checkpoint=base, vocab_file=extended, num_train_steps=2,
         save_checkpoints_steps=1, train_only_new_embeddings_steps=1, learning_rate=1e-2,
         distribution_strategy="mirrored", num_cpu_devices=2))  # the weights held on 2 replicas
@@ -295,14 +315,15 @@ def test_continued_pretraining_follows_an_extended_vocab_and_trains_new_rows_fir
         assert not np.array_equal(step2[name], step1[name]), name
 
 
-def test_eval_only_with_another_model_config_is_a_one_line_error(straight, data, tmp_path):
+def test_eval_only_with_another_model_config_is_a_one_line_error(
+        cli, straight, data, tmp_path):
     # The checkpoint's variables have other shapes than --bert_config_file's model: evaluating
     # would read partly random weights (it was a ValueError traceback).
     shutil.copytree(straight[0], tmp_path / "run")
     (tmp_path / "run" / "eval_results.txt").unlink()
     other = write_bert_config(tmp_path / "other.json", hidden_size=48)
-    proc = run_module(MODULE, common_flags(data, tmp_path / "run", bert_config_file=other,
-                                           do_train="false", do_eval="true"))
+    proc = cli.run(MODULE, common_flags(data, tmp_path / "run", bert_config_file=other,
+                                        do_train="false", do_eval="true"))
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr
     lines = error_lines(proc.stderr)
@@ -313,7 +334,8 @@ def test_eval_only_with_another_model_config_is_a_one_line_error(straight, data,
     assert not (tmp_path / "run" / "eval_results.txt").exists()
 
 
-def test_eval_only_reads_a_hugging_face_directory_and_its_own_config(straight, data, tmp_path):
+def test_eval_only_reads_a_hugging_face_directory_and_its_own_config(
+        cli, straight, data, tmp_path):
     """--do_eval alone from a Hugging Face directory, without --bert_config_file (its
     config.json is the default): the figures of the same weights evaluated in bert_tf's
     format. (It was refused: eval read --init_checkpoint as a bert_tf checkpoint.) A
@@ -331,8 +353,8 @@ def test_eval_only_reads_a_hugging_face_directory_and_its_own_config(straight, d
         k: v for k, v in files.weights.items() if not k.startswith(MLM_PREFIX)})
     hf_checkpoint.write(headless, os.fspath(tmp_path / "headless"))
     flags = dict(bert_config_file=None, do_train="false", do_eval="true")
-    proc = run_module(MODULE, common_flags(data, tmp_path / "out", **flags,
-                                           init_checkpoint=tmp_path / "hf"))
+    proc = cli.run(MODULE, common_flags(data, tmp_path / "out", **flags,
+                                        init_checkpoint=tmp_path / "hf"))
     assert proc.returncode == 0, proc.stderr[-3000:]
 
     def results(path):
@@ -343,8 +365,8 @@ def test_eval_only_reads_a_hugging_face_directory_and_its_own_config(straight, d
     expected = results(straight[0] / "eval_results.txt")
     assert results(tmp_path / "out" / "eval_results.txt") == pytest.approx(expected, abs=1e-5)
 
-    proc = run_module(MODULE, common_flags(data, tmp_path / "out2", **flags,
-                                           init_checkpoint=tmp_path / "headless"))
+    proc = cli.run(MODULE, common_flags(data, tmp_path / "out2", **flags,
+                                        init_checkpoint=tmp_path / "headless"))
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
     assert error_lines(proc.stderr) == [
         f"error: --init_checkpoint={tmp_path / 'headless'} lacks 5 weights of the model to "
@@ -353,7 +375,7 @@ def test_eval_only_reads_a_hugging_face_directory_and_its_own_config(straight, d
         "values (an encoder without its pretraining heads cannot be evaluated on masked LM; "
         "pass --no_nsp if only the NSP head is missing)"]
     # An HF config.json given as --bert_config_file names what to do instead.
-    proc = run_module(MODULE, common_flags(data, tmp_path / "out3", **dict(
+    proc = cli.run(MODULE, common_flags(data, tmp_path / "out3", **dict(
         flags, bert_config_file=tmp_path / "hf" / "config.json")))
     assert error_lines(proc.stderr) == [
         f"error: {tmp_path / 'hf' / 'config.json'}: a Hugging Face config.json, not a "
@@ -362,13 +384,13 @@ def test_eval_only_reads_a_hugging_face_directory_and_its_own_config(straight, d
         "-m bert_tf.convert_checkpoint"]
 
 
-def test_max_train_minutes_stops_at_a_loop_boundary_saves_and_evaluates(data, tmp_path):
+def test_max_train_minutes_stops_at_a_loop_boundary_saves_and_evaluates(cli, data, tmp_path):
     # A budget spent by the first timed call: the first call (it traces the step) counts
     # nothing by itself, the second counts both steps' time, so the run stops after step 2,
     # saves, then evaluates. (The budget's schedule: tests/test_budget_schedule.py.)
-    proc = run_module(MODULE, common_flags(data, tmp_path, max_train_minutes=1e-6,
-                                           do_eval="true", log_every_n_steps=100,
-                                           eval_input_file=None))
+    proc = cli.run(MODULE, common_flags(data, tmp_path, max_train_minutes=1e-6,
+                                        do_eval="true", log_every_n_steps=100,
+                                        eval_input_file=None))
     assert proc.returncode == 0, proc.stderr[-3000:]
     # No --eval_input_file: eval reads the training files, and says so once.
     assert proc.stderr.count("--do_eval reads training files (no --eval_input_file)") == 1
@@ -408,9 +430,9 @@ def test_max_train_minutes_stops_at_a_loop_boundary_saves_and_evaluates(data, tm
      r"error: --vocab_file and --masked_lm_prob apply only with --dynamic_masking \(the stored "
      r"masks are used as written\)"),
 ])
-def test_bad_flags_give_one_line_errors(data, tmp_path, overrides, message):
+def test_bad_flags_give_one_line_errors(cli, data, tmp_path, overrides, message):
     overrides = {"output_dir": tmp_path / "out", **overrides}
-    proc = run_module(MODULE, common_flags(data, **overrides))
+    proc = cli.run(MODULE, common_flags(data, **overrides))
     assert proc.returncode == 2
     assert len(error_lines(proc.stderr)) == 1, proc.stderr[-2000:]
     assert re.fullmatch(message, error_lines(proc.stderr)[0]), error_lines(proc.stderr)
@@ -424,10 +446,10 @@ def write_vocab(path, size):
     return path
 
 
-def test_dynamic_masking_trains_with_the_vocab_s_ids(straight, data, tmp_path):
+def test_dynamic_masking_trains_with_the_vocab_s_ids(cli, straight, data, tmp_path):
     vocab = write_vocab(tmp_path / "vocab.txt", 128)
-    proc = run_module(MODULE, common_flags(data, tmp_path / "out", dynamic_masking="true",
-                                           vocab_file=vocab, masked_lm_prob=0.3))
+    proc = cli.run(MODULE, common_flags(data, tmp_path / "out", dynamic_masking="true",
+                                        vocab_file=vocab, masked_lm_prob=0.3))
     assert proc.returncode == 0, proc.stderr[-3000:]
     losses = progress_losses(proc.stderr)
     assert len(losses) == STEPS and np.all(np.isfinite(losses))
@@ -435,27 +457,27 @@ def test_dynamic_masking_trains_with_the_vocab_s_ids(straight, data, tmp_path):
     assert not np.allclose(losses, progress_losses(straight[1].stderr))
 
 
-def test_dynamic_masking_vocab_larger_than_the_model_is_a_one_line_error(data, tmp_path):
+def test_dynamic_masking_vocab_larger_than_the_model_is_a_one_line_error(cli, data, tmp_path):
     vocab = write_vocab(tmp_path / "vocab.txt", 200)
-    proc = run_module(MODULE, common_flags(data, tmp_path / "out", dynamic_masking="true",
-                                           vocab_file=vocab))
+    proc = cli.run(MODULE, common_flags(data, tmp_path / "out", dynamic_masking="true",
+                                        vocab_file=vocab))
     assert proc.returncode == 2
     assert error_lines(proc.stderr) == [
         "error: --vocab_file has 200 tokens, more than vocab_size=128 in --bert_config_file"]
 
 
-def test_input_ids_beyond_the_config_vocab_are_a_one_line_error(data, tmp_path):
+def test_input_ids_beyond_the_config_vocab_are_a_one_line_error(cli, data, tmp_path):
     small_vocab = write_bert_config(tmp_path / "small_vocab.json", vocab_size=64)
-    proc = run_module(MODULE, common_flags(data, tmp_path / "out", bert_config_file=small_vocab))
+    proc = cli.run(MODULE, common_flags(data, tmp_path / "out", bert_config_file=small_vocab))
     assert proc.returncode == 2
     assert re.fullmatch(r"error: input_ids in .*train-0.tfrecord has token id \d+, outside "
                         r"vocab_size of --bert_config_file=64 .*", error_lines(proc.stderr)[0])
 
 
-def test_unwritable_output_dir_is_a_one_line_error(data, tmp_path):
+def test_unwritable_output_dir_is_a_one_line_error(cli, data, tmp_path):
     blocker = tmp_path / "a_file"
     blocker.write_text("not a directory")
-    proc = run_module(MODULE, common_flags(data, blocker / "out"))
+    proc = cli.run(MODULE, common_flags(data, blocker / "out"))
     assert proc.returncode == 2
     assert re.fullmatch(r"error: --output_dir=.*a_file/out: cannot create it \(.*\)",
                         error_lines(proc.stderr)[0])
@@ -489,10 +511,10 @@ def damage_record(src, dst, index):
     return starts[index], len(starts)
 
 
-def test_a_damaged_record_stops_the_run_naming_the_file_and_record(data, tmp_path):
+def test_a_damaged_record_stops_the_run_naming_the_file_and_record(cli, data, tmp_path):
     damaged = tmp_path / "damaged.tfrecord"
     offset, n = damage_record(data / "train-1.tfrecord", damaged, 30)
-    proc = run_module(MODULE, common_flags(data, tmp_path / "out", input_file=damaged))
+    proc = cli.run(MODULE, common_flags(data, tmp_path / "out", input_file=damaged))
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert error_lines(proc.stderr) == [
         f"error: corrupted input TFRecord {damaged}: record 30 (counting from 0, at byte "
@@ -501,12 +523,12 @@ def test_a_damaged_record_stops_the_run_naming_the_file_and_record(data, tmp_pat
     assert "Traceback" not in proc.stderr
 
 
-def test_skip_corrupt_records_goes_on_and_reports_exact_counts(data, tmp_path):
+def test_skip_corrupt_records_goes_on_and_reports_exact_counts(cli, data, tmp_path):
     damaged = tmp_path / "damaged.tfrecord"
     _, n = damage_record(data / "train-1.tfrecord", damaged, 30)
     eval_file = tmp_path / "eval.tfrecord"
     eval_offset, eval_n = damage_record(data / "eval.tfrecord", eval_file, 21)
-    proc = run_module(MODULE, common_flags(
+    proc = cli.run(MODULE, common_flags(
         data, tmp_path / "out", input_file=f"{data / 'train-0.tfrecord'},{damaged}",
         eval_input_file=eval_file, do_eval="true", skip_corrupt_records="true"))
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -528,12 +550,13 @@ def test_skip_corrupt_records_goes_on_and_reports_exact_counts(data, tmp_path):
     assert "evaluated 3 batches (21 examples)" in proc.stderr
 
 
-def test_a_masked_position_beyond_max_seq_length_in_a_later_record_is_one_line(data, tmp_path):
+def test_a_masked_position_beyond_max_seq_length_in_a_later_record_is_one_line(
+        cli, data, tmp_path):
     examples = synthetic_examples(16, seed=21, uneven_weights=False)
     examples["masked_lm_positions"][2, 0] = 16  # the first record is checked before training
     bad = tmp_path / "bad_positions.tfrecord"
     write_tfrecords(bad, examples)
-    proc = run_module(MODULE, common_flags(data, tmp_path / "out", input_file=bad))
+    proc = cli.run(MODULE, common_flags(data, tmp_path / "out", input_file=bad))
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert error_lines(proc.stderr) == [
         f"error: masked_lm_positions has position 16 outside [0, --max_seq_length=16) in "
@@ -562,7 +585,7 @@ print(json.dumps(out))
 
 
 @pytest.mark.parametrize("whole_word", [False, True])
-def test_dynamic_masking_batches_use_the_vocab_file_s_ids(data, tmp_path, whole_word):
+def test_dynamic_masking_batches_use_the_vocab_file_s_ids(cli, data, tmp_path, whole_word):
     import json
 
     # 100 tokens (fewer than the model's 128, as a vocab may be), [MASK] = 4 (not Google's
@@ -573,8 +596,7 @@ def test_dynamic_masking_batches_use_the_vocab_file_s_ids(data, tmp_path, whole_
     vocab.write_text("\n".join(words) + "\n")
     args = common_flags(data, tmp_path / "out", dynamic_masking="true", vocab_file=vocab,
                         do_whole_word_mask=str(whole_word).lower(), masked_lm_prob=0.3)
-    proc = subprocess.run([sys.executable, "-c", _BATCH_SCRIPT, *args], cwd=REPO_ROOT,
-                          env=subprocess_env(), capture_output=True, text=True, timeout=300)
+    proc = cli.run_code(_BATCH_SCRIPT, args)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["continuation_ids"] == (list(range(60, 100)) if whole_word else [])

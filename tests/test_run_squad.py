@@ -20,7 +20,8 @@ import re
 
 import numpy as np
 import pytest
-from _pretraining_helpers import error_lines, run_module
+from _cli_runner import ForkServer
+from _pretraining_helpers import error_lines
 
 from bert_tf.core.tokenization import FullTokenizer
 from bert_tf.finetune.squad_task import SquadSettings, SquadTask
@@ -36,6 +37,14 @@ TINY = {"vocab_size": 30522, "hidden_size": 64, "num_hidden_layers": 2,
 PARAGRAPHS = slice(4, 7)
 NUM_QUESTIONS = 12
 EPOCHS = 100
+
+
+@pytest.fixture(scope="module")
+def cli():
+    """Runs this module's `python -m` invocations (tests/_cli_runner.py)."""
+    runner = ForkServer()
+    yield runner
+    runner.close()
 
 
 def _args(tmp: pathlib.Path, google_vocab_path, **overrides):
@@ -67,10 +76,10 @@ def _windows(log: str, split: str):
 
 
 @pytest.fixture(scope="module")
-def v1_run(tmp_path_factory, google_vocab_path):
+def v1_run(tmp_path_factory, google_vocab_path, cli):
     tmp = tmp_path_factory.mktemp("squad1")
     data = _subset(tmp)
-    proc = run_module(MODULE, _args(tmp, google_vocab_path, train_file=data, predict_file=data,
+    proc = cli.run(MODULE, _args(tmp, google_vocab_path, train_file=data, predict_file=data,
                                     do_predict="true"))
     assert proc.returncode == 0, proc.stderr[-3000:]
     return tmp / "out", proc, data
@@ -115,9 +124,9 @@ def test_v1_prediction_files(v1_run):
     assert not (out / "null_odds.json").exists()  # v1.1: no null answers
 
 
-def test_v2_writes_null_odds_and_threshold_figures(tmp_path, google_vocab_path):
+def test_v2_writes_null_odds_and_threshold_figures(tmp_path, google_vocab_path, cli):
     data = SQUAD / "tiny-v2.0.json"
-    proc = run_module(MODULE, _args(tmp_path, google_vocab_path, train_file=data,
+    proc = cli.run(MODULE, _args(tmp_path, google_vocab_path, train_file=data,
                                     predict_file=data, do_eval="true", do_predict="true",
                                     version_2_with_negative="true", num_train_epochs=3))
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -178,7 +187,7 @@ def test_misplaced_answer_is_skipped_and_long_context_windowed(tmp_path, google_
     assert len(np.flatnonzero(arrays["start_positions"])) >= 2
 
 
-def test_eval_on_a_predict_file_without_answers(tmp_path, google_vocab_path):
+def test_eval_on_a_predict_file_without_answers(tmp_path, google_vocab_path, cli):
     data = json.loads((SQUAD / "tiny-v1.1.json").read_text(encoding="utf-8"))
     for article in data["data"]:
         for paragraph in article["paragraphs"]:
@@ -186,7 +195,7 @@ def test_eval_on_a_predict_file_without_answers(tmp_path, google_vocab_path):
                 del qa["answers"]
     predict = tmp_path / "questions.json"
     predict.write_text(json.dumps(data), encoding="utf-8")
-    proc = run_module(MODULE, _args(tmp_path, google_vocab_path,
+    proc = cli.run(MODULE, _args(tmp_path, google_vocab_path,
                                     train_file=SQUAD / "tiny-v1.1.json", predict_file=predict,
                                     do_eval="true"))
     assert proc.returncode == 2, proc.stderr[-3000:]

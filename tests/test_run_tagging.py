@@ -14,7 +14,8 @@ import json
 import pathlib
 
 import pytest
-from _pretraining_helpers import error_lines, run_module
+from _cli_runner import ForkServer
+from _pretraining_helpers import error_lines
 
 MODULE = "bert_tf.run_tagging"
 CONLL = pathlib.Path(__file__).resolve().parent.parent / "data" / "finetune" / "conll_tiny"
@@ -23,6 +24,14 @@ TINY = {"vocab_size": 30522, "hidden_size": 64, "num_hidden_layers": 2,
         "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0,
         "max_position_embeddings": 128, "type_vocab_size": 2, "initializer_range": 0.02}
 EPOCHS = 30  # calibrated: entity F1 0.96 at 15 epochs, 1.0 at 25
+
+
+@pytest.fixture(scope="module")
+def cli():
+    """Runs this module's `python -m` invocations (tests/_cli_runner.py)."""
+    runner = ForkServer()
+    yield runner
+    runner.close()
 
 
 def _sentences(path: pathlib.Path):
@@ -53,10 +62,10 @@ def _args(tmp, google_vocab_path, **overrides):
 
 
 @pytest.fixture(scope="module")
-def overfit(tmp_path_factory, google_vocab_path):
+def overfit(tmp_path_factory, google_vocab_path, cli):
     tmp = tmp_path_factory.mktemp("ner")
     train = CONLL / "train.txt"
-    proc = run_module(MODULE, _args(tmp, google_vocab_path, train_file=train, eval_file=train,
+    proc = cli.run(MODULE, _args(tmp, google_vocab_path, train_file=train, eval_file=train,
                                     predict_file=CONLL / "test.txt", do_predict="true"))
     assert proc.returncode == 0, proc.stderr[-3000:]
     return tmp / "out", proc
@@ -115,21 +124,21 @@ def _assert_one_error(proc, expected: str, out: pathlib.Path) -> None:
     assert not list(out.glob("ckpt-*"))  # refused before training
 
 
-def test_one_column_line_in_the_training_file(tmp_path, google_vocab_path):
+def test_one_column_line_in_the_training_file(tmp_path, google_vocab_path, cli):
     train = tmp_path / "train.txt"
     train.write_text("Anna B-PER\nBerg I-PER\nsleeps\n. O\n", encoding="utf-8")
-    proc = run_module(MODULE, _args(tmp_path, google_vocab_path, train_file=train,
+    proc = cli.run(MODULE, _args(tmp_path, google_vocab_path, train_file=train,
                                     eval_file=train))
     _assert_one_error(proc, f"error: {train}:3: expected a token and a tag, found one column "
                       "'sleeps'", tmp_path / "out")
 
 
-def test_eval_tag_unknown_to_training(tmp_path, google_vocab_path):
+def test_eval_tag_unknown_to_training(tmp_path, google_vocab_path, cli):
     train = tmp_path / "train.txt"
     train.write_text("Anna B-PER\nsleeps O\n\nBerg B-PER\nwakes O\n", encoding="utf-8")
     dev = tmp_path / "dev.txt"
     dev.write_text("Anna B-PER\nsleeps O\nin O\nMay B-DATE\n", encoding="utf-8")
-    proc = run_module(MODULE, _args(tmp_path, google_vocab_path, train_file=train,
+    proc = cli.run(MODULE, _args(tmp_path, google_vocab_path, train_file=train,
                                     eval_file=dev))
     _assert_one_error(proc, f"error: {dev}: tag 'B-DATE' is not among the training tags "
                       "(1 unknown tag(s))", tmp_path / "out")

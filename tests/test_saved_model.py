@@ -11,6 +11,7 @@ import textwrap
 import keras
 import numpy as np
 import pytest
+from _cli_runner import ForkServer
 
 from bert_tf.core.tokenization import FullTokenizer
 from bert_tf.interop import model_files as convert
@@ -29,6 +30,14 @@ def _run(*args, **kwargs):
 
 
 @pytest.fixture(scope="module")
+def cli():
+    """Runs this module's `python -m` invocations (tests/_cli_runner.py)."""
+    runner = ForkServer(env={"TF_CPP_MIN_LOG_LEVEL": "3"})
+    yield runner
+    runner.close()
+
+
+@pytest.fixture(scope="module")
 def run_dir(tmp_path_factory, google_vocab_path):
     """A pretraining output dir: ckpt-0 + checkpoint index + bert_config.json."""
     keras.utils.set_random_seed(3)
@@ -43,12 +52,13 @@ def run_dir(tmp_path_factory, google_vocab_path):
 
 
 @pytest.fixture(scope="module")
-def exported(run_dir, tmp_path_factory, google_vocab_path):
+def exported(run_dir, tmp_path_factory, google_vocab_path, cli):
     export_dir = str(tmp_path_factory.mktemp("export") / "bert" / "1")
     os.makedirs(os.path.dirname(export_dir))
-    result = _run("-m", "bert_tf.export", f"--output_dir={run_dir}",
-                  f"--vocab_file={google_vocab_path}", "--do_lower_case=true",
-                  f"--export_dir={export_dir}", "--max_seq_length=32")
+    result = cli.run("bert_tf.export", [f"--output_dir={run_dir}",
+                                        f"--vocab_file={google_vocab_path}",
+                                        "--do_lower_case=true", f"--export_dir={export_dir}",
+                                        "--max_seq_length=32"])
     assert result.returncode == 0, result.stderr
     assert f"as saved_model to {export_dir}" in result.stdout
     return export_dir
@@ -155,7 +165,7 @@ def test_saved_model_cli_shows_the_signatures(exported):
     assert "shape: (-1, -1, 16)" in out and "shape: (-1)" in out
 
 
-def test_bad_input_gives_one_line_errors(run_dir, tmp_path, google_vocab_path):
+def test_bad_input_gives_one_line_errors(run_dir, tmp_path, google_vocab_path, cli):
     empty = tmp_path / "no_run"
     empty.mkdir()
     small_vocab = tmp_path / "vocab.txt"
@@ -169,8 +179,8 @@ def test_bad_input_gives_one_line_errors(run_dir, tmp_path, google_vocab_path):
           "--max_seq_length=100"], "--max_seq_length=100 exceeds max_position_embeddings=64"),
     ]
     for args, message in cases:
-        result = _run("-m", "bert_tf.export", *args, "--do_lower_case=true",
-                      f"--export_dir={tmp_path / 'out'}")
+        result = cli.run("bert_tf.export", [*args, "--do_lower_case=true",
+                                            f"--export_dir={tmp_path / 'out'}"])
         assert result.returncode == 2, result.stderr
         lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
         assert len(lines) == 1 and message in lines[0], result.stderr
