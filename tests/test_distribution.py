@@ -10,7 +10,8 @@
   decreasing losses.
 
 Logical devices and collectives must be set up before TensorFlow initialises, so the
-strategy runs happen in subprocesses (tests/_distributed_worker.py).
+strategy runs happen in subprocesses (tests/_distributed_worker.py); the Mirrored runs and
+the dropout probe share one.
 """
 
 from __future__ import annotations
@@ -51,15 +52,29 @@ def load(path, strategy):
 
 
 @pytest.fixture(scope="module")
-def mirrored_and_single(tmp_path_factory):
-    """One subprocess: the same training on Mirrored(2 CPU devices) and on one device."""
+def mirrored_process(tmp_path_factory):
+    """One subprocess with two logical CPU devices: the same training on Mirrored(2 CPU
+    devices) and on one device (tests/_distributed_worker.py, as its command line
+    `--strategies=mirrored,one_device --num_cpu_devices=2` runs it), then
+    `replica_dropout_probe`. Returns (the training's .npz, the probe's .npz)."""
     tmp = tmp_path_factory.mktemp("mirrored")
-    out = tmp / "result.npz"
-    proc = subprocess.run(worker_command(out, tmp, "mirrored,one_device", num_cpu_devices=2),
-                          cwd=REPO_ROOT, env=subprocess_env(), capture_output=True, text=True,
-                          timeout=300)
+    out, probe = tmp / "result.npz", tmp / "probe.npz"
+    argv = worker_command(out, tmp, "mirrored,one_device", num_cpu_devices=2)[1:]
+    code = (f"import sys; sys.path.insert(0, {os.path.dirname(WORKER)!r}); "
+            f"sys.argv = {argv!r}; "
+            "import _distributed_worker; _distributed_worker.main(); "
+            "import test_distribution; "
+            f"test_distribution.replica_dropout_probe({os.fspath(probe)!r})")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, env=subprocess_env(),
+                          capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return out
+    return out, probe
+
+
+@pytest.fixture(scope="module")
+def mirrored_and_single(mirrored_process):
+    """The .npz of the same training on Mirrored(2 CPU devices) and on one device."""
+    return mirrored_process[0]
 
 
 def test_mirrored_two_replicas_equal_one_device_with_the_whole_batch(mirrored_and_single):
@@ -121,19 +136,13 @@ def replica_dropout_probe(out: str, steps: int = 2) -> None:
     np.savez(out, **arrays)
 
 
-@pytest.mark.slow  # one subprocess builds and traces two mirrored Trainers (~40 s CPU)
-def test_replicas_draw_different_dropout_masks(tmp_path):
+@pytest.mark.slow  # the probe builds and traces two mirrored Trainers (~40 s CPU)
+def test_replicas_draw_different_dropout_masks(mirrored_process):
     """Both replicas of MirroredStrategy get the same examples. With dropout 0.3 their
     losses differ (different masks); with dropout 0 they are identical. Each replica's copy
     of the dropout RNG state is the same after the step, so one checkpointed state resumes
     every replica on its own stream."""
-    out = tmp_path / "probe.npz"
-    code = (f"import sys; sys.path.insert(0, {os.path.dirname(WORKER)!r}); "
-            "import test_distribution; "
-            f"test_distribution.replica_dropout_probe({os.fspath(out)!r})")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, env=subprocess_env(),
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = mirrored_process[1]
     data = np.load(out)
     for i in range(2):
         for key in ("mlm_weighted_ce", "nsp_ce"):

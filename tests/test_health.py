@@ -205,18 +205,39 @@ def summary_scalars(directory):
     return scalars
 
 
-def test_periodic_eval_leaves_the_trajectory_unchanged(tmp_path, caplog):
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory):
+    """A run without periodic evaluation, saving after every step with keep_checkpoint_max=1
+    (one step per loop); the checkpoint files on disk at every save."""
+    output_dir = tmp_path_factory.mktemp("plain")
+    seen = []
+    original = health.CheckpointRetention.saved
+
+    def record(retention):  # the files on disk at every save
+        seen.append(sorted(p.name for p in output_dir.glob("ckpt-*.index")))
+        original(retention)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(health.CheckpointRetention, "saved", record)
+        t = make_trainer(output_dir, keep_checkpoint_max=1, save_checkpoints_steps=1,
+                         steps_per_loop=1)
+        result = t.train(blocks_dataset_fn(synthetic_examples(64, seed=3)))
+    return {"trainer": t, "result": result, "seen": seen, "output_dir": output_dir}
+
+
+def test_periodic_eval_leaves_the_trajectory_unchanged(tmp_path, caplog, plain):
+    # The reference saves after every step in loops of one step; here loops of 2 (to the
+    # evaluations), cut at the checkpoints every 3 steps: the same trajectory, exactly.
     examples = synthetic_examples(64, seed=3)
     held_out = blocks_dataset_fn(synthetic_examples(20, seed=4), repeat=False)
-    plain = make_trainer(tmp_path / "plain")
-    plain_result = plain.train(blocks_dataset_fn(examples))
+    plain_result = plain["result"]
     caplog.set_level("INFO", logger="absl")
     evaluated = make_trainer(tmp_path / "eval", eval_every_n_steps=2)
     result = evaluated.train(blocks_dataset_fn(examples), held_out)
     np.testing.assert_array_equal(result.losses, plain_result.losses)
-    for ours, ref in zip(evaluated.model.weights, plain.model.weights):
+    for ours, ref in zip(evaluated.model.weights, plain["trainer"].model.weights):
         np.testing.assert_array_equal(ours.numpy(), ref.numpy(), err_msg=ours.path)
-    assert evaluated.optimizer.iterations.numpy() == plain.optimizer.iterations.numpy()
+    assert evaluated.optimizer.iterations.numpy() == plain["trainer"].optimizer.iterations.numpy()
 
     history = eval_history.read_eval_history(os.fspath(tmp_path / "eval"))
     assert [r["step"] for r in history] == [2, 4, 6]
@@ -238,26 +259,16 @@ def test_periodic_eval_leaves_the_trajectory_unchanged(tmp_path, caplog):
                                [r["masked_lm_loss"] for r in history], rtol=1e-6)
 
 
-def test_one_checkpoint_more_is_kept_only_until_the_next_loss_vouches_for_the_newest(
-        tmp_path, monkeypatch):
-    seen = []
-    original = health.CheckpointRetention.saved
-
-    def record(retention):  # the files on disk at every save
-        seen.append(sorted(p.name for p in tmp_path.glob("ckpt-*.index")))
-        original(retention)
-
-    monkeypatch.setattr(health.CheckpointRetention, "saved", record)
-    make_trainer(tmp_path, keep_checkpoint_max=1, save_checkpoints_steps=1,
-                 steps_per_loop=1).train(blocks_dataset_fn(synthetic_examples(64, seed=3)))
+def test_one_checkpoint_more_is_kept_only_until_the_next_loss_vouches_for_the_newest(plain):
+    output_dir = plain["output_dir"]
     # Just after saving step s: s and s - 1 (not yet vouched for by step s + 1's loss).
-    assert seen == [["ckpt-1.index"]] + [[f"ckpt-{s - 1}.index", f"ckpt-{s}.index"]
-                                         for s in range(2, STEPS + 1)]
+    assert plain["seen"] == [["ckpt-1.index"]] + [[f"ckpt-{s - 1}.index", f"ckpt-{s}.index"]
+                                                  for s in range(2, STEPS + 1)]
     # At the end, keep_checkpoint_max again, in the files and the index.
-    assert sorted(p.name for p in tmp_path.glob("ckpt-*")) == [
+    assert sorted(p.name for p in output_dir.glob("ckpt-*")) == [
         f"ckpt-{STEPS}.data-00000-of-00001", f"ckpt-{STEPS}.index"]
-    assert list(tf.train.get_checkpoint_state(os.fspath(tmp_path)).all_model_checkpoint_paths
-                ) == [os.fspath(tmp_path / f"ckpt-{STEPS}")]
+    assert list(tf.train.get_checkpoint_state(os.fspath(output_dir)).all_model_checkpoint_paths
+                ) == [os.fspath(output_dir / f"ckpt-{STEPS}")]
 
 
 # ----------------------------------------------------------------- end to end

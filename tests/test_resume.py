@@ -32,20 +32,27 @@ from _pretraining_helpers import (
 
 from bert_tf.training import resume
 
-WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_resume_worker.py")
+WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_resume_positions_worker.py")
 # As in _resume_worker.py.
 SPLIT, PER_REPLICA_BATCH = 2, 4
+POSITIONS = ("iterator", "arithmetic")
 
 
-def run_workers(phase, data, output_dir, tmp_path, position="iterator"):
+def run_workers(phase, jobs, tmp_path):
+    """Runs `phase` of every job ({position: (data glob, output_dir)}) in one process per
+    worker; returns {position: [each worker's arrays]}."""
+    def out(position, index):
+        return tmp_path / f"{phase}-{position}-{index}.npz"
+
     procs = run_on_loopback([
-        [sys.executable, WORKER, f"--phase={phase}", f"--data={data}",
-         f"--output_dir={output_dir}", f"--out={tmp_path / f'{phase}-{index}.npz'}",
-         f"--position={position}"]
-        for index in range(2)])
+        [sys.executable, WORKER, f"--phase={phase}"] + [
+            f"--job={position},{data},{output_dir},{out(position, index)}"
+            for position, (data, output_dir) in jobs.items()]
+        for index in range(2)], timeout=900)  # every position's runs: allow for a busy machine
     for proc in procs:
         assert proc.returncode == 0, proc.stderr[-3000:]
-    return [np.load(tmp_path / f"{phase}-{index}.npz") for index in range(2)]
+    return {position: [np.load(out(position, index)) for index in range(2)]
+            for position in jobs}
 
 
 def write_parts(tmp_path, num_files, per_file):
@@ -80,11 +87,69 @@ def corrupt_records(path, count):
     open(path, "wb").write(bytes(data))
 
 
+def arithmetic_config(data):
+    """The arithmetic training input of _resume_worker.py, counted afresh (no cache)."""
+    from bert_tf.data import input_config, record_positions
+
+    return record_positions.with_counts(input_config.InputConfig(
+        input_patterns=data, batch_size=PER_REPLICA_BATCH, max_seq_length=SEQ,
+        max_predictions_per_seq=PREDS, vocab_size=VOCAB, compression="",
+        use_v2_feature_names=False, input_position="arithmetic", shuffle_buffer_size=4, seed=3))
+
+
+@pytest.fixture(scope="module")
+def two_worker_runs(tmp_path_factory):
+    """Both tests' runs, in one cluster per phase: each worker trains the uninterrupted and
+    the first part of the split run for both input positions, the records of steps 1-SPLIT
+    are made unreadable, and new processes resume both split runs."""
+    from bert_tf.data import record_positions
+    from bert_tf.data.input_pipeline import make_pretraining_dataset
+
+    tmp = tmp_path_factory.mktemp("resume")
+    runs = {}
+    # Iterator: 2 files of 32 records; worker i reads part-i (file sharding).
+    (tmp / "iterator").mkdir()
+    runs["iterator"] = dict(zip(("examples", "files", "data"),
+                                write_parts(tmp / "iterator", 2, 32)))
+    # Arithmetic: 8 files of 4 records; worker i reads files i, i+2, ... (file sharding); a
+    # window of 4 records is one file and one step's batch, in a seeded file order.
+    (tmp / "arithmetic").mkdir()
+    runs["arithmetic"] = dict(zip(("examples", "files", "data"),
+                                  write_parts(tmp / "arithmetic", 8, 4)))
+    for position in POSITIONS:
+        runs[position]["output_dir"] = tmp / f"out-{position}"
+    jobs = {p: (runs[p]["data"], runs[p]["output_dir"]) for p in POSITIONS}
+    first = run_workers("first", jobs, tmp)
+
+    # Steps 1-2 took each iterator worker's first 2 x 4 records of its file.
+    for path in runs["iterator"]["files"]:
+        corrupt_records(path, SPLIT * PER_REPLICA_BATCH)
+    # The arithmetic files each worker's first SPLIT steps read, found from their records'
+    # token ids.
+    arithmetic = runs["arithmetic"]
+    arithmetic["counted"] = json.load(open(
+        arithmetic["output_dir"] / record_positions.COUNTS_FILE))["files"]
+    config = arithmetic_config(arithmetic["data"])
+    file_of = {tuple(row): i // 4 for i, row in enumerate(arithmetic["examples"]["input_ids"])}
+    consumed = set()
+    for worker in range(2):
+        batches = make_pretraining_dataset(config, tf.distribute.InputContext(2, worker, 2))
+        for batch in batches.take(SPLIT):
+            consumed |= {file_of[tuple(row)] for row in batch["input_ids"].numpy()}
+    for f in consumed:
+        corrupt_records(arithmetic["files"][f], 4)
+    arithmetic["consumed"], arithmetic["config"] = consumed, config
+
+    second = run_workers("second", jobs, tmp)
+    for position in POSITIONS:
+        runs[position]["first"], runs[position]["second"] = first[position], second[position]
+    return runs
+
+
 @pytest.mark.slow
-def test_two_workers_resume_from_their_own_positions_on_the_same_trajectory(tmp_path):
-    examples, files, data = write_parts(tmp_path, 2, 32)
-    output_dir = tmp_path / "out"
-    first = run_workers("first", data, output_dir, tmp_path)
+def test_two_workers_resume_from_their_own_positions_on_the_same_trajectory(two_worker_runs):
+    run = two_worker_runs["iterator"]
+    output_dir, first = run["output_dir"], run["first"]
     for worker in range(2):
         assert first[worker]["part1_steps"].tolist() == [0, SPLIT]
         position = output_dir / "split" / resume.POSITIONS_DIR / f"worker-{worker}-of-2"
@@ -95,46 +160,28 @@ def test_two_workers_resume_from_their_own_positions_on_the_same_trajectory(tmp_
     assert not tf.train.load_checkpoint(
         os.fspath(output_dir / "split" / f"ckpt-{SPLIT}")).has_tensor(resume._LAYOUT_KEY)
 
-    # Worker i reads part-i (file sharding); steps 1-2 took its first 2 x 4 records.
-    for path in files:
-        corrupt_records(path, SPLIT * PER_REPLICA_BATCH)
-        with pytest.raises(tf.errors.DataLossError):  # a skip would fail here
+    # Worker i read part-i; the records of its steps 1-2 were made unreadable before the
+    # resume, so a skip would have failed.
+    for path in run["files"]:
+        with pytest.raises(tf.errors.DataLossError):
             next(iter(tf.data.TFRecordDataset(path)))
-    second = run_workers("second", data, output_dir, tmp_path)
-    assert_on_the_uninterrupted_trajectory(first, second)
+    assert_on_the_uninterrupted_trajectory(first, run["second"])
     np.testing.assert_array_equal(first[0]["straight"], first[1]["straight"])
 
 
 @pytest.mark.slow
-def test_two_workers_reopen_an_arithmetic_position_on_the_same_trajectory(tmp_path):
-    from bert_tf.data import input_config, record_positions
+def test_two_workers_reopen_an_arithmetic_position_on_the_same_trajectory(two_worker_runs):
     from bert_tf.data.input_pipeline import make_pretraining_dataset
 
-    # 8 files of 4 records: worker i reads files i, i+2, ... (file sharding); a window of 4
-    # records is one file and one step's batch, in a seeded file order.
-    examples, files, data = write_parts(tmp_path, 8, 4)
-    output_dir = tmp_path / "out"
-    first = run_workers("first", data, output_dir, tmp_path, "arithmetic")
-    assert json.load(open(output_dir / record_positions.COUNTS_FILE))["files"][files[5]][1] == 4
-    # No iterator is saved anywhere: the position is the step.
-    assert not (output_dir / "split" / resume.POSITIONS_DIR).exists()
-
-    # The files each worker's first SPLIT steps read, found from their records' token ids.
-    config = record_positions.with_counts(input_config.InputConfig(
-        input_patterns=data, batch_size=PER_REPLICA_BATCH, max_seq_length=SEQ,
-        max_predictions_per_seq=PREDS, vocab_size=VOCAB, compression="",
-        use_v2_feature_names=False, input_position="arithmetic", shuffle_buffer_size=4, seed=3))
-    file_of = {tuple(row): i // 4 for i, row in enumerate(examples["input_ids"])}
-    consumed = set()
-    for worker in range(2):
-        batches = make_pretraining_dataset(config, tf.distribute.InputContext(2, worker, 2))
-        for batch in batches.take(SPLIT):
-            consumed |= {file_of[tuple(row)] for row in batch["input_ids"].numpy()}
-    assert len(consumed) == 2 * SPLIT  # whole files: 2 per worker
-    for f in consumed:
-        corrupt_records(files[f], 4)
+    run = two_worker_runs["arithmetic"]
+    assert run["counted"][run["files"][5]][1] == 4
+    # No iterator is saved anywhere (in either phase): the position is the step.
+    assert not (run["output_dir"] / "split" / resume.POSITIONS_DIR).exists()
+    # The records of the workers' first SPLIT steps (whole files: 2 per worker) were made
+    # unreadable before the resume: reading from the start fails.
+    assert len(run["consumed"]) == 2 * SPLIT
+    config = run["config"]  # the record counts of the sound files
     with pytest.raises(tf.errors.InvalidArgumentError, match="is damaged"):  # from the start
         for _ in make_pretraining_dataset(config, tf.distribute.InputContext(2, 0, 2)).take(4):
             pass
-    second = run_workers("second", data, output_dir, tmp_path, "arithmetic")
-    assert_on_the_uninterrupted_trajectory(first, second)
+    assert_on_the_uninterrupted_trajectory(run["first"], run["second"])

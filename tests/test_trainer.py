@@ -21,7 +21,7 @@ from _pretraining_helpers import (
 )
 
 from bert_tf.core.errors import UserError
-from bert_tf.data import input_config
+from bert_tf.data import input_config, input_validation
 from bert_tf.modeling.pretraining_model import BertPretrainingModel
 from bert_tf.training import optimization, resume, trainer
 
@@ -94,6 +94,14 @@ def baseline(tmp_path_factory, examples):
             "first_reference": first_batch_reference}
 
 
+@pytest.fixture(scope="module")
+def no_nsp(tmp_path_factory, examples):
+    """2 steps of a model without the NSP head; its reference metrics before training."""
+    t = make_trainer(tmp_path_factory.mktemp("no_nsp"), use_nsp=False, num_train_steps=2)
+    reference = reference_metrics(t.model, take(examples, 0, BATCH), use_nsp=False)
+    return {"trainer": t, "reference": reference, "result": t.train(blocks_dataset_fn(examples))}
+
+
 def test_first_step_loss_is_the_global_batch_objective(baseline):
     # Step 1's loss is computed before its update, so it is the initial model's loss on the
     # first batch: sum(w*CE)/(sum(w)+1e-5) + mean NSP CE, computed independently in NumPy.
@@ -127,25 +135,6 @@ def test_steps_per_loop_follows_the_same_trajectory(tmp_path, examples, baseline
         "ckpt-2.index", "ckpt-4.index"]
 
 
-def test_resume_follows_the_uninterrupted_trajectory_with_dropout(tmp_path, examples):
-    # Dropout on: the resumed run must also restore the dropout RNG state and input position.
-    straight = make_trainer(tmp_path / "straight", dropout=0.2)
-    full = straight.train(blocks_dataset_fn(examples))
-    first = make_trainer(tmp_path / "split", dropout=0.2, max_steps_per_run=2)
-    part1 = first.train(blocks_dataset_fn(examples))
-    assert (part1.start_step, part1.final_step) == (0, 2)
-    second = make_trainer(tmp_path / "split", dropout=0.2)  # fresh model and optimizer
-    part2 = second.train(blocks_dataset_fn(examples))
-    assert (part2.start_step, part2.final_step) == (2, STEPS)
-    np.testing.assert_allclose(np.concatenate([part1.losses, part2.losses]), full.losses,
-                               rtol=1e-6)
-    for ours, ref in zip(weights_of(second), weights_of(straight)):
-        np.testing.assert_allclose(ours, ref, atol=1e-6)
-    # A finished run started again trains no further.
-    again = make_trainer(tmp_path / "split", dropout=0.2).train(blocks_dataset_fn(examples))
-    assert (again.start_step, again.final_step, again.losses.size) == (STEPS, STEPS, 0)
-
-
 def tfrecord_dataset_fn(path):
     """The real pipeline over one file, in file order (no shuffle, no repeat)."""
     return trainer.pretraining_dataset_fn(input_config.InputConfig(
@@ -166,32 +155,45 @@ def corrupt_records(path, count):
     open(path, "wb").write(bytes(data))
 
 
-def test_resume_restores_the_input_position_without_reading_consumed_records(tmp_path, examples):
-    # The resumed run must not read the records of steps 1-2 again: they are made unreadable
-    # after the checkpoint at step 2 (skipping them, as resume did before, fails).
-    write_tfrecords(tmp_path / "data.tfrecord", examples)
-    data = tfrecord_dataset_fn(tmp_path / "data.tfrecord")
-    full = make_trainer(tmp_path / "straight").train(data)
+def test_resume_restores_dropout_rng_and_input_position_without_reading_consumed_records(
+        tmp_path, examples):
+    # Dropout on: the resumed run must also restore the dropout RNG state. The real
+    # pipeline's input position too: the records of steps 1-2 are made unreadable after the
+    # checkpoint at step 2 (skipping them, as resume did before, fails). The uninterrupted
+    # reference reads the same batches from memory (the file holds the examples in order).
+    straight = make_trainer(tmp_path / "straight", dropout=0.2)
+    full = straight.train(blocks_dataset_fn(examples))
     split_file = tmp_path / "split.tfrecord"
     write_tfrecords(split_file, examples)
-    part1 = make_trainer(tmp_path / "split", max_steps_per_run=2).train(
+    part1 = make_trainer(tmp_path / "split", dropout=0.2, max_steps_per_run=2).train(
         tfrecord_dataset_fn(split_file))
+    assert (part1.start_step, part1.final_step) == (0, 2)
     saved = tf.train.load_checkpoint(os.fspath(tmp_path / "split" / "ckpt-2"))
     assert saved.has_tensor(resume._LAYOUT_KEY)
     corrupt_records(split_file, 2 * BATCH)
-    with pytest.raises(UserError, match="corrupt"):  # the file really is unreadable there
-        make_trainer(tmp_path / "check").train(tfrecord_dataset_fn(split_file))
-    part2 = make_trainer(tmp_path / "split").train(tfrecord_dataset_fn(split_file))
+    # The file really is unreadable there: the pipeline fails at its first batch with the
+    # error the trainer reports (Trainer._call's conversion).
+    with pytest.raises(tf.errors.OpError) as raised:
+        next(iter(tfrecord_dataset_fn(split_file)(None, BATCH)))
+    assert "corrupt" in str(input_validation.user_error_from(raised.value))
+    second = make_trainer(tmp_path / "split", dropout=0.2)  # fresh model and optimizer
+    part2 = second.train(tfrecord_dataset_fn(split_file))
     assert (part2.start_step, part2.final_step) == (2, STEPS)
     np.testing.assert_allclose(np.concatenate([part1.losses, part2.losses]), full.losses,
                                rtol=1e-6)
+    for ours, ref in zip(weights_of(second), weights_of(straight)):
+        np.testing.assert_allclose(ours, ref, atol=1e-6)
+    # A finished run started again trains no further.
+    again = make_trainer(tmp_path / "split", dropout=0.2).train(tfrecord_dataset_fn(split_file))
+    assert (again.start_step, again.final_step, again.losses.size) == (STEPS, STEPS, 0)
 
 
-def test_a_checkpoint_without_input_position_resumes_by_skipping(tmp_path, examples, caplog,
-                                                                 monkeypatch):
+def test_a_checkpoint_without_input_position_resumes_by_skipping(tmp_path, examples, baseline,
+                                                                 caplog, monkeypatch):
     # A checkpoint of a strategy that cannot save the input (or of an older version): the
-    # resumed run reads and drops the consumed batches, says so, and stays on the trajectory.
-    full = make_trainer(tmp_path / "straight").train(blocks_dataset_fn(examples))
+    # resumed run reads and drops the consumed batches, says so, and stays on the trajectory
+    # (the baseline's: the same trainer settings and input, uninterrupted).
+    full = baseline["result"]
     monkeypatch.setattr(resume, "unsupported_reason", lambda strategy: "not here")
     part1 = make_trainer(tmp_path / "split", max_steps_per_run=2).train(
         blocks_dataset_fn(examples))
@@ -256,10 +258,8 @@ def test_eval_results_match_reference_and_file_format(examples, baseline):
                                                rel=1e-5)
 
 
-def test_eval_only_restores_every_model_variable_or_names_what_is_missing(tmp_path, examples,
-                                                                         baseline):
-    no_nsp_dir = tmp_path / "no_nsp"
-    make_trainer(no_nsp_dir, use_nsp=False, num_train_steps=2).train(blocks_dataset_fn(examples))
+def test_eval_only_restores_every_model_variable_or_names_what_is_missing(no_nsp, baseline):
+    no_nsp_dir = no_nsp["trainer"].config.output_dir  # its checkpoint: ckpt-2
     # An NSP model from a checkpoint without the NSP head: its weights would stay random.
     with pytest.raises(UserError, match=r"^cannot evaluate .*ckpt-2: it does not match this "
                                         r"model \(missing: model/nsp_head/"):
@@ -280,12 +280,10 @@ def test_eval_only_restores_every_model_variable_or_names_what_is_missing(tmp_pa
         np.testing.assert_array_equal(v.numpy(), trained[v.path])
 
 
-def test_no_nsp_trains_the_masked_lm_only(tmp_path, examples):
-    t = make_trainer(tmp_path, use_nsp=False, num_train_steps=2)
+def test_no_nsp_trains_the_masked_lm_only(no_nsp, examples):
+    t, result = no_nsp["trainer"], no_nsp["result"]
     assert t.model.nsp_head is None
-    reference = reference_metrics(t.model, take(examples, 0, BATCH), use_nsp=False)
-    result = t.train(blocks_dataset_fn(examples))
-    assert result.losses[0] == pytest.approx(reference["masked_lm_loss"], rel=1e-5)
+    assert result.losses[0] == pytest.approx(no_nsp["reference"]["masked_lm_loss"], rel=1e-5)
     assert set(result.last_report) == {"loss", "masked_lm_loss", "masked_lm_accuracy",
                                        "learning_rate", "examples_per_second"}
     results = t.evaluate(blocks_dataset_fn(take(examples, 0, 16), repeat=False))

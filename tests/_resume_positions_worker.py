@@ -1,0 +1,77 @@
+"""One worker of a two-worker MultiWorkerMirroredStrategy run on loopback, for
+tests/test_resume.py: the runs of tests/_resume_worker.py (same trainer, same inputs) for
+several input positions in ONE process, so that the cluster starts (TensorFlow import,
+collectives) once per phase instead of once per position.
+
+    TF_CONFIG=... python tests/_resume_positions_worker.py --phase=first \\
+        --job=iterator,dir/part-*.tfrecord,out-iterator,w0-first-iterator.npz \\
+        --job=arithmetic,dir2/part-*.tfrecord,out-arithmetic,w0-first-arithmetic.npz
+
+Each --job is `position,data,output_dir,out` (see _resume_worker.py for what the phases
+train and save); the jobs run in the order given, every worker giving the same order.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import numpy as np  # noqa: E402
+from _pretraining_helpers import PREDS, SEQ, VOCAB  # noqa: E402
+from _resume_worker import SPLIT, make_trainer  # noqa: E402
+
+
+def input_fn(position: str, data: str, output_dir: str):
+    """The input of _resume_worker.py: the real reader in file order (no shuffle, no repeat)
+    for `iterator`, in training order with counted records for `arithmetic`."""
+    from bert_tf.data import input_config, record_positions
+    from bert_tf.training import trainer
+
+    config = input_config.InputConfig(
+        input_patterns=data, batch_size=1, max_seq_length=SEQ,
+        max_predictions_per_seq=PREDS, vocab_size=VOCAB, is_training=False, compression="",
+        use_v2_feature_names=False, validate_files=False)
+    if position == "arithmetic":
+        os.makedirs(output_dir, exist_ok=True)
+        config = record_positions.with_counts(
+            dataclasses.replace(config, is_training=True, input_position="arithmetic",
+                                shuffle_buffer_size=4, seed=3),
+            os.path.join(output_dir, record_positions.COUNTS_FILE))
+    return trainer.pretraining_dataset_fn(config)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--phase", choices=("first", "second"), required=True)
+    parser.add_argument("--job", action="append", required=True,
+                        help="position,data,output_dir,out")
+    args = parser.parse_args()
+
+    from bert_tf.training import distribution
+
+    strategy = distribution.create_strategy(distribution.DistributionConfig(
+        distribution_strategy="multi_worker_mirrored"))
+    for job in args.job:
+        position, data_pattern, output_dir, out = job.split(",")
+        assert position in ("iterator", "arithmetic"), position
+        data = input_fn(position, data_pattern, output_dir)
+        split_dir = os.path.join(output_dir, "split")
+        if args.phase == "first":
+            straight = make_trainer(strategy, os.path.join(output_dir, "straight")).train(data)
+            part1 = make_trainer(strategy, split_dir, max_steps_per_run=SPLIT).train(data)
+            arrays = {"straight": straight.losses, "part1": part1.losses,
+                      "part1_steps": np.array([part1.start_step, part1.final_step])}
+        else:
+            part2 = make_trainer(strategy, split_dir).train(data)
+            arrays = {"part2": part2.losses,
+                      "part2_steps": np.array([part2.start_step, part2.final_step])}
+        np.savez(out + ".tmp.npz", **arrays)
+        os.replace(out + ".tmp.npz", out)
+
+
+if __name__ == "__main__":
+    main()
