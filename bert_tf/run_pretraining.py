@@ -117,8 +117,8 @@ flags.DEFINE_integer("log_every_n_steps", 100,
                      "Progress line every N steps; also after the first loop and every 30 s "
                      "(at loop boundaries).")
 flags.DEFINE_integer("keep_checkpoint_max", 5,
-                     "Recent checkpoints to keep; one more until the loss after the newest "
-                     "vouches for it (see --divergence_threshold).")
+                     "Recent checkpoints to keep; up to 3 more until the losses after the "
+                     "newest vouch for it (see --divergence_threshold).")
 flags.DEFINE_integer("max_steps_per_run", 0,
                      "Stop this process after N steps with a checkpoint (0 = no limit); rerun "
                      "with the same --output_dir to continue.")
@@ -129,7 +129,8 @@ flags.DEFINE_integer("eval_every_n_steps", 0,
 flags.DEFINE_float("divergence_threshold", 2.0,
                    "Stop the run when, after --num_warmup_steps, a loop's mean loss exceeds "
                    "this factor times its recent level (median of the last 10 loops) and is "
-                   "1 nat above it; 0 = off. A NaN or Inf loss always stops it.")
+                   "1 nat above it (a loop of under 3 steps: the median of the last 3 step "
+                   "losses); 0 = off. A NaN or Inf loss always stops it.")
 flags.DEFINE_float("max_train_minutes", 0,
                    "Training-time budget of the run (0 = none): minutes of train calls, summed "
                    "over resumes (start-up, graph tracing, checkpoint saves and eval do not "

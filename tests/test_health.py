@@ -67,8 +67,11 @@ def test_no_trip_during_warmup_even_on_a_3x_jump():
 def test_trips_on_a_3x_jump_after_warmup_at_its_first_step():
     detector = DivergenceDetector(threshold=2.0, warmup_steps=5)
     losses = [7.0, 6.0, 5.0, 4.0, 3.5, 3.0, 3.0, 3.2, 9.0, 9.5, 30.0]
+    # One-step loops: step 9 alone does not trip (the median of steps 7-9 is 3.2); step 10
+    # does (median of steps 8-10: 9.0, above 2 x 4.0, the median of steps 1-9), and the
+    # divergence is dated at the first step above the bar by itself.
     found = feed(detector, losses)
-    assert found == Divergence(step=9, loss=9.0, level=3.75)  # median of steps 1-8
+    assert found == Divergence(step=9, loss=9.0, level=4.0)
     # A loop of 4 steps whose mean is above the bar: the first step above it by itself (6.0
     # is not above 2 x 3.0).
     detector = DivergenceDetector(threshold=2.0, warmup_steps=0)
@@ -89,9 +92,36 @@ def test_ordinary_noise_and_falling_losses_do_not_trip():
     small = np.abs(0.05 + 0.02 * rng.standard_normal(3000))
     small[::97] = 0.6
     assert feed(DivergenceDetector(), small.tolist()) is None
-    # The same jump above 1 nat does stop it.
-    found = feed(DivergenceDetector(), small[:200].tolist() + [1.2])
+    # The same jump above 1 nat, held for two steps, does stop it.
+    found = feed(DivergenceDetector(), small[:200].tolist() + [1.2, 1.2])
     assert (found.step, found.loss) == (201, 1.2) and 0.03 < found.level < 0.1
+
+
+def test_one_hard_batch_does_not_stop_a_one_step_loop_run_but_two_of_three_do():
+    # An STS-B fine-tuning (MSE loss ~1.13, one step per loop) was stopped by one batch at
+    # 2.4: 2.1x its level and 1.27 above it.
+    level = [1.13, 1.10, 1.16, 1.12, 1.13] * 4  # median 1.13
+    assert feed(DivergenceDetector(), level + [2.4] + level) is None
+    assert feed(DivergenceDetector(), level + [2.4, 1.1, 2.5] + level) == Divergence(
+        step=21, loss=2.4, level=1.13)
+    # spike_steps=1 is the single-step rule: the one batch trips it.
+    assert feed(DivergenceDetector(spike_steps=1), level + [2.4]) == Divergence(
+        step=21, loss=2.4, level=1.13)
+    # A loop of 3 steps or more is judged by its own mean, as before.
+    assert feed(DivergenceDetector(), [1.13] * 18 + [2.4, 2.5, 2.6], steps_per_loop=3) == \
+        Divergence(step=19, loss=2.4, level=1.13)
+    with pytest.raises(ValueError, match="spike_steps"):
+        DivergenceDetector(spike_steps=0)
+
+
+def test_a_step_above_the_bar_withholds_the_vouch_until_it_leaves_the_window():
+    detector = DivergenceDetector()
+    assert feed(detector, [1.13] * 20) is None and detector.vouches()
+    # Step 21 could still be the first step of a spike that steps 22-23 confirm: the
+    # checkpoint saved after step 20 is not yet vouched for, nor after step 22.
+    assert [(detector.observe(step, [loss]), detector.vouches())
+            for step, loss in [(21, 2.4), (22, 1.1), (23, 1.1)]] == [
+        (None, False), (None, False), (None, True)]
 
 
 @pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
@@ -105,7 +135,8 @@ def test_a_non_finite_loss_trips_at_once_warmup_or_not(bad):
 def test_the_spike_rule_waits_for_history_and_can_be_turned_off():
     # A resumed run starts without history: three loops before the rule acts.
     assert feed(DivergenceDetector(), [3.0, 3.0, 50.0]) is None
-    assert feed(DivergenceDetector(), [3.0, 3.0, 3.0, 50.0]) is not None
+    assert feed(DivergenceDetector(), [3.0, 3.0, 3.0, 50.0, 50.0]) == Divergence(
+        step=4, loss=50.0, level=3.0)
     assert feed(DivergenceDetector(threshold=0), [3.0] * 10 + [1e6]) is None
     for bad in (0.5, 1.0, -2.0):
         with pytest.raises(UserError, match=rf"^--divergence_threshold must be 0 \(off\) or "
@@ -196,12 +227,18 @@ def make_trainer(output_dir, **overrides):
 
 
 def summary_scalars(directory):
-    scalars = {}
-    for path in sorted(glob.glob(os.path.join(directory, "events.out.tfevents.*"))):
+    """{tag: [(step, value), ...]} over every event file of `directory`, in the order they
+    were written (wall time: file names do not sort by it, their writer counter is not
+    zero-padded)."""
+    events = []
+    for path in glob.glob(os.path.join(directory, "events.out.tfevents.*")):
         for event in tf.compat.v1.train.summary_iterator(path):
             for value in event.summary.value:
-                scalars.setdefault(value.tag, []).append(
-                    (event.step, float(tf.make_ndarray(value.tensor))))
+                events.append((event.wall_time, value.tag, event.step,
+                               float(tf.make_ndarray(value.tensor))))
+    scalars = {}
+    for _, tag, step, value in sorted(events, key=lambda e: e[0]):
+        scalars.setdefault(tag, []).append((step, value))
     return scalars
 
 
@@ -310,10 +347,12 @@ def test_a_diverging_learning_rate_stops_with_one_line_and_keeps_a_good_checkpoi
     assert step > 3 and loss > 2 * level
     good = match.group(5)
     assert good == os.fspath(out / f"ckpt-{step - 2}")
-    # Nothing saved from the bad step on; keep_checkpoint_max=1 still kept two, and the good
-    # one is the latest of the index (the state that gave the bad loss is out of it).
+    # Nothing saved from the step that confirmed the spike on (step, or up to 2 one-step
+    # loops later: two of three steps above the bar); keep_checkpoint_max=1 still kept the
+    # good one and the condemned ones after it, and the good one is the latest of the index.
     saved = sorted(int(p.name[5:-6]) for p in out.glob("ckpt-*.index"))
-    assert saved == [step - 2, step - 1]
+    assert saved == list(range(step - 2, saved[-1] + 1)) and step - 1 <= saved[-1] <= step + 1
+    assert len(saved) <= 1 + health.EXTRA_CHECKPOINTS
     assert tf.train.latest_checkpoint(os.fspath(out)) == good
     assert list(tf.train.get_checkpoint_state(os.fspath(out)).all_model_checkpoint_paths) == [
         good]

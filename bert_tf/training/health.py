@@ -6,7 +6,11 @@ saves anything. Two things stop the run:
 - a NaN or Inf loss, at any step (the warmup included): nothing sensible follows it;
 - a spike: after warmup, the mean loss of a loop (the steps between two host boundaries,
   `--steps_per_loop` or fewer) above `threshold` times the run's recent level, and at least
-  `min_increase` nats above it.
+  `min_increase` nats above it. A loop shorter than `spike_steps` (3) steps is judged by
+  the median loss of the last `spike_steps` steps instead, so that one hard batch does not
+  stop the run: with `--steps_per_loop=1` (fine-tuning's default) a loop is one batch, and
+  one batch of 32 STS-B pairs can read twice its recent level while the run is healthy.
+  With the median, two of the last three steps must be above the bar.
 
 The recent level is the MEDIAN of the last `window` loop means. The median, not the mean, so
 that one earlier spike that did not trip (during warmup, say) does not raise the bar for the
@@ -27,14 +31,15 @@ the same step, so none is left waiting in a collective while another stops.
 Which checkpoint is good. The loss of step s is computed on the weights after s - 1 updates,
 so the first bad loss, at step b, already condemns the state saved at step b - 1: the last
 good checkpoint is the newest one saved at step b - 2 or before (its next loss was healthy).
-The run stops without saving the state of the loop that holds step b. Rotation must not
-have deleted the good one either when the newest checkpoint turns out to be the condemned
-state: the trainer's checkpoint manager keeps one checkpoint more than
-`keep_checkpoint_max`, and `CheckpointRetention` deletes that extra one only once the loop
-after a save has passed the check (the newest state is then vouched for), or when the run
-ends. `stop_message` makes the good checkpoint the latest of the run's index (the condemned
-files stay on disk, out of it), so that a rerun with the same output_dir, at a lower
-learning rate say, resumes from the good state.
+The run stops without saving the state of the loop that holds the step that confirms the
+spike (b itself, or up to `spike_steps - 1` steps later for short loops). Rotation must not
+have deleted the good one either when the newest checkpoints turn out to be condemned
+states: the trainer's checkpoint manager keeps `EXTRA_CHECKPOINTS` more than
+`keep_checkpoint_max`, and `CheckpointRetention` deletes those only once the detector
+vouches for the newest state (no step a later window could date a spike at is above the
+bar), or when the run ends. `stop_message` makes the good checkpoint the latest of the
+run's index (the condemned files stay on disk, out of it), so that a rerun with the same
+output_dir, at a lower learning rate say, resumes from the good state.
 """
 
 from __future__ import annotations
@@ -44,7 +49,7 @@ import math
 import re
 import statistics
 from collections import deque
-from typing import Deque, Optional, Sequence
+from typing import Deque, Optional, Sequence, Tuple
 
 from bert_tf.core.errors import UserError
 
@@ -57,6 +62,10 @@ DEFAULT_WINDOW = 10
 DEFAULT_MIN_HISTORY = 3
 # The spike must also be this many nats above the level (see the module docstring).
 DEFAULT_MIN_INCREASE = 1.0
+# A loop shorter than this is judged by the median of the last this-many step losses.
+DEFAULT_SPIKE_STEPS = 3
+# Checkpoints kept beyond keep_checkpoint_max until the detector vouches for the newest.
+EXTRA_CHECKPOINTS = DEFAULT_SPIKE_STEPS
 ADVICE = ("try a lower --learning_rate or a longer warmup (--num_warmup_steps; "
           "--warmup_proportion when fine-tuning)")
 
@@ -139,12 +148,13 @@ def stop_message(divergence: Divergence, output_dir: str, write: bool) -> str:
 
 
 class CheckpointRetention:
-    """Deletes the checkpoint kept beyond `keep` once the newest one is vouched for.
+    """Deletes the checkpoints kept beyond `keep` once the newest one is vouched for.
 
-    The trainer's checkpoint manager keeps keep + 1 checkpoints; call `saved` after each
-    save and `vouched` after each loop that passed the divergence check and at the end of
-    a run: the oldest checkpoints beyond `keep` are then deleted (the manager would delete
-    them at its next save anyway, so its own list and the index stay consistent).
+    The trainer's checkpoint manager keeps keep + EXTRA_CHECKPOINTS checkpoints; call
+    `saved` after each save and `vouched` after each loop that the detector vouches for
+    (`DivergenceDetector.vouches`) and at the end of a run: the oldest checkpoints beyond
+    `keep` are then deleted (the manager would delete them at a later save anyway, so its
+    own list and the index stay consistent).
 
     Args:
         output_dir: the run's checkpoints.
@@ -189,19 +199,33 @@ class DivergenceDetector:
         window: loop means whose median is the recent level.
         min_history: loop means needed before the spike rule acts.
         min_increase: the spike must also exceed the level by this many nats.
+        spike_steps: a loop of fewer steps is judged by the median of the last spike_steps
+            step losses (1: every loop by its own mean).
     """
 
     def __init__(self, threshold: float = DEFAULT_THRESHOLD, warmup_steps: int = 0,
                  window: int = DEFAULT_WINDOW, min_history: int = DEFAULT_MIN_HISTORY,
-                 min_increase: float = DEFAULT_MIN_INCREASE):
+                 min_increase: float = DEFAULT_MIN_INCREASE,
+                 spike_steps: int = DEFAULT_SPIKE_STEPS):
         check_threshold(threshold)
         if not 1 <= min_history <= window:
             raise ValueError(f"need 1 <= min_history <= window, got {min_history}, {window}")
+        if spike_steps < 1:
+            raise ValueError(f"need spike_steps >= 1, got {spike_steps}")
         self.threshold = threshold
         self.warmup_steps = warmup_steps
         self.min_history = min_history
         self.min_increase = min_increase
+        self.spike_steps = spike_steps
         self._means: Deque[float] = deque(maxlen=window)
+        # The last spike_steps step losses, (step, loss), across loops.
+        self._steps: Deque[Tuple[int, float]] = deque(maxlen=spike_steps)
+        self._vouches = True
+
+    def vouches(self) -> bool:
+        """Whether the last loop observed (healthy) vouches for the newest checkpoint: no
+        step that a later window could still date a divergence at is above the bar."""
+        return self._vouches
 
     def level(self) -> Optional[float]:
         """The recent level (median of the last loop means), None before min_history."""
@@ -231,10 +255,31 @@ class DivergenceDetector:
                 return Divergence(first_step + i, value)
         mean = math.fsum(values) / len(values)
         level = self.level()
-        if (self.threshold and level is not None and first_step > self.warmup_steps
-                and self._too_high(mean, level)):
-            # The mean is above the bar, so at least one step is: the first of them.
-            first = next(i for i, value in enumerate(values) if self._too_high(value, level))
-            return Divergence(first_step + first, values[first], level)
+        self._vouches = True
+        # Only steps after warmup are judged (and can date a divergence).
+        self._steps.extend((first_step + i, value) for i, value in enumerate(values)
+                           if first_step + i > self.warmup_steps)
+        if not self.threshold or level is None:
+            self._means.append(mean)
+            return None
+        if len(values) >= self.spike_steps:
+            window = list(self._steps)[-len(values):] if first_step > self.warmup_steps else []
+            judged = mean
+        else:
+            window = list(self._steps)
+            judged = (statistics.median(loss for _, loss in window)
+                      if len(window) == self.spike_steps else None)
+        if judged is not None and window and self._too_high(judged, level):
+            # The judged value is above the bar, so at least one step of its window is:
+            # the first of them.
+            step, loss = next((step, loss) for step, loss in window
+                              if self._too_high(loss, level))
+            return Divergence(step, loss, level)
+        # A short loop's steps above the bar may still be the start of a spike that a later
+        # window confirms, dated at its first step: until they leave the window, the newest
+        # checkpoint is not vouched for.
+        if len(values) < self.spike_steps:
+            pending = list(self._steps)[-(self.spike_steps - 1):]
+            self._vouches = not any(self._too_high(loss, level) for _, loss in pending)
         self._means.append(mean)
         return None

@@ -172,8 +172,8 @@ class Trainer:
         per_replica_batch = self.micro_batch_size * cfg.gradient_accumulation_steps
         arithmetic = resume.arithmetic(dataset_fn)
         unsupported = None if arithmetic else resume.unsupported_reason(self.strategy)
-        # One more until the next loss vouches for the newest (health.CheckpointRetention).
-        keep = cfg.keep_checkpoint_max + 1
+        # More until the losses after the newest vouch for it (health.CheckpointRetention).
+        keep = cfg.keep_checkpoint_max + health.EXTRA_CHECKPOINTS
         train_input = None if arithmetic or unsupported else resume.TrainInput(
             self.strategy, dataset_fn, per_replica_batch, cfg.output_dir, keep)
         checkpoint = tf.train.Checkpoint(
@@ -271,7 +271,8 @@ class Trainer:
                     if diverged:  # (decided alike on every worker: the losses are reduced)
                         raise UserError(health.stop_message(diverged, cfg.output_dir,
                                                             self.is_chief))
-                    retention.vouched()  # the newest checkpoint's state gave healthy losses
+                    if detector.vouches():  # the newest checkpoint's state gave healthy losses
+                        retention.vouched()
                     step = int(self.step.numpy())
                     if host_loop.time_up and step < stop:  # the chief's clock, agreed
                         logging.info("--max_train_minutes=%g reached at step %d: saving a "

@@ -28,8 +28,8 @@ class TrainerConfig:
         eval_batch_size: GLOBAL examples per eval batch.
         num_train_steps: total optimizer steps of the run.
         save_checkpoints_steps: save every this many steps (and at the end).
-        keep_checkpoint_max: number of recent checkpoints kept (one more while the next
-            loss has not vouched for the newest, see bert_tf.training.health).
+        keep_checkpoint_max: number of recent checkpoints kept (up to 3 more while the
+            next losses have not vouched for the newest, see bert_tf.training.health).
         steps_per_loop: train steps between host-side logging and checkpoint checks.
         gradient_accumulation_steps: k micro-batches summed per optimizer step.
         log_every_n_steps: progress report interval; there is also a report after the first
