@@ -39,3 +39,16 @@ def corpus_lines() -> List[str]:
 def google_vocab_path() -> str:
     """Google's bert-base-uncased vocab (30,522 tokens), bundled under data/vocab/."""
     return os.fspath(GOOGLE_VOCAB_PATH)
+
+
+@pytest.fixture(scope="module")
+def cli(request):
+    """The module's `python -m` runs, each a process forked from a server that imported
+    TensorFlow once (tests/_cli_runner.py). A test module may set `CLI_PRELOAD` (modules the
+    server imports; default `_cli_runner.DEFAULT_PRELOAD`) and `CLI_ENV` (the server's
+    environment additions)."""
+    from _cli_runner import DEFAULT_PRELOAD, ForkServer  # here: most tests need no server
+
+    with ForkServer(getattr(request.module, "CLI_PRELOAD", DEFAULT_PRELOAD),
+                    env=getattr(request.module, "CLI_ENV", None)) as server:
+        yield server

@@ -23,7 +23,7 @@ import re
 import numpy as np
 import pytest
 import tensorflow as tf
-from _cli_runner import PRETRAINING_PRELOAD, ForkServer
+from _cli_runner import PRETRAINING_PRELOAD
 from _pretraining_helpers import (
     error_lines,
     progress_steps,
@@ -36,6 +36,7 @@ from _pretraining_helpers import (
 from bert_tf.training import budget, preemption
 
 MODULE = "bert_tf.run_pretraining"
+CLI_PRELOAD = PRETRAINING_PRELOAD  # the `cli` fixture's server (conftest.py)
 
 
 class FakeTraining:
@@ -100,14 +101,6 @@ local = strategy.experimental_distribute_values_from_function(lambda ctx: tf.con
     [1.0, 1.0, 1.0, 10.0]) - tf.constant([1.0, 0.0, 0.0, 0.0]))
 print(json.dumps(loop.agree(local).numpy().tolist()))
 """
-
-
-@pytest.fixture(scope="module")
-def cli():
-    """Runs `python -m bert_tf.run_pretraining ...` (and `python -c` scripts) as processes
-    forked from a server that has imported TensorFlow once (see ForkServer)."""
-    with ForkServer(PRETRAINING_PRELOAD) as server:
-        yield server
 
 
 def test_the_agreement_gives_every_worker_the_chiefs_call_time(cli):

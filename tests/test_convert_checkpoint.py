@@ -8,7 +8,6 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
-from _cli_runner import ForkServer
 
 from bert_tf.interop import google_checkpoint
 from bert_tf.interop import model_files as convert
@@ -16,19 +15,13 @@ from bert_tf.interop.formats import convert as run_convert
 from bert_tf.interop.native import read_native, write_native
 from bert_tf.modeling.config import BertConfig
 
+CLI_ENV = {"TF_CPP_MIN_LOG_LEVEL": "3"}  # the `cli` fixture's server (conftest.py)
+
 SEQ, PREDS = 16, 3
 CONFIG = dict(vocab_size=40, hidden_size=8, num_hidden_layers=2, num_attention_heads=2,
               intermediate_size=12, max_position_embeddings=32, type_vocab_size=2,
               hidden_act="gelu", hidden_dropout_prob=0.0,
               attention_probs_dropout_prob=0.0)
-
-
-@pytest.fixture(scope="module")
-def cli():
-    """Runs this module's `python -m` invocations (tests/_cli_runner.py)."""
-    runner = ForkServer(env={"TF_CPP_MIN_LOG_LEVEL": "3"})
-    yield runner
-    runner.close()
 
 
 def _python(cli, *args):

@@ -18,7 +18,6 @@ import keras_hub
 import numpy as np
 import pytest
 import tensorflow as tf
-from _cli_runner import ForkServer
 
 from bert_tf.core.errors import UserError
 from bert_tf.core.tokenization import FullTokenizer
@@ -30,6 +29,8 @@ from bert_tf.interop.native import write_native
 from bert_tf.modeling.config import BertConfig
 from bert_tf.modeling.encoder import BertEncoder
 from bert_tf.modeling.weight_map import encoder_weight_map, get_weights
+
+CLI_ENV = {"TF_CPP_MIN_LOG_LEVEL": "3"}  # the `cli` fixture's server (conftest.py)
 
 # Strings where keras-hub's own BertTokenizer (NFKC case folding, split at Cc/Cf, 100-byte
 # words) and the original algorithm disagree, and a few where they agree.
@@ -394,14 +395,6 @@ def test_portable_preset_loads_with_keras_hub_alone(preset, tmp_path, google_voc
         assert loaded["ids"][i] == expected, HARD_STRINGS[i]
         packed = [full.vocab["[CLS]"]] + expected[:30] + [full.vocab["[SEP]"]]
         assert loaded["packed"][i] == packed + [0] * (32 - len(packed))
-
-
-@pytest.fixture(scope="module")
-def cli():
-    """Runs this module's `python -m` invocations (tests/_cli_runner.py)."""
-    runner = ForkServer(env={"TF_CPP_MIN_LOG_LEVEL": "3"})
-    yield runner
-    runner.close()
 
 
 def test_command_line_writes_a_loadable_preset(tmp_path, google_vocab_path, cli):

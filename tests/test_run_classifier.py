@@ -28,7 +28,6 @@ import shutil
 import numpy as np
 import pytest
 import tensorflow as tf
-from _cli_runner import ForkServer
 from _pretraining_helpers import error_lines
 
 from bert_tf.core.errors import UserError
@@ -54,14 +53,6 @@ TINY = {"vocab_size": 30522, "hidden_size": 64, "num_hidden_layers": 2,
         "max_position_embeddings": 128, "type_vocab_size": 2, "initializer_range": 0.02}
 # The CLI run's epochs (150 steps); calibrated: training accuracy 1.0 at 6 epochs.
 BINARY_EPOCHS = 8
-
-
-@pytest.fixture(scope="module")
-def cli():
-    """Runs this module's `python -m` invocations (tests/_cli_runner.py)."""
-    runner = ForkServer()
-    yield runner
-    runner.close()
 
 
 def _write_json(path, obj) -> str:

@@ -24,7 +24,6 @@ import time
 import zipfile
 
 import pytest
-from _cli_runner import ForkServer
 from _glue_data import write_mnli, write_rte, write_sst2, write_wnli
 from _pretraining_helpers import error_lines
 
@@ -48,14 +47,6 @@ def _records(out: pathlib.Path):
 def _eval_results(path: pathlib.Path) -> dict:
     return {k: float(v) for k, v in
             (line.split(" = ") for line in path.read_text().splitlines())}
-
-
-@pytest.fixture(scope="module")
-def cli():
-    """Runs this module's `python -m` invocations (tests/_cli_runner.py)."""
-    runner = ForkServer()
-    yield runner
-    runner.close()
 
 
 @pytest.fixture(scope="module")

@@ -31,7 +31,7 @@ import time
 import numpy as np
 import pytest
 import tensorflow as tf
-from _cli_runner import PRETRAINING_PRELOAD, ForkServer
+from _cli_runner import PRETRAINING_PRELOAD
 from _pretraining_helpers import (
     REPO_ROOT,
     error_lines,
@@ -45,6 +45,7 @@ from _pretraining_helpers import (
 )
 
 MODULE = "bert_tf.run_pretraining"
+CLI_PRELOAD = PRETRAINING_PRELOAD  # the `cli` fixture's server (conftest.py)
 STEPS = 6
 EVAL_KEYS = ["global_step", "loss", "masked_lm_accuracy", "masked_lm_loss",
              "next_sentence_accuracy", "next_sentence_loss"]
@@ -68,14 +69,6 @@ def data(tmp_path_factory):
 
 def common_flags(data, output_dir=None, **overrides):
     return pretraining_flags(data, output_dir, **dict({"num_train_steps": STEPS}, **overrides))
-
-
-@pytest.fixture(scope="module")
-def cli():
-    """Runs `python -m bert_tf.run_pretraining ...` processes forked from a server that has
-    imported TensorFlow once (see ForkServer)."""
-    with ForkServer(PRETRAINING_PRELOAD) as server:
-        yield server
 
 
 def checkpoint_tensors(prefix):
@@ -571,6 +564,7 @@ import numpy as np
 from absl import flags
 from bert_tf import run_pretraining
 from bert_tf.data import input_pipeline
+
 flags.FLAGS(["run_pretraining"] + sys.argv[1:])
 config = run_pretraining.config_from_flags().train_input
 batches = input_pipeline.make_pretraining_dataset(dataclasses.replace(config, batch_size=48))

@@ -20,7 +20,6 @@ import re
 
 import numpy as np
 import pytest
-from _cli_runner import ForkServer
 from _pretraining_helpers import error_lines
 
 from bert_tf.core.tokenization import FullTokenizer
@@ -37,14 +36,6 @@ TINY = {"vocab_size": 30522, "hidden_size": 64, "num_hidden_layers": 2,
 PARAGRAPHS = slice(4, 7)
 NUM_QUESTIONS = 12
 EPOCHS = 100
-
-
-@pytest.fixture(scope="module")
-def cli():
-    """Runs this module's `python -m` invocations (tests/_cli_runner.py)."""
-    runner = ForkServer()
-    yield runner
-    runner.close()
 
 
 def _args(tmp: pathlib.Path, google_vocab_path, **overrides):

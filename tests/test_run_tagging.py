@@ -14,7 +14,6 @@ import json
 import pathlib
 
 import pytest
-from _cli_runner import ForkServer
 from _pretraining_helpers import error_lines
 
 MODULE = "bert_tf.run_tagging"
@@ -24,14 +23,6 @@ TINY = {"vocab_size": 30522, "hidden_size": 64, "num_hidden_layers": 2,
         "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0,
         "max_position_embeddings": 128, "type_vocab_size": 2, "initializer_range": 0.02}
 EPOCHS = 30  # calibrated: entity F1 0.96 at 15 epochs, 1.0 at 25
-
-
-@pytest.fixture(scope="module")
-def cli():
-    """Runs this module's `python -m` invocations (tests/_cli_runner.py)."""
-    runner = ForkServer()
-    yield runner
-    runner.close()
 
 
 def _sentences(path: pathlib.Path):

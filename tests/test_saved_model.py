@@ -11,7 +11,6 @@ import textwrap
 import keras
 import numpy as np
 import pytest
-from _cli_runner import ForkServer
 
 from bert_tf.core.tokenization import FullTokenizer
 from bert_tf.interop import model_files as convert
@@ -20,6 +19,8 @@ from bert_tf.modeling.config import BertConfig
 from bert_tf.modeling.pretraining_model import BertPretrainingModel
 from bert_tf.modeling.weight_map import get_weights, pretraining_weight_map
 
+CLI_ENV = {"TF_CPP_MIN_LOG_LEVEL": "3"}  # the `cli` fixture's server (conftest.py)
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": REPO}
 
@@ -27,14 +28,6 @@ ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": REPO}
 def _run(*args, **kwargs):
     return subprocess.run([sys.executable, *args], cwd=REPO, env=ENV, capture_output=True,
                           text=True, timeout=600, **kwargs)
-
-
-@pytest.fixture(scope="module")
-def cli():
-    """Runs this module's `python -m` invocations (tests/_cli_runner.py)."""
-    runner = ForkServer(env={"TF_CPP_MIN_LOG_LEVEL": "3"})
-    yield runner
-    runner.close()
 
 
 @pytest.fixture(scope="module")
