@@ -200,9 +200,9 @@ def signal_when_seen(cli, args, pattern, sig):
     run = cli.start(MODULE, args)
     try:
         seen = read_until(run, pattern, timeout=240)
-        os.kill(run.pid, sig)
+        run.send_signal(sig)
     except BaseException:
-        os.kill(run.pid, signal.SIGKILL)
+        run.send_signal(signal.SIGKILL)
         run.wait()
         raise
     proc = run.wait(timeout=120)
