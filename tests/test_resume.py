@@ -32,7 +32,7 @@ from _pretraining_helpers import (
 
 from bert_tf.training import resume
 
-WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_resume_positions_worker.py")
+WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_resume_worker.py")
 # As in _resume_worker.py.
 SPLIT, PER_REPLICA_BATCH = 2, 4
 POSITIONS = ("iterator", "arithmetic")
