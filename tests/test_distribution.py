@@ -197,7 +197,8 @@ def train_fixed_batch(tmp_path, policy, steps=8):
     t = trainer.Trainer(
         trainer.TrainerConfig(output_dir=os.fspath(tmp_path), train_batch_size=8,
                               num_train_steps=steps, save_checkpoints_steps=steps,
-                              log_every_n_steps=steps, use_xla=True, dtype_policy=policy),
+                              log_every_n_steps=steps, use_xla=True, xla_optimizer=True,
+                              dtype_policy=policy),
         tf.distribute.OneDeviceStrategy("/cpu:0"),
         model_fn=lambda: BertPretrainingModel(tiny_bert_config()),
         optimizer_fn=lambda: optimization.create_optimizer(opt))

@@ -23,7 +23,7 @@ from _pretraining_helpers import (
 from bert_tf.core.errors import UserError
 from bert_tf.data import input_config, input_validation
 from bert_tf.modeling.pretraining_model import BertPretrainingModel
-from bert_tf.training import optimization, resume, trainer
+from bert_tf.training import optimization, resume, train_loop, trainer
 
 STEPS = 4
 BATCH = 8
@@ -123,10 +123,14 @@ def test_gradient_accumulation_equals_one_big_batch(tmp_path, examples, baseline
         np.testing.assert_allclose(ours, ref, atol=2e-6)
 
 
-def test_steps_per_loop_follows_the_same_trajectory(tmp_path, examples, baseline):
+def test_steps_per_loop_and_an_xla_optimizer_follow_the_same_trajectory(tmp_path, examples,
+                                                                       baseline):
     # 3 steps per loop: loops of 2 (to the checkpoint at step 2), then 2 (end), each in host
-    # calls sized by preemption.HostLoop.
-    t = make_trainer(tmp_path, steps_per_loop=3)
+    # calls sized by preemption.HostLoop. The optimizer update is XLA-compiled here, in graph
+    # mode in the baseline (a run too short for XLA to pay).
+    assert not baseline["trainer"].steps.xla_optimizer
+    t = make_trainer(tmp_path, steps_per_loop=3, xla_optimizer=True)
+    assert t.steps.xla_optimizer
     result = t.train(blocks_dataset_fn(examples))
     np.testing.assert_allclose(result.losses, baseline["result"].losses, rtol=1e-6)
     for ours, ref in zip(weights_of(t), baseline["weights"]):
@@ -311,6 +315,12 @@ def test_progress_is_written_as_tensorboard_scalars(baseline):
     # (1 - 2/4), lr(4) = 0.
     np.testing.assert_allclose([v for _, v in scalars["learning_rate"]], [7.5e-4, 5e-4, 0.0],
                                atol=1e-9)
+
+
+def test_the_optimizer_update_is_xla_compiled_in_runs_long_enough_to_pay_for_it(tmp_path):
+    least = train_loop.XLA_OPTIMIZER_MIN_STEPS
+    assert train_loop.xla_optimizer_pays(least) and not train_loop.xla_optimizer_pays(least - 1)
+    assert make_trainer(tmp_path, num_train_steps=least).steps.xla_optimizer
 
 
 def test_batch_sizes_must_divide(tmp_path):

@@ -293,7 +293,8 @@ def _new_rows_trainer(output_dir, num_steps, steps_per_loop, new_rows):
         trainer.TrainerConfig(output_dir=os.fspath(output_dir), train_batch_size=8,
                               num_train_steps=num_steps, save_checkpoints_steps=100,
                               log_every_n_steps=100, steps_per_loop=steps_per_loop,
-                              use_xla=False),
+                              # XLA, as for the models users extend (train_loop's size rule)
+                              use_xla=False, xla_optimizer=True),
         tf.distribute.OneDeviceStrategy("/cpu:0"),
         model_fn=lambda: BertPretrainingModel(bert),
         optimizer_fn=lambda: optimization.create_optimizer(opt), new_rows=new_rows)

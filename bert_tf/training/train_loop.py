@@ -67,6 +67,19 @@ def _optimizer_without_all_reduce(optimizer) -> Iterator[None]:
             opt.__dict__.pop("_all_reduce_sum_gradients", None)
 
 
+# Runs planned for fewer steps keep the optimizer update in graph mode. XLA fuses the update
+# into a few passes over the weights, which saves time at every step, but compiling it costs
+# seconds once per run; benchmarks/bench_xla_optimizer.py finds the compile paid back after
+# about 60-150 steps, from the test suite's tiny models to BERT-Small.
+XLA_OPTIMIZER_MIN_STEPS = 200
+
+
+def xla_optimizer_pays(num_train_steps: int) -> bool:
+    """Whether a run of `num_train_steps` steps is long enough for an XLA-compiled optimizer
+    update to pay back its compile (`XLA_OPTIMIZER_MIN_STEPS`)."""
+    return num_train_steps >= XLA_OPTIMIZER_MIN_STEPS
+
+
 class StepFunctions:
     """Builds the tf.functions that run training and eval steps under a strategy.
 
@@ -79,11 +92,11 @@ class StepFunctions:
         accumulation_steps: k; every replica batch holds k micro-batches, whose gradients are
             summed before one optimizer update.
         use_xla: XLA-compile the per-replica forward/backward pass.
-        xla_optimizer: XLA-compile the optimizer update when there is a single replica. The
-            update is element-wise only (moments, clipping, decay), which XLA fuses into a
-            few passes over the weights: faster than graph mode on CPU
-            (docs/results/pretraining.md). With several replicas the optimizer may synchronize
-            (merge_call), which a nested tf.function cannot, so it is left in graph mode.
+        xla_optimizer: XLA-compile the optimizer update when there is a single replica
+            (see `xla_optimizer_pays`). The update is element-wise only (moments,
+            clipping, decay), which XLA fuses into a few passes over the weights. With several
+            replicas the optimizer may synchronize (merge_call), which a nested tf.function
+            cannot, so it is left in graph mode.
         new_rows: the first steps update only the new vocabulary rows (`new_rows_only`):
             `train_loop` runs them in a graph of their own.
     """
@@ -101,7 +114,8 @@ class StepFunctions:
         self.keys = tuple(objective.sum_keys)
         self._seed_states = checkpointing.seed_state_variables(model)  # dropout RNG
         self._gradients = tf.function(self._local_gradients, jit_compile=use_xla)
-        if xla_optimizer and strategy.num_replicas_in_sync == 1:
+        self.xla_optimizer = xla_optimizer and strategy.num_replicas_in_sync == 1
+        if self.xla_optimizer:
             self._apply = tf.function(self._apply_gradients, jit_compile=True)
         else:
             self._apply = self._apply_gradients

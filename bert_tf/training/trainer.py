@@ -124,6 +124,8 @@ class Trainer:
         self.steps = train_loop.StepFunctions(
             self.model, self.optimizer, strategy, self.step, self.objective,
             accumulation_steps=config.gradient_accumulation_steps, use_xla=config.use_xla,
+            xla_optimizer=(train_loop.xla_optimizer_pays(config.num_train_steps)
+                           if config.xla_optimizer is None else config.xla_optimizer),
             new_rows=new_rows)
         self._trained = False
 

@@ -45,6 +45,8 @@ class TrainerConfig:
         use_nsp: train the next-sentence head too.
         seed: seeds model initialization and dropout.
         use_xla: XLA-compile the per-replica step.
+        xla_optimizer: XLA-compile the optimizer update on a single replica (None: when the
+            run is long enough to pay for the compile, `train_loop.xla_optimizer_pays`).
         dtype_policy: float32, mixed_bfloat16 or mixed_float16 (adds loss scaling).
         num_warmup_steps, divergence_threshold: after warmup, a loss spike of this factor stops
             the run (0 = off; see bert_tf.training.health).
@@ -67,6 +69,7 @@ class TrainerConfig:
     use_nsp: bool = True
     seed: int = 12345
     use_xla: bool = False
+    xla_optimizer: Optional[bool] = None
     dtype_policy: str = "float32"
     num_warmup_steps: int = 0
     divergence_threshold: float = health.DEFAULT_THRESHOLD
