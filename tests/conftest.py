@@ -14,6 +14,15 @@ CORPUS_PATH = REPO_ROOT / "data" / "corpus" / "wikitext2.bert.txt"
 GOOGLE_VOCAB_PATH = REPO_ROOT / "data" / "vocab" / "bert-base-uncased-vocab.txt"
 
 
+def pytest_collection_modifyitems(config, items) -> None:
+    """The longest files first (tests/_suite_order.py)."""
+    from _suite_order import LONGEST_FILES_FIRST
+
+    rank = {name: i for i, name in enumerate(LONGEST_FILES_FIRST)}
+    # A stable sort: each file keeps its tests' order, the other files their own order.
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
+
 @pytest.fixture(scope="session")
 def repo_root() -> pathlib.Path:
     return REPO_ROOT

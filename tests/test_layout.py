@@ -309,3 +309,10 @@ def test_tests_import_no_test_module_only_shared_helpers(repo_root):
         if bad:
             wrong[p.name] = bad
     assert wrong == {}
+
+
+def test_the_suite_order_names_existing_test_files(repo_root):
+    from _suite_order import LONGEST_FILES_FIRST
+
+    assert len(set(LONGEST_FILES_FIRST)) == len(LONGEST_FILES_FIRST)
+    assert [n for n in LONGEST_FILES_FIRST if not (repo_root / "tests" / n).is_file()] == []
