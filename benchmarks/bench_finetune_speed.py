@@ -44,45 +44,14 @@ VARIANTS = {
 
 def ours(seq: int, batch: int, warmup: int, steps: int, rounds: int, use_xla: bool) -> dict:
     """Times bert_tf training steps in this process (a child of the parent run)."""
-    import tempfile
-
-    import numpy as np
-    import tensorflow as tf
     from bench_finetune_speed_hf import minilm_dir
     from bench_pretraining import MATMUL_N, MATMUL_REPS, matmul_runner
+    from classifier_steps import classifier_step_timer
 
-    from bert_tf.finetune import heads
-    from bert_tf.finetune.objectives import ClassificationObjective
     from bert_tf.interop import hf_checkpoint
-    from bert_tf.training import (
-        objectives,  # noqa: F401 (the trainer's protocol)
-        optimization,
-        trainer,
-    )
 
     config = hf_checkpoint.read(minilm_dir()).config
-    opt = optimization.OptimizerConfig(learning_rate=5e-5, num_train_steps=100000,
-                                       num_warmup_steps=0)
-    t = trainer.Trainer(
-        trainer.TrainerConfig(output_dir=tempfile.mkdtemp(), train_batch_size=batch,
-                              use_xla=use_xla, use_nsp=False),
-        tf.distribute.get_strategy(),
-        model_fn=lambda: heads.BertClassifier(config, 2),
-        optimizer_fn=lambda: optimization.create_optimizer(opt),
-        objective=ClassificationObjective())
-    rng = np.random.default_rng(1)
-    data = {"input_ids": rng.integers(1000, config.vocab_size, (batch, seq)).astype(np.int32),
-            "input_mask": np.ones((batch, seq), np.int32),
-            "segment_ids": np.zeros((batch, seq), np.int32),
-            "label_ids": rng.integers(0, 2, (batch,)).astype(np.int32)}
-    iterator = iter(t.distribute_dataset(
-        lambda context, b: tf.data.Dataset.from_tensors(data).repeat(), batch))
-
-    def run(n):
-        start = time.perf_counter()
-        t.steps.train_loop(iterator, tf.constant(n))[0].numpy()
-        return time.perf_counter() - start
-
+    _, run = classifier_step_timer(config, batch, seq, use_xla=use_xla)
     run(warmup)
     matmul = matmul_runner()
     rates, matmul_seconds = [], []

@@ -26,7 +26,6 @@ import os
 import pathlib
 import subprocess
 import sys
-import time
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 HERE = REPO / "benchmarks"
@@ -49,42 +48,16 @@ SEQ, BATCH = 128, 32
 
 def child(vocab: int, layers: int, hidden: int, xla: bool, steps: int) -> dict:
     """Times one mode in this process: its first call, then one round of `steps` steps."""
-    import tempfile
-
     import numpy as np
-    import tensorflow as tf
+    from classifier_steps import classifier_step_timer
 
-    from bert_tf.finetune import heads
-    from bert_tf.finetune.objectives import ClassificationObjective
     from bert_tf.modeling.config import BertConfig
-    from bert_tf.training import optimization, trainer
 
     config = BertConfig(vocab_size=vocab, hidden_size=hidden, num_hidden_layers=layers,
                         num_attention_heads=max(2, hidden // 64),
                         intermediate_size=4 * hidden, max_position_embeddings=SEQ)
-    opt = optimization.OptimizerConfig(learning_rate=5e-5, num_train_steps=100000,
-                                       num_warmup_steps=0)
-    t = trainer.Trainer(
-        trainer.TrainerConfig(output_dir=tempfile.mkdtemp(), train_batch_size=BATCH,
-                              use_nsp=False, xla_optimizer=xla),
-        tf.distribute.get_strategy(),
-        model_fn=lambda: heads.BertClassifier(config, 2),
-        optimizer_fn=lambda: optimization.create_optimizer(opt),
-        objective=ClassificationObjective())
+    t, run = classifier_step_timer(config, BATCH, SEQ, xla_optimizer=xla)
     assert t.steps.xla_optimizer == xla
-    rng = np.random.default_rng(1)
-    data = {"input_ids": rng.integers(1000, vocab, (BATCH, SEQ)).astype(np.int32),
-            "input_mask": np.ones((BATCH, SEQ), np.int32),
-            "segment_ids": np.zeros((BATCH, SEQ), np.int32),
-            "label_ids": rng.integers(0, 2, (BATCH,)).astype(np.int32)}
-    iterator = iter(t.distribute_dataset(
-        lambda context, b: tf.data.Dataset.from_tensors(data).repeat(), BATCH))
-
-    def run(n):
-        start = time.perf_counter()
-        t.steps.train_loop(iterator, tf.constant(n))[0].numpy()
-        return time.perf_counter() - start
-
     first = run(1)
     run(2)  # the second call can still allocate
     parameters = sum(int(np.prod(v.shape)) for v in t.model.trainable_variables)
