@@ -10,9 +10,10 @@ collectives) once per phase instead of once per position.
 Each --job is `position,data,output_dir,out`, run in the order given (every worker giving
 the same order). Position `iterator` reads in file order with a saved iterator,
 `arithmetic` in training order with an arithmetic position (bert_tf.data.record_positions).
---phase=first trains an uninterrupted run (output_dir/straight) and the first part of a
-split run (output_dir/split, stopped after SPLIT steps); --phase=second, a new process,
-resumes output_dir/split to STEPS. The losses of each run go to `out`.
+--phase=first trains an uninterrupted run (output_dir/straight, a checkpoint every SPLIT
+steps); --phase=second, a new process, resumes output_dir/split to STEPS: the test makes it
+a copy of the uninterrupted run stopped at its checkpoint at step SPLIT. The losses of each
+run go to `out`.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ SPLIT = 2
 GLOBAL_BATCH = 8
 
 
-def make_trainer(strategy, output_dir: str, **overrides):
+def make_trainer(strategy, output_dir: str):
     from bert_tf.modeling.pretraining_model import BertPretrainingModel
     from bert_tf.training import optimization, trainer
 
@@ -40,7 +41,7 @@ def make_trainer(strategy, output_dir: str, **overrides):
                                        num_warmup_steps=1)
     config = trainer.TrainerConfig(
         output_dir=output_dir, train_batch_size=GLOBAL_BATCH, num_train_steps=STEPS,
-        save_checkpoints_steps=SPLIT, log_every_n_steps=1, **overrides)
+        save_checkpoints_steps=SPLIT, log_every_n_steps=1)
     return trainer.Trainer(config, strategy,
                            model_fn=lambda: BertPretrainingModel(tiny_bert_config()),
                            optimizer_fn=lambda: optimization.create_optimizer(opt))
@@ -83,14 +84,11 @@ def main() -> None:
         position, data_pattern, output_dir, out = job.split(",")
         assert position in ("iterator", "arithmetic"), position
         data = input_fn(position, data_pattern, output_dir)
-        split_dir = os.path.join(output_dir, "split")
         if args.phase == "first":
             straight = make_trainer(strategy, os.path.join(output_dir, "straight")).train(data)
-            part1 = make_trainer(strategy, split_dir, max_steps_per_run=SPLIT).train(data)
-            arrays = {"straight": straight.losses, "part1": part1.losses,
-                      "part1_steps": np.array([part1.start_step, part1.final_step])}
+            arrays = {"straight": straight.losses}
         else:
-            part2 = make_trainer(strategy, split_dir).train(data)
+            part2 = make_trainer(strategy, os.path.join(output_dir, "split")).train(data)
             arrays = {"part2": part2.losses,
                       "part2_steps": np.array([part2.start_step, part2.final_step])}
         np.savez(out + ".tmp.npz", **arrays)
