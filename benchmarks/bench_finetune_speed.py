@@ -23,7 +23,6 @@ import json
 import os
 import pathlib
 import statistics
-import subprocess
 import sys
 import time
 
@@ -32,6 +31,7 @@ HERE = REPO / "benchmarks"
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(REPO))
 import machine  # noqa: E402
+import measure  # noqa: E402
 
 HF_PYTHON = HERE / ".hf-venv" / "bin" / "python"
 VARIANTS = {
@@ -66,9 +66,7 @@ def ours(seq: int, batch: int, warmup: int, steps: int, rounds: int, use_xla: bo
 
 
 def child(cmd, env) -> dict:
-    out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True,
-                         cwd=REPO).stdout
-    return json.loads(out.strip().splitlines()[-1])
+    return measure.child_json(cmd, env, REPO)
 
 
 def main() -> None:

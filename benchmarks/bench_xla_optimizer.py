@@ -24,7 +24,6 @@ import argparse
 import json
 import os
 import pathlib
-import subprocess
 import sys
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
@@ -32,6 +31,7 @@ HERE = REPO / "benchmarks"
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(REPO))
 import machine  # noqa: E402
+import measure as measure_lib  # noqa: E402
 
 # name: (vocab, layers, hidden); heads = hidden / 64 (at least 2), intermediate = 4 x hidden.
 SHAPES = {
@@ -67,9 +67,7 @@ def child(vocab: int, layers: int, hidden: int, xla: bool, steps: int) -> dict:
 def measure(shape, xla: bool, steps: int, env: dict) -> dict:
     cmd = [sys.executable, str(HERE / "bench_xla_optimizer.py"),
            f"--child={','.join(map(str, shape))},{int(xla)}", f"--steps={steps}"]
-    out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True,
-                         cwd=REPO).stdout
-    return json.loads(out.strip().splitlines()[-1])
+    return measure_lib.child_json(cmd, env, REPO)
 
 
 def main() -> None:

@@ -63,3 +63,10 @@ def timed(fn: Callable[[], Any]) -> Tuple[Any, float, float]:
     wall, cpu = time.perf_counter(), cpu_seconds()
     result = fn()
     return result, time.perf_counter() - wall, cpu_seconds() - cpu
+
+
+def child_json(cmd: List[str], env: Dict[str, str], cwd: str) -> Dict[str, Any]:
+    """Runs a benchmark's child process; returns the JSON object on its last stdout line."""
+    out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True,
+                         cwd=cwd).stdout
+    return json.loads(out.strip().splitlines()[-1])
