@@ -16,19 +16,16 @@ import os
 import re
 import signal
 import socket
-import subprocess
-import sys
 import time
 
 import numpy as np
 import pytest
 import tensorflow as tf
+from _cli_runner import PRETRAINING_PRELOAD
 from _pretraining_helpers import (
-    REPO_ROOT,
     error_lines,
     progress_losses,
     progress_steps,
-    subprocess_env,
     synthetic_examples,
     write_bert_config,
     write_tfrecords,
@@ -37,6 +34,7 @@ from _pretraining_helpers import (
 from bert_tf.training import preemption
 
 MODULE = "bert_tf.run_pretraining"
+CLI_PRELOAD = PRETRAINING_PRELOAD  # the `cli` fixture's server (conftest.py)
 NOTICE_SECONDS = 30  # what a spot VM or preemptible TPU gets between SIGTERM and the end
 STOPPED = re.compile(r"^stopped by SIGTERM at step (\d+) with checkpoint (\S+); rerun", re.M)
 
@@ -120,12 +118,11 @@ print(json.dumps(loop.agree(tf.constant([1.0, 7.0, 1.0])).numpy().tolist()))
 """
 
 
-def test_the_agreement_sums_stop_requests_and_takes_the_chiefs_size_and_time_limit():
+def test_the_agreement_sums_stop_requests_and_takes_the_chiefs_size_and_time_limit(cli):
     # Two replicas, each contributing (stop 1, size 7, time up 1): stop requests add up (any
     # worker stops all); the size and the time limit are replica 0's (the chief's) only, so
     # workers whose clocks differ still end their loops at the same step.
-    proc = subprocess.run([sys.executable, "-c", _AGREEMENT_SCRIPT], cwd=REPO_ROOT,
-                          env=subprocess_env({}), capture_output=True, text=True, timeout=120)
+    proc = cli.run_code(_AGREEMENT_SCRIPT, [], timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == [2.0, 7.0, 1.0]
 
@@ -166,12 +163,18 @@ def flags(data, output_dir, **overrides):
     return [f"--{k}={v}" for k, v in values.items()]
 
 
-def start(args, log_path, tf_config=None):
-    extra = {"TF_CONFIG": json.dumps(tf_config)} if tf_config else None
-    with open(log_path, "w") as log:
-        return subprocess.Popen([sys.executable, "-m", MODULE, *args], cwd=REPO_ROOT,
-                                env=subprocess_env(extra), stdout=subprocess.DEVNULL,
-                                stderr=log, text=True)
+def start(cli, args, log_path, tf_config=None):
+    """`python -m MODULE args`, forked by the module's `cli` server; `log_path` shows its
+    stderr as it is written."""
+    run = cli.start(MODULE, args, env={"TF_CONFIG": json.dumps(tf_config)} if tf_config else None)
+    log_path.symlink_to(run.stderr_path)
+    return run
+
+
+def kill(proc):
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
 
 
 def wait_for_line(log_path, pattern, procs, timeout=300):
@@ -198,9 +201,7 @@ def finish(procs, timeout):
             time.sleep(0.05)
     finally:
         for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+            kill(proc)
     return ends
 
 
@@ -219,14 +220,15 @@ def cluster_configs(n):
     return [{"cluster": cluster, "task": {"type": "worker", "index": i}} for i in range(n)]
 
 
-def preempt(data, out, logs, signalled, tf_configs, **overrides):
+def preempt(cli, data, out, logs, signalled, tf_configs, **overrides):
     """Starts the run(s), SIGTERMs process `signalled` a few seconds into training.
 
     Returns:
         (the logs' text, the processes, the seconds from the signal to each exit, a lower
         bound on the seconds per step).
     """
-    procs = [start(flags(data, out, **overrides), log, cfg) for log, cfg in zip(logs, tf_configs)]
+    procs = [start(cli, flags(data, out, **overrides), log, cfg)
+             for log, cfg in zip(logs, tf_configs)]
     try:
         first = wait_for_line(logs[signalled], r"first train call", procs)
         time.sleep(4)  # the calls have grown to ~2 s
@@ -235,9 +237,7 @@ def preempt(data, out, logs, signalled, tf_configs, **overrides):
         ends = finish(procs, timeout=120)
     finally:
         for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+            kill(proc)
     texts = [log.read_text() for log in logs]
     match = STOPPED.search(texts[signalled])
     assert match, texts[signalled][-3000:]
@@ -258,17 +258,17 @@ def check_stopped(text, proc, out):
     return stopped
 
 
-def resume_and_reference(data, out, reference_out, stopped, tf_configs_pair, logs,
+def resume_and_reference(cli, data, out, reference_out, stopped, tf_configs_pair, logs,
                          **overrides):
     """Reruns from the checkpoint for 2 steps, beside an uninterrupted run to stopped + 2.
 
     Both log every step (steps_per_loop=1), so their losses can be compared one by one.
     """
     per_step = dict(overrides, steps_per_loop=1)
-    procs = [start(flags(data, out, max_steps_per_run=2, **per_step), log, cfg)
+    procs = [start(cli, flags(data, out, max_steps_per_run=2, **per_step), log, cfg)
              for log, cfg in zip(logs[0], tf_configs_pair[0])]
-    procs += [start(flags(data, reference_out, max_steps_per_run=stopped + 2, **per_step), log,
-                    cfg) for log, cfg in zip(logs[1], tf_configs_pair[1])]
+    procs += [start(cli, flags(data, reference_out, max_steps_per_run=stopped + 2, **per_step),
+                    log, cfg) for log, cfg in zip(logs[1], tf_configs_pair[1])]
     finish(procs, timeout=400)
     texts = [log.read_text() for log in logs[0] + logs[1]]
     for proc, text in zip(procs, texts):
@@ -277,19 +277,19 @@ def resume_and_reference(data, out, reference_out, stopped, tf_configs_pair, log
 
 
 @pytest.mark.slow  # three runs, two of them side by side
-def test_sigterm_during_a_1000_step_loop_saves_within_seconds_and_resumes(data, tmp_path):
+def test_sigterm_during_a_1000_step_loop_saves_within_seconds_and_resumes(cli, data, tmp_path):
     out = tmp_path / "run"
     logs = [tmp_path / "run.log"]
     # Batch 1024 of the tiny BERT: ~0.15 s per step on 2 cores, a 1000-step loop in minutes.
     run = dict(train_batch_size=1024)
-    texts, procs, exits, per_step = preempt(data, out, logs, 0, [None], **run)
+    texts, procs, exits, per_step = preempt(cli, data, out, logs, 0, [None], **run)
     stopped = check_stopped(texts[0], procs[0], out)
     assert 1000 * per_step > NOTICE_SECONDS, per_step  # one call of the loop would be too long
     assert exits[0] < NOTICE_SECONDS, exits
     assert 1 < stopped < 1000
     assert tf.train.latest_checkpoint(os.fspath(out)) == os.path.join(out, f"ckpt-{stopped}")
     rerun, reference = resume_and_reference(
-        data, out, tmp_path / "reference", stopped, ([None], [None]),
+        cli, data, out, tmp_path / "reference", stopped, ([None], [None]),
         ([tmp_path / "rerun.log"], [tmp_path / "reference.log"]), **run)
     assert re.search(rf"resuming from .*ckpt-{stopped} at step {stopped}", rerun)
     assert progress_steps(rerun) == [stopped + 1, stopped + 2]
@@ -299,11 +299,11 @@ def test_sigterm_during_a_1000_step_loop_saves_within_seconds_and_resumes(data, 
 
 
 @pytest.mark.slow  # three 2-worker runs, two of them side by side
-def test_sigterm_to_one_of_two_workers_stops_both_at_the_same_step(data, tmp_path):
+def test_sigterm_to_one_of_two_workers_stops_both_at_the_same_step(cli, data, tmp_path):
     out = tmp_path / "run"
     logs = [tmp_path / "worker0.log", tmp_path / "worker1.log"]
     run = dict(train_batch_size=512, distribution_strategy="multi_worker_mirrored")
-    texts, procs, exits, per_step = preempt(data, out, logs, 1, cluster_configs(2), **run)
+    texts, procs, exits, per_step = preempt(cli, data, out, logs, 1, cluster_configs(2), **run)
     # Only worker 1 got the signal; both stop at the step it stopped at, with one checkpoint.
     steps = [check_stopped(text, proc, out) for text, proc in zip(texts, procs)]
     assert steps[0] == steps[1], steps
@@ -318,7 +318,7 @@ def test_sigterm_to_one_of_two_workers_stops_both_at_the_same_step(data, tmp_pat
     worker_logs = [[tmp_path / f"rerun{i}.log" for i in range(2)],
                    [tmp_path / f"reference{i}.log" for i in range(2)]]
     rerun0, rerun1, reference0, _ = resume_and_reference(
-        data, out, tmp_path / "reference", stopped, (cluster_configs(2), cluster_configs(2)),
+        cli, data, out, tmp_path / "reference", stopped, (cluster_configs(2), cluster_configs(2)),
         worker_logs, **run)
     for text in (rerun0, rerun1):
         assert re.search(rf"resuming from .*ckpt-{stopped} at step {stopped}", text)
@@ -328,14 +328,14 @@ def test_sigterm_to_one_of_two_workers_stops_both_at_the_same_step(data, tmp_pat
 
 
 @pytest.mark.slow
-def test_sigterm_during_the_first_call_ends_the_run_at_once(data, tmp_path):
+def test_sigterm_during_the_first_call_ends_the_run_at_once(cli, data, tmp_path):
     # A model whose first call (tracing and one step of batch 1024: hidden 512, 4 layers)
     # takes well over the few seconds waited below; on a TPU it is XLA's compilation.
     config = write_bert_config(tmp_path / "bert_config.json", hidden_size=512,
                                num_hidden_layers=4, num_attention_heads=8,
                                intermediate_size=2048)
     out, log = tmp_path / "run", tmp_path / "run.log"
-    proc = start(flags(data, out, bert_config_file=config, train_batch_size=1024), log)
+    proc = start(cli, flags(data, out, bert_config_file=config, train_batch_size=1024), log)
     try:
         wait_for_line(log, r"training steps 1 to 100000", [proc])
         time.sleep(2)
@@ -343,9 +343,7 @@ def test_sigterm_during_the_first_call_ends_the_run_at_once(data, tmp_path):
         proc.send_signal(signal.SIGTERM)
         end, = finish([proc], timeout=120)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        kill(proc)
     text = log.read_text()
     assert proc.returncode == 143, text[-3000:]
     assert end - sent < 10, end - sent
