@@ -164,10 +164,11 @@ def run_module(module: str, args: Sequence[str], timeout: float = 300,
         capture_output=True, text=True, timeout=timeout)
 
 
-def run_on_loopback(commands: Sequence[Sequence[str]], timeout: float = 300
+def run_on_loopback(cli, commands: Sequence[Sequence[str]], timeout: float = 300
                     ) -> List[subprocess.CompletedProcess]:
-    """Runs one process per command as the workers of a cluster on 127.0.0.1 (TF_CONFIG:
-    worker i runs commands[i]), from the repository root; returns them finished."""
+    """Runs one process per command `[python, script, args...]` as the workers of a cluster
+    on 127.0.0.1 (TF_CONFIG: worker i runs commands[i]), each forked from `cli` (the `cli`
+    fixture's server, tests/_cli_runner.py); returns them finished."""
     import socket
 
     ports = []
@@ -176,23 +177,13 @@ def run_on_loopback(commands: Sequence[Sequence[str]], timeout: float = 300
             s.bind(("127.0.0.1", 0))
             ports.append(s.getsockname()[1])
     cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
-    procs = []
-    for index, command in enumerate(commands):
+    runs = []
+    for index, (_python, script, *args) in enumerate(commands):
         tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
-        procs.append(subprocess.Popen(
-            list(command), cwd=REPO_ROOT, env=subprocess_env({"TF_CONFIG": tf_config}),
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-    finished = []
-    try:
-        for proc in procs:
-            out, err = proc.communicate(timeout=timeout)
-            finished.append(subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-    return finished
+        runs.append(cli.start(None, args, env={"TF_CONFIG": tf_config},
+                              code=f"import runpy, sys; sys.argv[0] = {script!r}; "
+                                   f"runpy.run_path({script!r}, run_name='__main__')"))
+    return [run.wait(timeout) for run in runs]
 
 
 def progress_losses(log: str) -> List[float]:

@@ -160,8 +160,9 @@ def test_replicas_draw_different_dropout_masks(mirrored_process):
 
 
 @pytest.mark.slow
-def test_multi_worker_mirrored_on_loopback_agrees_with_one_device(tmp_path, mirrored_and_single):
-    procs = run_on_loopback([
+def test_multi_worker_mirrored_on_loopback_agrees_with_one_device(tmp_path, mirrored_and_single,
+                                                                  cli):
+    procs = run_on_loopback(cli, [
         worker_command(tmp_path / f"worker{index}.npz", tmp_path, "multi_worker_mirrored")
         for index in range(2)])
     for proc in procs:

@@ -40,13 +40,13 @@ SPLIT, PER_REPLICA_BATCH = 2, 4
 POSITIONS = ("iterator", "arithmetic")
 
 
-def run_workers(phase, jobs, tmp_path):
+def run_workers(cli, phase, jobs, tmp_path):
     """Runs `phase` of every job ({position: (data glob, output_dir)}) in one process per
     worker; returns {position: [each worker's arrays]}."""
     def out(position, index):
         return tmp_path / f"{phase}-{position}-{index}.npz"
 
-    procs = run_on_loopback([
+    procs = run_on_loopback(cli, [
         [sys.executable, WORKER, f"--phase={phase}"] + [
             f"--job={position},{data},{output_dir},{out(position, index)}"
             for position, (data, output_dir) in jobs.items()]
@@ -112,7 +112,7 @@ def arithmetic_config(data):
 
 
 @pytest.fixture(scope="module")
-def two_worker_runs(tmp_path_factory):
+def two_worker_runs(tmp_path_factory, cli):
     """Both tests' runs, in one cluster per phase: each worker trains the uninterrupted run
     for both input positions, each is copied as stopped at step SPLIT, the records of steps
     1-SPLIT are made unreadable, and new processes resume both copies."""
@@ -133,7 +133,7 @@ def two_worker_runs(tmp_path_factory):
     for position in POSITIONS:
         runs[position]["output_dir"] = tmp / f"out-{position}"
     jobs = {p: (runs[p]["data"], runs[p]["output_dir"]) for p in POSITIONS}
-    first = run_workers("first", jobs, tmp)
+    first = run_workers(cli, "first", jobs, tmp)
     for position in POSITIONS:
         stop_at_split(runs[position]["output_dir"])
 
@@ -156,7 +156,7 @@ def two_worker_runs(tmp_path_factory):
         corrupt_records(arithmetic["files"][f], 4)
     arithmetic["consumed"], arithmetic["config"] = consumed, config
 
-    second = run_workers("second", jobs, tmp)
+    second = run_workers(cli, "second", jobs, tmp)
     for position in POSITIONS:
         runs[position]["first"], runs[position]["second"] = first[position], second[position]
     return runs
