@@ -68,9 +68,10 @@ def _optimizer_without_all_reduce(optimizer) -> Iterator[None]:
 
 
 # Runs planned for fewer steps keep the optimizer update in graph mode. XLA fuses the update
-# into a few passes over the weights, which saves time at every step, but compiling it costs
-# seconds once per run; benchmarks/bench_xla_optimizer.py finds the compile paid back after
-# about 60-150 steps, from the test suite's tiny models to BERT-Small.
+# into a few passes over the weights, which can save a little at every step, but compiling
+# it costs seconds once per run. benchmarks/bench_xla_optimizer.py finds the compile paid
+# back after 60-150 steps for models from the test suite's tiny ones to BERT-Small; with an
+# AVX2 cap the saving per step is smaller and noisier (docs/results/pretraining.md).
 XLA_OPTIMIZER_MIN_STEPS = 200
 
 
