@@ -136,6 +136,12 @@ class ForkedRun:
         if self.returncode is None:
             os.kill(self.pid, sig)
 
+    def kill(self) -> None:
+        """SIGKILLs the run if it has not ended, and reaps it."""
+        if self.poll() is None:
+            self.send_signal(signal.SIGKILL)
+            self.wait()
+
     def wait(self, timeout: float = 300) -> subprocess.CompletedProcess:
         """Waits for the run to end (killing it after `timeout` s); returns it finished."""
         if self.returncode is None:

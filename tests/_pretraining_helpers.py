@@ -164,25 +164,32 @@ def run_module(module: str, args: Sequence[str], timeout: float = 300,
         capture_output=True, text=True, timeout=timeout)
 
 
+def loopback_cluster_configs(n: int) -> List[Dict]:
+    """TF_CONFIG dicts of an n-worker cluster on free 127.0.0.1 ports (all bound at once, so
+    no two workers get the same port)."""
+    import socket
+
+    sockets = [socket.socket() for _ in range(n)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        cluster = {"worker": [f"127.0.0.1:{s.getsockname()[1]}" for s in sockets]}
+    finally:
+        for s in sockets:
+            s.close()
+    return [{"cluster": cluster, "task": {"type": "worker", "index": i}} for i in range(n)]
+
+
 def run_on_loopback(cli, commands: Sequence[Sequence[str]], timeout: float = 300
                     ) -> List[subprocess.CompletedProcess]:
     """Runs one process per command `[python, script, args...]` as the workers of a cluster
     on 127.0.0.1 (TF_CONFIG: worker i runs commands[i]), each forked from `cli` (the `cli`
     fixture's server, tests/_cli_runner.py); returns them finished."""
-    import socket
-
-    ports = []
-    for _ in commands:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            ports.append(s.getsockname()[1])
-    cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
-    runs = []
-    for index, (_python, script, *args) in enumerate(commands):
-        tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
-        runs.append(cli.start(None, args, env={"TF_CONFIG": tf_config},
-                              code=f"import runpy, sys; sys.argv[0] = {script!r}; "
-                                   f"runpy.run_path({script!r}, run_name='__main__')"))
+    runs = [cli.start(None, args, env={"TF_CONFIG": json.dumps(tf_config)},
+                      code=f"import runpy, sys; sys.argv[0] = {script!r}; "
+                           f"runpy.run_path({script!r}, run_name='__main__')")
+            for (_python, script, *args), tf_config in zip(
+                commands, loopback_cluster_configs(len(commands)))]
     return [run.wait(timeout) for run in runs]
 
 

@@ -15,7 +15,6 @@ import json
 import os
 import re
 import signal
-import socket
 import time
 
 import numpy as np
@@ -24,6 +23,7 @@ import tensorflow as tf
 from _cli_runner import PRETRAINING_PRELOAD
 from _pretraining_helpers import (
     error_lines,
+    loopback_cluster_configs,
     progress_losses,
     progress_steps,
     synthetic_examples,
@@ -171,12 +171,6 @@ def start(cli, args, log_path, tf_config=None):
     return run
 
 
-def kill(proc):
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-
-
 def wait_for_line(log_path, pattern, procs, timeout=300):
     """Polls the log until `pattern` appears; returns the time it was seen."""
     deadline = time.monotonic() + timeout
@@ -201,23 +195,8 @@ def finish(procs, timeout):
             time.sleep(0.05)
     finally:
         for proc in procs:
-            kill(proc)
+            proc.kill()
     return ends
-
-
-def free_ports(n):
-    sockets = [socket.socket() for _ in range(n)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
-
-
-def cluster_configs(n):
-    cluster = {"worker": [f"127.0.0.1:{p}" for p in free_ports(n)]}
-    return [{"cluster": cluster, "task": {"type": "worker", "index": i}} for i in range(n)]
 
 
 def preempt(cli, data, out, logs, signalled, tf_configs, **overrides):
@@ -237,7 +216,7 @@ def preempt(cli, data, out, logs, signalled, tf_configs, **overrides):
         ends = finish(procs, timeout=120)
     finally:
         for proc in procs:
-            kill(proc)
+            proc.kill()
     texts = [log.read_text() for log in logs]
     match = STOPPED.search(texts[signalled])
     assert match, texts[signalled][-3000:]
@@ -303,7 +282,8 @@ def test_sigterm_to_one_of_two_workers_stops_both_at_the_same_step(cli, data, tm
     out = tmp_path / "run"
     logs = [tmp_path / "worker0.log", tmp_path / "worker1.log"]
     run = dict(train_batch_size=512, distribution_strategy="multi_worker_mirrored")
-    texts, procs, exits, per_step = preempt(cli, data, out, logs, 1, cluster_configs(2), **run)
+    texts, procs, exits, per_step = preempt(cli, data, out, logs, 1, loopback_cluster_configs(2),
+                                            **run)
     # Only worker 1 got the signal; both stop at the step it stopped at, with one checkpoint.
     steps = [check_stopped(text, proc, out) for text, proc in zip(texts, procs)]
     assert steps[0] == steps[1], steps
@@ -318,8 +298,8 @@ def test_sigterm_to_one_of_two_workers_stops_both_at_the_same_step(cli, data, tm
     worker_logs = [[tmp_path / f"rerun{i}.log" for i in range(2)],
                    [tmp_path / f"reference{i}.log" for i in range(2)]]
     rerun0, rerun1, reference0, _ = resume_and_reference(
-        cli, data, out, tmp_path / "reference", stopped, (cluster_configs(2), cluster_configs(2)),
-        worker_logs, **run)
+        cli, data, out, tmp_path / "reference", stopped,
+        (loopback_cluster_configs(2), loopback_cluster_configs(2)), worker_logs, **run)
     for text in (rerun0, rerun1):
         assert re.search(rf"resuming from .*ckpt-{stopped} at step {stopped}", text)
         assert progress_steps(text) == [stopped + 1, stopped + 2]
@@ -343,7 +323,7 @@ def test_sigterm_during_the_first_call_ends_the_run_at_once(cli, data, tmp_path)
         proc.send_signal(signal.SIGTERM)
         end, = finish([proc], timeout=120)
     finally:
-        kill(proc)
+        proc.kill()
     text = log.read_text()
     assert proc.returncode == 143, text[-3000:]
     assert end - sent < 10, end - sent
