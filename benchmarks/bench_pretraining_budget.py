@@ -117,6 +117,10 @@ ARMS: List[Arm] = [
         **dict(C, records="nsp")),
     Arm("c-lr5e-4", title="c at peak learning rate 5e-4", flags=("--learning_rate=5e-4",),
         **C),
+    # Pretraining grows the weights 2-4x over their initial scale, so a fixed fine-tuning
+    # rate moves them less, relative to their size, than it moves random weights
+    # (docs/results/pretraining.md): more decay holds them nearer that scale.
+    Arm("c-wd0.1", title="c with weight decay 0.1", flags=("--weight_decay_rate=0.1",), **C),
     # Speed, not the recipe: keras-hub's arm d trains 7 % more steps per second with XLA on
     # this CPU (its probe times both); bert_tf leaves XLA off on CPUs by default.
     Arm("c-xla", title="c with the train step XLA-compiled", flags=("--use_xla=true",), **C),
