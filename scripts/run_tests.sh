@@ -20,10 +20,9 @@ export TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-2}"
 # so module fixtures are built once, the longest files first (tests/conftest.py): one worker
 # more than the cores, up to 4 (BERT_TF_TEST_WORKERS overrides; 0 runs everything in this
 # process). The extra worker fills the time the others spend waiting on the processes their
-# tests start (CLI runs, loopback workers, fresh interpreters): on 2 cores the suite took
-# 12 % less wall time with 3 workers than with 2 (DEVELOPERS.md). Arguments given here come
-# last and win. The 25 slowest tests are listed at the end, to keep the suite under 15
-# minutes on 2 cores.
+# tests start (CLI runs, loopback workers, fresh interpreters; figures in DEVELOPERS.md).
+# Arguments given here come last and win. The 25 slowest tests are listed at the end, to
+# keep the suite under 15 minutes on 2 cores.
 WORKERS="${BERT_TF_TEST_WORKERS:-$("$ROOT/.venv/bin/python" -c 'import os; print(min(4, (os.cpu_count() or 1) + 1))')}"
 exec "$ROOT/.venv/bin/python" -m pytest -n "$WORKERS" --dist loadfile --no-loadscope-reorder \
   --durations=25 "$@"
