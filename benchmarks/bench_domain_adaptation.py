@@ -127,12 +127,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--data_dir", default=os.path.normpath(os.path.join(
         REPO, "..", "shared", "data", "biomed")),
         help="pubmed_text/ and ner/<set>/ (see its README)")
-    parser.add_argument("--pretrain_only", action="store_true",
-                        help="continue pretraining the arms and measure their held-out MLM "
-                        "accuracy, but fine-tune nothing and write no report: the wall-clock "
-                        "stages can then run back to back on a quiet machine, and the "
-                        "fine-tuning (whose figures do not depend on time) later, alongside "
-                        "other work")
+    budget_cache.add_pretrain_only(parser, "continue pretraining the arms")
     parser.add_argument("--smoke", action="store_true",
                         help="1-minute budget, 300 abstracts, 1 seed, 200 training and 200 test "
                         "sentences per set (cached separately): checks the whole benchmark")
@@ -344,11 +339,7 @@ def main() -> None:
     ctx, vocab, heldout = prepare(args)
     results = [run_arm(arm, args, ctx) for arm in args.arm_list]
     if args.pretrain_only:
-        for a in results:
-            mlm = a.get("mlm", {}).get("masked_lm_accuracy")
-            print(f"arm {a['name']}: " + (f"pretrained, held-out MLM accuracy {mlm:.4f}"
-                                          if mlm is not None else "nothing to pretrain"),
-                  flush=True)
+        budget_cache.print_pretrained(results)
         return
     r, counts = args.recipe, ctx.ner["counts"]
     settings = {

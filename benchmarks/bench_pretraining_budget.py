@@ -154,11 +154,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--data_dir", default=os.path.normpath(os.path.join(REPO, "..", "shared",
                                                                             "data")),
                         help="the shared data: corpus/wikipedia_en and finetune/glue_*")
-    parser.add_argument("--pretrain_only", action="store_true",
-                        help="pretrain the arms and measure their held-out MLM accuracy, but "
-                        "run no scorecard and write no report: the wall-clock stages can then "
-                        "run back to back on a quiet machine, and the scorecards (whose "
-                        "figures do not depend on time) later, alongside other work")
+    budget_cache.add_pretrain_only(parser, "pretrain the arms")
     parser.add_argument("--smoke", action="store_true",
                         help="1-minute budget, 300 articles, 1 seed, 200 training examples "
                         "per task (cached separately): checks the whole benchmark quickly")
@@ -325,10 +321,7 @@ def main() -> None:
                                 args.tasks.split(","))
     results = [run_arm(arm, args, cache, config, vocab, glue, heldout) for arm in args.arm_list]
     if args.pretrain_only:
-        for r in results:
-            mlm = r.get("mlm", {}).get("masked_lm_accuracy")
-            print(f"arm {r['name']}: pretrained" + (f", held-out MLM accuracy {mlm:.4f}"
-                                                     if mlm is not None else ""), flush=True)
+        budget_cache.print_pretrained(results)
         return
     with open(config, encoding="utf-8") as f:
         c = json.load(f)

@@ -19,7 +19,7 @@ import os
 import socket
 import subprocess
 import time
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -163,6 +163,24 @@ def apply_preset(args: Any, smoke: Dict[str, Any], full: Dict[str, Any]) -> None
             setattr(args, key, value)
     if args.smoke:
         args.cache_dir = os.path.join(args.cache_dir, "smoke")
+
+
+def add_pretrain_only(parser: argparse.ArgumentParser, what: str) -> None:
+    """--pretrain_only: `what` (the arms' wall-clock stage) and their held-out MLM accuracy,
+    without the downstream stage or the report."""
+    parser.add_argument("--pretrain_only", action="store_true",
+                        help=f"{what} and measure their held-out MLM accuracy, but fine-tune "
+                        "nothing and write no report: the wall-clock stages can then run back "
+                        "to back on a quiet machine, and the fine-tuning (whose figures do "
+                        "not depend on time) later, alongside other work")
+
+
+def print_pretrained(results: List[Dict[str, Any]]) -> None:
+    """One line per arm of a --pretrain_only run: its held-out MLM accuracy, if it has one."""
+    for r in results:
+        mlm = r.get("mlm", {}).get("masked_lm_accuracy")
+        print(f"arm {r['name']}: " + (f"pretrained, held-out MLM accuracy {mlm:.4f}"
+                                      if mlm is not None else "nothing to pretrain"), flush=True)
 
 
 def arm_parser(description: str) -> argparse.ArgumentParser:
