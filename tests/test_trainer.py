@@ -323,6 +323,21 @@ def test_the_optimizer_update_is_xla_compiled_in_runs_long_enough_to_pay_for_it(
     assert make_trainer(tmp_path, num_train_steps=least).steps.xla_optimizer
 
 
+def test_the_xla_optimizer_choice_counts_the_steps_this_process_runs(tmp_path, examples):
+    # Planned long enough, but this process runs 2 steps (a slice; a resume near the end
+    # is the same arithmetic, stop - start): the update stays in graph mode.
+    least = train_loop.XLA_OPTIMIZER_MIN_STEPS
+    t = make_trainer(tmp_path, num_train_steps=least, max_steps_per_run=2)
+    assert t.steps.xla_optimizer  # the plan's choice, before train() knows where it starts
+    result = t.train(blocks_dataset_fn(examples))
+    assert len(result.losses) == 2 and not t.steps.xla_optimizer
+    # An explicit choice is kept whatever the length.
+    t = make_trainer(tmp_path / "explicit", num_train_steps=least, max_steps_per_run=2,
+                     xla_optimizer=True)
+    t.train(blocks_dataset_fn(examples))
+    assert t.steps.xla_optimizer
+
+
 def test_batch_sizes_must_divide(tmp_path):
     # Checked before anything is built (the arithmetic is in test_distribution.py).
     with pytest.raises(UserError, match=r"--train_batch_size=30 is not divisible by 1 replicas "

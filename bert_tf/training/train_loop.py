@@ -115,11 +115,7 @@ class StepFunctions:
         self.keys = tuple(objective.sum_keys)
         self._seed_states = checkpointing.seed_state_variables(model)  # dropout RNG
         self._gradients = tf.function(self._local_gradients, jit_compile=use_xla)
-        self.xla_optimizer = xla_optimizer and strategy.num_replicas_in_sync == 1
-        if self.xla_optimizer:
-            self._apply = tf.function(self._apply_gradients, jit_compile=True)
-        else:
-            self._apply = self._apply_gradients
+        self.set_xla_optimizer(xla_optimizer)
         # Not XLA-compiled: under MirroredStrategy a jit-compiled function inside the
         # get_next_as_optional branch loses its replica's device placement; eval is a small
         # part of the run anyway.
@@ -129,6 +125,17 @@ class StepFunctions:
         self._loop = tf.function(self._train_loop)
         self.eval_loop = tf.function(self._eval_loop)
         self.predict_step = tf.function(self._predict_step)
+
+    def set_xla_optimizer(self, enabled: bool) -> None:
+        """Chooses whether the optimizer update is XLA-compiled (on a single replica only).
+
+        Takes effect only before the first `train_loop` call, which traces the update in.
+        """
+        self.xla_optimizer = enabled and self.strategy.num_replicas_in_sync == 1
+        if self.xla_optimizer:
+            self._apply = tf.function(self._apply_gradients, jit_compile=True)
+        else:
+            self._apply = self._apply_gradients
 
     # ------------------------------------------------------------------ per replica
 

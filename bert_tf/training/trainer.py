@@ -233,6 +233,10 @@ class Trainer:
         stop = cfg.num_train_steps
         if cfg.max_steps_per_run:
             stop = min(stop, start + cfg.max_steps_per_run)
+        if cfg.xla_optimizer is None:
+            # The compile pays back over the steps this process runs, not the whole plan: a
+            # resume near the end, or a short --max_steps_per_run slice, keeps graph mode.
+            self.steps.set_xla_optimizer(train_loop.xla_optimizer_pays(stop - start))
         if self.clock is not None and start < stop and self.clock.spent_at_start(start):
             stop = start
         progress = ProgressLogger(cfg.output_dir, cfg.num_train_steps, cfg.train_batch_size,

@@ -46,7 +46,8 @@ class TrainerConfig:
         seed: seeds model initialization and dropout.
         use_xla: XLA-compile the per-replica step.
         xla_optimizer: XLA-compile the optimizer update on a single replica (None: when the
-            run is long enough to pay for the compile, `train_loop.xla_optimizer_pays`).
+            steps this process will run, after a resume and --max_steps_per_run, are enough
+            to pay for the compile, `train_loop.xla_optimizer_pays`).
         dtype_policy: float32, mixed_bfloat16 or mixed_float16 (adds loss scaling).
         num_warmup_steps, divergence_threshold: after warmup, a loss spike of this factor stops
             the run (0 = off; see bert_tf.training.health).
