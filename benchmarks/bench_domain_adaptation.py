@@ -46,7 +46,11 @@ the held-out text), per arm the pretraining steps, sequences, training seconds, 
 accuracy and test F1 per set (mean ± std), the differences b-a, c-a, c-b, b-d with standard
 errors, and PASS/FAIL per goal. Every stage is cached under --cache_dir (outside the work
 tree) with a marker written last (date, commit, machine): a rerun skips finished arms, and a
-killed one resumes at its first unfinished stage.
+killed one resumes at its first unfinished stage. A finished arm is also kept in the
+repository's ledger (benchmarks/ledger/domain_adaptation/, budget_cache.py), so that the
+arms can be run in different sessions, one or two at a time, on whatever machine each
+session has; the report names each arm's machine and says when their budgets were spent on
+different ones.
 """
 
 from __future__ import annotations
@@ -73,6 +77,7 @@ REPO = budget_cache.REPO
 PY = sys.executable
 HF_PYTHON = os.path.join(HERE, ".hf-venv", "bin", "python")
 FLAGFILE = "configs/continue_pretraining.flags"
+LEDGER = "domain_adaptation"  # benchmarks/ledger/<LEDGER>/: finished arms, kept in the repo
 
 
 @dataclasses.dataclass(frozen=True)
@@ -199,10 +204,16 @@ def pretrain_hf(arm_dir: str, args, ctx: Context) -> dict:
     return budget_cache.finish(arm_dir, "pretrain", stats)
 
 
+def finetune_key(arm_dir: str, args, ctx: Context) -> tuple:
+    """The fine-tuning stage's folder in the arm's (named after the NER sets' settings) and
+    its stage name (the seeds' digest)."""
+    return (os.path.join(arm_dir, os.path.basename(ctx.ner["dir"])),
+            f"finetune_{budget_cache.digest(args.seeds)}")
+
+
 def finetune_bert_tf(arm: Arm, arm_dir: str, args, ctx: Context, checkpoint: str) -> dict:
     """run_glue --suite on both NER sets over the seeds (run_glue resumes finished runs)."""
-    out = os.path.join(arm_dir, os.path.basename(ctx.ner["dir"]))
-    stage = f"finetune_{budget_cache.digest(args.seeds)}"
+    out, stage = finetune_key(arm_dir, args, ctx)
     done = budget_cache.done(out, stage)
     if done:
         return done
@@ -225,8 +236,7 @@ def finetune_hf(arm_dir: str, args, ctx: Context, hf_model: str) -> dict:
     """hf_finetune.py --tagging on both NER sets and every seed (finished runs kept)."""
     from bert_tf.finetune.scorecard_report import stats
 
-    out = os.path.join(arm_dir, os.path.basename(ctx.ner["dir"]))
-    stage = f"finetune_{budget_cache.digest(args.seeds)}"
+    out, stage = finetune_key(arm_dir, args, ctx)
     done = budget_cache.done(out, stage)
     if done:
         return done
@@ -263,6 +273,15 @@ def run_arm(arm: Arm, args, ctx: Context) -> dict:
                    recipe=text_digest(recipe), seq=SEQ, curve=list(args.curve))
     arm_dir = os.path.join(ctx.cache, "arms", f"{arm.name}-{budget_cache.digest(key)}")
     print(f"arm {arm.name} ({arm.title}): {arm_dir}", flush=True)
+    out, stage = finetune_key(arm_dir, args, ctx)
+    downstream = f"{os.path.basename(out)}.{stage}"
+    kept = None if args.smoke or budget_cache.done(out, stage) else budget_cache.from_ledger(
+        LEDGER, arm_dir, downstream)
+    if kept:
+        where = (kept.get("pretrain") or kept["finetune"])["provenance"]
+        print(f"  finished on {where['date']} ({where['machine']}): {kept['ledger']}",
+              flush=True)
+        return kept
     result = {"name": arm.name, "title": arm.title, "dir": arm_dir}
     checkpoint = config = ""
     if arm.kind == "bert_tf":
@@ -293,6 +312,8 @@ def run_arm(arm: Arm, args, ctx: Context) -> dict:
         result["finetune"] = finetune_bert_tf(arm, arm_dir, args, ctx,
                                               checkpoint or ctx.model_dir)
     result["scores"] = result["finetune"]["scores"]
+    if not args.smoke:
+        budget_cache.to_ledger(LEDGER, arm_dir, downstream, result)
     return result
 
 

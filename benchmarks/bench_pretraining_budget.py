@@ -38,6 +38,10 @@ Every stage is cached under --cache_dir (outside the work tree) with a marker wr
 which records date, git commit and machine; a killed run resumes at the first unfinished
 stage (pretraining from its checkpoints, the scorecard from its finished runs). An arm's
 folder name carries a digest of its settings and the budget: changing either starts anew.
+A finished arm is also kept in the repository's ledger (benchmarks/ledger/pretraining_budget/,
+budget_cache.py): a run on a machine whose cache lacks the arm reports it from there, with
+the machine it ran on, and the report says when the arms' budgets were spent on different
+machines.
 """
 
 from __future__ import annotations
@@ -133,6 +137,7 @@ FULL = dict(minutes=30.0, probe_minutes=1.0, max_articles=0, heldout_every=50,
 SMOKE = dict(minutes=1.0, probe_minutes=0.25, max_articles=300, heldout_every=10,
              vocab_size=4096, seeds="1", max_train_examples=200, curve=(2, 4))
 EVAL_SEQ, EVAL_PRED = 128, 20  # the held-out records every arm is measured on
+LEDGER = "pretraining_budget"  # benchmarks/ledger/<LEDGER>/: finished arms, kept in the repo
 
 
 def parse_args() -> argparse.Namespace:
@@ -238,13 +243,22 @@ def pretrain(arm: Arm, arm_dir: str, args, cache: str, config: str, vocab: str) 
                                    (curve, *args.curve), arm.warmup_fraction)
 
 
+def scorecard_settings(args) -> dict:
+    return dict(tasks=args.tasks, lr=args.finetune_learning_rate,
+                epochs=args.finetune_epochs, max_train_examples=args.max_train_examples)
+
+
+def scorecard_key(arm_dir: str, args) -> Tuple[str, str]:
+    """The scorecard's folder in the arm's and its stage name (the seeds' digest)."""
+    return (os.path.join(arm_dir, f"scorecard-{budget_cache.digest(scorecard_settings(args))}"),
+            f"scorecard_{budget_cache.digest(args.seeds)}")
+
+
 def scorecard(arm: Arm, arm_dir: str, args, glue: str, config: str, vocab: str,
               checkpoint: str) -> dict:
     """run_glue on the arm (cached per seeds; run_glue itself skips finished runs)."""
-    settings = dict(tasks=args.tasks, lr=args.finetune_learning_rate,
-                    epochs=args.finetune_epochs, max_train_examples=args.max_train_examples)
-    out = os.path.join(arm_dir, f"scorecard-{budget_cache.digest(settings)}")
-    stage = f"scorecard_{budget_cache.digest(args.seeds)}"
+    settings = scorecard_settings(args)
+    out, stage = scorecard_key(arm_dir, args)
     done = budget_cache.done(out, stage)
     if done:
         return done
@@ -270,10 +284,10 @@ def file_digest(path: Optional[str]) -> str:
         return budget_cache.digest(f.read().decode("utf-8", "replace"))
 
 
-def run_arm(arm: Arm, args, cache: str, config: str, vocab: str, glue: str,
-            heldout: str) -> dict:
-    # The folder changes with anything that changes the arm's training: its settings, the
-    # budget, the model and vocabulary, and the recipe's text (flagfile or arm script).
+def arm_folder(arm: Arm, args, cache: str, config: str, vocab: str) -> str:
+    """The arm's cache folder. Its name changes with anything that changes the arm's
+    training: its settings, the budget, the model and vocabulary, and the recipe's text
+    (flagfile or arm script)."""
     recipe = {"bert_tf": os.path.join(REPO, arm.flagfile),
               "keras_hub": os.path.join(HERE, "budget_keras_hub.py"),
               "hf": os.path.join(HERE, "budget_hf.py")}.get(arm.kind)
@@ -282,8 +296,22 @@ def run_arm(arm: Arm, args, cache: str, config: str, vocab: str, glue: str,
            "seq": EVAL_SEQ, "recipe": file_digest(recipe)}
     if arm.kind == "random":
         key = {"arm": dataclasses.asdict(arm), "config": config, "vocab": vocab}
-    arm_dir = os.path.join(cache, "arms", f"{arm.name}-{budget_cache.digest(key)}")
+    return os.path.join(cache, "arms", f"{arm.name}-{budget_cache.digest(key)}")
+
+
+def run_arm(arm: Arm, args, cache: str, config: str, vocab: str, glue: str,
+            heldout: str) -> dict:
+    arm_dir = arm_folder(arm, args, cache, config, vocab)
     print(f"arm {arm.name} ({arm.title}): {arm_dir}", flush=True)
+    out, stage = scorecard_key(arm_dir, args)
+    downstream = f"{os.path.basename(out)}.{stage}"
+    kept = None if args.smoke or budget_cache.done(out, stage) else budget_cache.from_ledger(
+        LEDGER, arm_dir, downstream)
+    if kept:
+        where = (kept.get("pretrain") or kept["scorecard"])["provenance"]
+        print(f"  finished on {where['date']} ({where['machine']}): {kept['ledger']}",
+              flush=True)
+        return kept
     result = {"name": arm.name, "title": arm.title, "dir": arm_dir}
     checkpoint = ""
     if arm.kind != "random":
@@ -300,6 +328,8 @@ def run_arm(arm: Arm, args, cache: str, config: str, vocab: str, glue: str,
         return result
     result["scorecard"] = scorecard(arm, arm_dir, args, glue, config, vocab, checkpoint)
     result["row"] = result["scorecard"]["row"]
+    if not args.smoke:
+        budget_cache.to_ledger(LEDGER, arm_dir, downstream, result)
     return result
 
 

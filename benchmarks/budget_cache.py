@@ -7,6 +7,12 @@ Every stage writes its outputs first and its marker (`<stage>.done.json`) last, 
 a stage whose marker exists is skipped, so a run killed at any point resumes with the first
 unfinished stage. A marker records what the stage produced and where it came from: date,
 git commit of the benchmark, machine line (benchmarks/machine.py).
+
+The cache lives on one machine, and a session may start on another with an empty home. So
+a finished arm's figures (markers and scores, no checkpoint, no text) are also kept in the
+repository, in the ledger (`benchmarks/ledger/<benchmark>/`): a later run on any machine
+reports that arm from there, with the date, commit and machine it ran on, instead of
+running it again. Commit the ledger's new files with the results they support.
 """
 
 from __future__ import annotations
@@ -83,6 +89,53 @@ def finish(directory: str, stage: str, results: Dict[str, Any]) -> Dict[str, Any
     marker = dict(results, provenance=provenance())
     write_json(marker_path(directory, stage), marker)
     return marker
+
+
+LEDGER_DIR = os.path.join(HERE, "ledger")
+
+
+def ledger_file(bench: str, arm_dir: str, downstream: str) -> str:
+    """The ledger entry of one finished arm: its cache folder's name (which carries the
+    digest of its settings) and the folder of its downstream stage (fine-tuning settings
+    and seeds), so that an entry stands only for the exact settings it ran with."""
+    return os.path.join(LEDGER_DIR, bench, f"{os.path.basename(arm_dir)}.{downstream}.json")
+
+
+def from_ledger(bench: str, arm_dir: str, downstream: str) -> Optional[Dict[str, Any]]:
+    """The arm's finished result from the ledger, or None."""
+    path = ledger_file(bench, arm_dir, downstream)
+    result = read_json(path)
+    if result is not None:
+        result["ledger"] = os.path.relpath(path, REPO)
+    return result
+
+
+def to_ledger(bench: str, arm_dir: str, downstream: str, result: Dict[str, Any]) -> None:
+    """Keeps a finished arm's result in the ledger (written once, never overwritten)."""
+    path = ledger_file(bench, arm_dir, downstream)
+    if not os.path.exists(path):
+        write_json(path, {k: v for k, v in result.items() if k != "ledger"})
+
+
+def machines(arms: List[Dict[str, Any]]) -> List[str]:
+    """The distinct machine lines the arms' timed stages (pretraining) ran on, in order."""
+    seen: List[str] = []
+    for arm in arms:
+        line = (arm.get("pretrain") or {}).get("provenance", {}).get("machine")
+        if line and line not in seen:
+            seen.append(line)
+    return seen
+
+
+def mixed_machines_note(arms: List[Dict[str, Any]]) -> str:
+    """One line when the arms' budgets were spent on different machines ("" otherwise): a
+    budget of minutes buys different amounts of training on each."""
+    seen = machines(arms)
+    if len(seen) < 2:
+        return ""
+    return ("NOTE: the pretraining arms ran on " + " and ".join(f"'{m}'" for m in seen)
+            + ": their budgets are minutes on different machines, so differences between "
+            "them mix the recipes with the machines' speeds.")
 
 
 class TrainingClock:

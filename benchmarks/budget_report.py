@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional
 
+import budget_cache
+
 TASK_LABELS = {"cola": "CoLA", "sst2": "SST-2", "mrpc": "MRPC", "stsb": "STS-B", "rte": "RTE"}
 # (label, arm, reference: an arm or "max(d,e)", threshold): the issue's goals on the GLUE
 # score difference arm - reference; the floor is the weaker pair below.
@@ -39,11 +41,13 @@ def glue_se(row: dict) -> Optional[float]:
     return standard_error(row["glue_score"])
 
 
-def _source(marker: Optional[dict]) -> str:
+def source(marker: Optional[dict]) -> str:
+    """Where a stage's figures come from: its marker's date, commit, host and machine."""
     if not marker:
         return "-"
     p = marker.get("provenance", {})
-    return f"{p.get('date', '?')}, commit {p.get('commit', '?')}, {p.get('host', '?')}"
+    return (f"{p.get('date', '?')}, commit {p.get('commit', '?')}, {p.get('host', '?')}, "
+            f"{p.get('machine', '?')}")
 
 
 def reference(rows: Dict[str, dict], name: str) -> Optional[str]:
@@ -105,10 +109,14 @@ def render(machine: str, settings: dict, arms: List[dict], goals: List[dict]) ->
         else:
             cells += ["-"] * (len(tasks) + 1)
         lines.append("| " + " | ".join(cells) + " |")
-    lines += ["", "Where each arm's figures come from (date, git commit, host):", ""]
+    lines += ["", "Where each arm's figures come from (date, git commit, host, machine):", ""]
     for a in arms:
-        lines.append(f"- {a['name']}: pretraining {_source(a.get('pretrain'))}; held-out MLM "
-                     f"{_source(a.get('mlm'))}; scorecard {_source(a.get('scorecard'))}")
+        kept = f" (from the ledger: {a['ledger']})" if a.get("ledger") else ""
+        lines.append(f"- {a['name']}: pretraining {source(a.get('pretrain'))}; held-out MLM "
+                     f"{source(a.get('mlm'))}; scorecard {source(a.get('scorecard'))}{kept}")
+    note = budget_cache.mixed_machines_note(arms)
+    if note:
+        lines += ["", note]
     lines += ["", "| goal (GLUE points) | difference ± SE | result |", "| --- | --- | --- |"]
     for g in goals:
         if "diff" not in g:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional
 
+import budget_cache
 import budget_report
 
 SET_LABELS = {"ncbi": "NCBI-disease", "bc5cdr": "BC5CDR-disease"}
@@ -72,13 +73,6 @@ def _ms(stats: Optional[dict]) -> str:
     return f"{stats['mean']:.2f} ± {stats['std']:.2f}"
 
 
-def _source(marker: Optional[dict]) -> str:
-    if not marker:
-        return "-"
-    p = marker.get("provenance", {})
-    return f"{p.get('date', '?')}, commit {p.get('commit', '?')}, {p.get('host', '?')}"
-
-
 def _tokens_lines(vocab: dict, heldout: dict) -> List[str]:
     return [
         f"Vocabulary c: `data_tools.extend_vocab --mode={vocab['mode']} "
@@ -124,10 +118,15 @@ def render(machine: str, settings: dict, vocab: Optional[dict], heldout: Optiona
               "--do_eval). Arm a has none: MiniLM has no MLM head (run_pretraining --do_eval "
               "refuses a checkpoint without one), so continued pretraining starts its head "
               "fresh.", "",
-              "Where each arm's figures come from (date, git commit, host):", ""]
+              "Where each arm's figures come from (date, git commit, host, machine):", ""]
     for a in arms:
-        lines.append(f"- {a['name']}: pretraining {_source(a.get('pretrain'))}; held-out MLM "
-                     f"{_source(a.get('mlm'))}; fine-tuning {_source(a.get('finetune'))}")
+        kept = f" (from the ledger: {a['ledger']})" if a.get("ledger") else ""
+        lines.append(f"- {a['name']}: pretraining {budget_report.source(a.get('pretrain'))}; "
+                     f"held-out MLM {budget_report.source(a.get('mlm'))}; fine-tuning "
+                     f"{budget_report.source(a.get('finetune'))}{kept}")
+    note = budget_cache.mixed_machines_note(arms)
+    if note:
+        lines += ["", note]
     lines += ["", "| difference (test F1 points, ± SE) | "
               + " | ".join(SET_LABELS[n] for n in names) + " |",
               "|" + " --- |" * (1 + len(names))]
