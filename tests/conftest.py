@@ -15,20 +15,17 @@ GOOGLE_VOCAB_PATH = REPO_ROOT / "data" / "vocab" / "bert-base-uncased-vocab.txt"
 
 
 def pytest_configure(config) -> None:
-    """Turns TensorFlow's graph optimizer (Grappler) off for the tests' own processes and the
-    `cli` fixture's forked runs, unless BERT_TF_TEST_GRAPPLER=1.
-
-    Grappler rewrites every function graph at its first call: for the tests' tiny models that
-    costs seconds per process and changes no value (DEVELOPERS.md has the figures). Processes
-    the tests start with subprocess (the notebook, the distribution workers) keep it on, as
-    users run.
+    """Turns TensorFlow's graph optimizer (Grappler) off for the tests' own processes, the
+    `cli` fixture's forked runs and the distribution workers, unless
+    BERT_TF_TEST_GRAPPLER=1 (`_pretraining_helpers.grappler_off_unless_asked`). The
+    notebook's kernel keeps it on, as users run it.
     """
     xdist_controller = config.getoption("numprocesses", None) and not hasattr(
         config, "workerinput")
-    if os.environ.get("BERT_TF_TEST_GRAPPLER") != "1" and not xdist_controller:
-        import tensorflow as tf
+    if not xdist_controller:
+        from _pretraining_helpers import grappler_off_unless_asked
 
-        tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
+        grappler_off_unless_asked()
 
 
 def pytest_collection_modifyitems(config, items) -> None:

@@ -64,7 +64,8 @@ def mirrored_process(tmp_path_factory):
             f"sys.argv = {argv!r}; "
             "import _distributed_worker; _distributed_worker.main(); "
             "import test_distribution; "
-            f"test_distribution.replica_dropout_probe({os.fspath(probe)!r})")
+            f"test_distribution.replica_dropout_probe({os.fspath(probe)!r}); "
+            "_distributed_worker.exit_without_teardown()")
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, env=subprocess_env(),
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -27,10 +27,17 @@ def random_batch(rng: np.random.Generator, batch: int, seq_len: int):
     return ids, mask
 
 
+_GRAPHS = {}
+
+
 def masked(ids, mask, seed=(1, 2), **kwargs):
+    """`dm.mask_tokens` as the input pipeline runs it: in a graph (traced once per config and
+    shape; eager, a test drawing hundreds of masks spent most of a minute dispatching ops)."""
     config = dm.MaskingConfig(vocab_size=VOCAB, max_predictions_per_seq=kwargs.pop("max_pred", 20),
                               **kwargs)
-    out = dm.mask_tokens(tf.constant(ids), tf.constant(mask), tf.constant(seed), config)
+    graph = _GRAPHS.setdefault(repr(config), tf.function(
+        lambda i, m, s: dm.mask_tokens(i, m, s, config)))
+    out = graph(tf.constant(ids), tf.constant(mask), tf.constant(seed))
     return {k: v.numpy() for k, v in out.items()}
 
 
