@@ -308,9 +308,9 @@ def run_arm(arm: Arm, args, cache: str, config: str, vocab: str, glue: str,
     kept = None if args.smoke or budget_cache.done(out, stage) else budget_cache.from_ledger(
         LEDGER, arm_dir, downstream)
     if kept:
-        where = (kept.get("pretrain") or kept["scorecard"])["provenance"]
-        print(f"  finished on {where['date']} ({where['machine']}): {kept['ledger']}",
-              flush=True)
+        where = kept.get("pretrain") or kept["scorecard"]
+        print(f"  finished on {where['provenance']['date']} "
+              f"({budget_cache.machine_name(where)}): {kept['ledger']}", flush=True)
         return kept
     result = {"name": arm.name, "title": arm.title, "dir": arm_dir}
     checkpoint = ""

@@ -117,11 +117,17 @@ def to_ledger(bench: str, arm_dir: str, downstream: str, result: Dict[str, Any])
         write_json(path, {k: v for k, v in result.items() if k != "ledger"})
 
 
+def machine_name(marker: Optional[Dict[str, Any]]) -> str:
+    """The CPU a stage ran on, from its marker ("" if unknown)."""
+    line = (marker or {}).get("provenance", {}).get("machine", "")
+    return line[len("machine: "):] if line.startswith("machine: ") else line
+
+
 def machines(arms: List[Dict[str, Any]]) -> List[str]:
     """The distinct machine lines the arms' timed stages (pretraining) ran on, in order."""
     seen: List[str] = []
     for arm in arms:
-        line = (arm.get("pretrain") or {}).get("provenance", {}).get("machine")
+        line = machine_name(arm.get("pretrain"))
         if line and line not in seen:
             seen.append(line)
     return seen

@@ -47,7 +47,7 @@ def source(marker: Optional[dict]) -> str:
         return "-"
     p = marker.get("provenance", {})
     return (f"{p.get('date', '?')}, commit {p.get('commit', '?')}, {p.get('host', '?')}, "
-            f"{p.get('machine', '?')}")
+            f"{budget_cache.machine_name(marker) or '?'}")
 
 
 def reference(rows: Dict[str, dict], name: str) -> Optional[str]:
