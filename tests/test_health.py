@@ -24,12 +24,12 @@ import re
 import numpy as np
 import pytest
 import tensorflow as tf
+from _cli_runner import PRETRAINING_PRELOAD
 from _pretraining_helpers import (
     blocks_dataset_fn,
     error_lines,
     pretraining_flags,
     progress_steps,
-    run_module,
     synthetic_examples,
     tiny_bert_config,
     write_bert_config,
@@ -43,6 +43,7 @@ from bert_tf.training import checkpoint_paths, eval_history, health, optimizatio
 from bert_tf.training.health import Divergence, DivergenceDetector
 
 MODULE = "bert_tf.run_pretraining"
+CLI_PRELOAD = PRETRAINING_PRELOAD  # the `cli` fixture's server (conftest.py)
 ADVICE = re.escape(health.ADVICE)
 
 
@@ -328,11 +329,11 @@ def cli_flags(data, output_dir, **overrides):
 
 
 def test_a_diverging_learning_rate_stops_with_one_line_and_keeps_a_good_checkpoint(
-        data, tmp_path):
+        data, tmp_path, cli):
     # lr 10 without clipping: the loss passes 40 within the 3 warmup steps (no stop there)
     # and goes to the thousands after them.
     out = tmp_path / "out"
-    proc = run_module(MODULE, cli_flags(data, out, learning_rate=10, clip_norm=0,
+    proc = cli.run(MODULE, cli_flags(data, out, learning_rate=10, clip_norm=0,
                                         num_warmup_steps=3, num_train_steps=30,
                                         save_checkpoints_steps=1, keep_checkpoint_max=1))
     assert proc.returncode == 2, proc.stderr[-3000:]
@@ -364,7 +365,7 @@ def test_a_diverging_learning_rate_stops_with_one_line_and_keeps_a_good_checkpoi
     assert int(step_var.numpy()) == step - 2
     assert all(np.isfinite(w.numpy()).all() for w in model.weights)
     # The advice taken: a rerun at a sane learning rate resumes from it and trains on.
-    rerun = run_module(MODULE, cli_flags(data, out, learning_rate=1e-3, clip_norm=0,
+    rerun = cli.run(MODULE, cli_flags(data, out, learning_rate=1e-3, clip_norm=0,
                                          num_warmup_steps=3, num_train_steps=step + 2,
                                          save_checkpoints_steps=1, keep_checkpoint_max=1))
     assert rerun.returncode == 0, rerun.stderr[-3000:]
@@ -388,12 +389,13 @@ def expected_predictions(examples, masking):
     return total
 
 
-def test_eval_every_n_steps_with_dynamic_masking_evaluates_15_percent_masks(data, tmp_path):
+def test_eval_every_n_steps_with_dynamic_masking_evaluates_15_percent_masks(data, tmp_path,
+                                                                            cli):
     words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(123)]
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("\n".join(words) + "\n")
     out = tmp_path / "out"
-    proc = run_module(MODULE, cli_flags(data, out, dynamic_masking="true", vocab_file=vocab,
+    proc = cli.run(MODULE, cli_flags(data, out, dynamic_masking="true", vocab_file=vocab,
                                         masked_lm_prob=0.4, eval_every_n_steps=2,
                                         steps_per_loop=5, do_eval="true"))
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import gc
 import io
 import json
 import os
@@ -269,8 +268,7 @@ def execute(run: Run, protocol: Protocol, output_dir: str, do_predict: bool,
         if predict_path is not None and evaluation.submission_file:
             predictions[evaluation.submission_file] = results_name(
                 "test_results", evaluation, "tsv")
-        keras.backend.clear_session()
-        gc.collect()
+        keras.backend.clear_session()  # frees the run's graphs (and collects garbage)
     with fileio.atomic_output(os.path.join(folder, "run.log"), "wb") as f:
         f.write(log.getvalue().encode("utf-8"))
     if not keep_checkpoints:
