@@ -185,6 +185,7 @@ class _BertOptimizerBase(keras.optimizers.Optimizer):
         return self._decay_flags[self._get_variable_index(variable)]
 
     def _backend_update_step(self, grads, trainable_variables, learning_rate):
+        self._step_tensors = {}  # _bias_denominators' of the step being built (in this graph)
         variables = [v.value if isinstance(v, keras.Variable) else v for v in trainable_variables]
         grads_and_vars = self._all_reduce_sum_gradients(list(zip(grads, variables)))
         # Dense gradients: the global norm of an IndexedSlices (embedding lookups) is taken
@@ -213,9 +214,27 @@ class _BertOptimizerBase(keras.optimizers.Optimizer):
         return index, m, v
 
     def _bias_corrected(self, m: tf.Tensor, v: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
+        denominator_m, denominator_v = self._bias_denominators(m)
+        return m / denominator_m, v / denominator_v
+
+    def _bias_denominators(self, m: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
+        """(1 - beta_1^t, 1 - beta_2^t) at this step, in m's dtype and on m's device.
+
+        In a graph they are built once per step, dtype and device, and shared by every
+        variable's update: built per variable they were a third of the optimizer's share of
+        tracing a train step (the same values, so the updates are bit for bit the same).
+        Eagerly they are computed each time (a kept tensor would hold an earlier step's).
+        """
+        cache = None if tf.executing_eagerly() else getattr(self, "_step_tensors", None)
+        key = (m.dtype, m.device)
+        if cache is not None and key in cache:
+            return cache[key]
         step = tf.cast(self.iterations + 1, m.dtype)
-        return (m / (1.0 - tf.pow(tf.cast(self.beta_1, m.dtype), step)),
-                v / (1.0 - tf.pow(tf.cast(self.beta_2, m.dtype), step)))
+        denominators = (1.0 - tf.pow(tf.cast(self.beta_1, m.dtype), step),
+                        1.0 - tf.pow(tf.cast(self.beta_2, m.dtype), step))
+        if cache is not None:
+            cache[key] = denominators
+        return denominators
 
     def get_config(self) -> Dict[str, Any]:
         config = super().get_config()
