@@ -304,13 +304,8 @@ def run_arm(arm: Arm, args, cache: str, config: str, vocab: str, glue: str,
     arm_dir = arm_folder(arm, args, cache, config, vocab)
     print(f"arm {arm.name} ({arm.title}): {arm_dir}", flush=True)
     out, stage = scorecard_key(arm_dir, args)
-    downstream = f"{os.path.basename(out)}.{stage}"
-    kept = None if args.smoke or budget_cache.done(out, stage) else budget_cache.from_ledger(
-        LEDGER, arm_dir, downstream)
+    downstream, kept = budget_cache.kept_arm(LEDGER, arm_dir, out, stage, args.smoke)
     if kept:
-        where = kept.get("pretrain") or kept["scorecard"]
-        print(f"  finished on {where['provenance']['date']} "
-              f"({budget_cache.machine_name(where)}): {kept['ledger']}", flush=True)
         return kept
     result = {"name": arm.name, "title": arm.title, "dir": arm_dir}
     checkpoint = ""

@@ -25,7 +25,7 @@ import os
 import socket
 import subprocess
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -108,6 +108,22 @@ def from_ledger(bench: str, arm_dir: str, downstream: str) -> Optional[Dict[str,
     if result is not None:
         result["ledger"] = os.path.relpath(path, REPO)
     return result
+
+
+def kept_arm(bench: str, arm_dir: str, out: str, stage: str, smoke: bool
+             ) -> Tuple[str, Optional[Dict[str, Any]]]:
+    """(the ledger key of the arm's downstream stage `out`/`stage`, the arm's ledger result
+    or None). None also when the local cache has the stage (its own markers are reported)
+    and for smoke runs, which never stand on the ledger. Prints where a kept arm ran."""
+    downstream = f"{os.path.basename(out)}.{stage}"
+    if smoke or done(out, stage):
+        return downstream, None
+    kept = from_ledger(bench, arm_dir, downstream)
+    if kept:
+        where = kept.get("pretrain") or kept.get("scorecard") or kept.get("finetune") or {}
+        print(f"  finished on {where.get('provenance', {}).get('date', '?')} "
+              f"({machine_name(where)}): {kept['ledger']}", flush=True)
+    return downstream, kept
 
 
 def to_ledger(bench: str, arm_dir: str, downstream: str, result: Dict[str, Any]) -> None:
