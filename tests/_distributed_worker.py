@@ -30,7 +30,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np  # noqa: E402
 from _pretraining_helpers import (  # noqa: E402
     blocks_dataset_fn,
-    exit_without_teardown,
     grappler_off_unless_asked,
     synthetic_examples,
     tiny_bert_config,
@@ -81,6 +80,15 @@ def main() -> None:
             arrays[f"{name}/weight_{i:03d}"] = w
     np.savez(args.out + ".tmp.npz", **arrays)
     os.replace(args.out + ".tmp.npz", args.out)
+
+
+def exit_without_teardown() -> None:
+    """Ends the process once its outputs are written, skipping TensorFlow's teardown as the
+    entry points do after a preemption save (`errors.exit_at_once`): with logical devices
+    and collectives it took 36 of this process's 101 s on a loaded 2-core machine."""
+    from bert_tf.core.errors import exit_at_once
+
+    exit_at_once("distributed worker: outputs written", 0)
 
 
 if __name__ == "__main__":

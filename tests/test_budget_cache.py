@@ -84,6 +84,7 @@ def test_run_arm_reports_a_ledger_arm_without_running_it(ledger, tmp_path, capsy
                                   ".json")
     assert f"finished on 2026-11-27 16:00 UTC ({XEON})" in capsys.readouterr().out
     assert not os.path.exists(arm_dir), "nothing may run for an arm the ledger holds"
+
     def refuse(*_):
         raise RuntimeError("pretraining started")
 

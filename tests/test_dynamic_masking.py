@@ -35,7 +35,7 @@ def masked(ids, mask, seed=(1, 2), **kwargs):
     shape; eager, a test drawing hundreds of masks spent most of a minute dispatching ops)."""
     config = dm.MaskingConfig(vocab_size=VOCAB, max_predictions_per_seq=kwargs.pop("max_pred", 20),
                               **kwargs)
-    graph = _GRAPHS.setdefault(repr(config), tf.function(
+    graph = _GRAPHS.setdefault(config, tf.function(
         lambda i, m, s: dm.mask_tokens(i, m, s, config)))
     out = graph(tf.constant(ids), tf.constant(mask), tf.constant(seed))
     return {k: v.numpy() for k, v in out.items()}

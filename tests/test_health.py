@@ -334,8 +334,8 @@ def test_a_diverging_learning_rate_stops_with_one_line_and_keeps_a_good_checkpoi
     # and goes to the thousands after them.
     out = tmp_path / "out"
     proc = cli.run(MODULE, cli_flags(data, out, learning_rate=10, clip_norm=0,
-                                        num_warmup_steps=3, num_train_steps=30,
-                                        save_checkpoints_steps=1, keep_checkpoint_max=1))
+                                     num_warmup_steps=3, num_train_steps=30,
+                                     save_checkpoints_steps=1, keep_checkpoint_max=1))
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr
     lines = error_lines(proc.stderr)
@@ -366,8 +366,8 @@ def test_a_diverging_learning_rate_stops_with_one_line_and_keeps_a_good_checkpoi
     assert all(np.isfinite(w.numpy()).all() for w in model.weights)
     # The advice taken: a rerun at a sane learning rate resumes from it and trains on.
     rerun = cli.run(MODULE, cli_flags(data, out, learning_rate=1e-3, clip_norm=0,
-                                         num_warmup_steps=3, num_train_steps=step + 2,
-                                         save_checkpoints_steps=1, keep_checkpoint_max=1))
+                                      num_warmup_steps=3, num_train_steps=step + 2,
+                                      save_checkpoints_steps=1, keep_checkpoint_max=1))
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     assert f"resuming from {good} at step {step - 2}" in rerun.stderr
     assert progress_steps(rerun.stderr) == list(range(step - 1, step + 3))
@@ -396,8 +396,8 @@ def test_eval_every_n_steps_with_dynamic_masking_evaluates_15_percent_masks(data
     vocab.write_text("\n".join(words) + "\n")
     out = tmp_path / "out"
     proc = cli.run(MODULE, cli_flags(data, out, dynamic_masking="true", vocab_file=vocab,
-                                        masked_lm_prob=0.4, eval_every_n_steps=2,
-                                        steps_per_loop=5, do_eval="true"))
+                                     masked_lm_prob=0.4, eval_every_n_steps=2,
+                                     steps_per_loop=5, do_eval="true"))
     assert proc.returncode == 0, proc.stderr[-3000:]
     history = eval_history.read_eval_history(os.fspath(out))
     assert [r["step"] for r in history] == [2, 4, 6]
