@@ -59,10 +59,6 @@ _SERVER = r"""
 import atexit, importlib, json, os, runpy, sys, traceback
 for name in sys.argv[1:]:
     importlib.import_module(name)
-if "tensorflow" in sys.modules and os.environ.get("BERT_TF_TEST_GRAPPLER") != "1":
-    # As conftest.py does in process: the forked runs skip Grappler (DEVELOPERS.md).
-    sys.modules["tensorflow"].config.optimizer.set_experimental_options(
-        {"disable_meta_optimizer": True})
 requests = os.fdopen(0, "r")
 replies = os.fdopen(os.dup(1), "w")
 

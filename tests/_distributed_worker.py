@@ -30,7 +30,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np  # noqa: E402
 from _pretraining_helpers import (  # noqa: E402
     blocks_dataset_fn,
-    grappler_off_unless_asked,
+    exit_without_teardown,
     synthetic_examples,
     tiny_bert_config,
 )
@@ -69,7 +69,6 @@ def main() -> None:
     parser.add_argument("--output_dir", required=True)
     parser.add_argument("--use_xla", type=int, default=0)
     args = parser.parse_args()
-    grappler_off_unless_asked()
     arrays = {}
     for name in args.strategies.split(","):
         out = train(name, os.path.join(args.output_dir, name), args.num_cpu_devices,
@@ -82,15 +81,6 @@ def main() -> None:
     os.replace(args.out + ".tmp.npz", args.out)
 
 
-def exit_without_teardown() -> None:
-    """Ends the process once its outputs are written, skipping TensorFlow's teardown as the
-    entry points do after a preemption save (`errors.exit_at_once`): with logical devices
-    and collectives it took 36 of this process's 101 s on a loaded 2-core machine."""
-    from bert_tf.core.errors import exit_at_once
-
-    exit_at_once("distributed worker: outputs written", 0)
-
-
 if __name__ == "__main__":
     main()
-    exit_without_teardown()
+    exit_without_teardown("distributed worker")

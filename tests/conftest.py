@@ -7,6 +7,11 @@ import pathlib
 from typing import List
 
 import pytest
+from _pretraining_helpers import fresh_pythonpath
+
+# Every process a test starts inherits tests/_site first on its path: Grappler off there too
+# (tests/_site/sitecustomize.py). Tests that set their own PYTHONPATH use fresh_pythonpath.
+os.environ["PYTHONPATH"] = fresh_pythonpath(*os.environ.get("PYTHONPATH", "").split(os.pathsep))
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 CORPUS_PATH = REPO_ROOT / "data" / "corpus" / "wikitext2.bert.txt"
@@ -15,10 +20,10 @@ GOOGLE_VOCAB_PATH = REPO_ROOT / "data" / "vocab" / "bert-base-uncased-vocab.txt"
 
 
 def pytest_configure(config) -> None:
-    """Turns TensorFlow's graph optimizer (Grappler) off for the tests' own processes, the
-    `cli` fixture's forked runs and the distribution workers, unless
-    BERT_TF_TEST_GRAPPLER=1 (`_pretraining_helpers.grappler_off_unless_asked`). The
-    notebook's kernel keeps it on, as users run it.
+    """Turns TensorFlow's graph optimizer (Grappler) off for the tests' own processes, unless
+    BERT_TF_TEST_GRAPPLER=1 (`_pretraining_helpers.grappler_off_unless_asked`); the processes
+    they start get it from tests/_site/sitecustomize.py. The notebook's kernel keeps it on,
+    as users run it.
     """
     xdist_controller = config.getoption("numprocesses", None) and not hasattr(
         config, "workerinput")

@@ -32,6 +32,7 @@ from _input_records import (
     write_files,
     write_records,
 )
+from _pretraining_helpers import fresh_pythonpath
 
 from bert_tf.core import schema, tfrecord_format
 from bert_tf.core.errors import UserError
@@ -591,7 +592,7 @@ def test_validation_does_not_start_the_tensorflow_runtime(tmp_path):
     result = subprocess.run(
         [sys.executable, "-c", script, os.fspath(tmp_path / "data-*.tfrecord")],
         capture_output=True, text=True, timeout=300, cwd=repo,
-        env=dict(os.environ, PYTHONPATH=repo, TF_CPP_MIN_LOG_LEVEL="2"))
+        env=dict(os.environ, PYTHONPATH=fresh_pythonpath(repo), TF_CPP_MIN_LOG_LEVEL="2"))
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.split() == ["2", "2"]
 

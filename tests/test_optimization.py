@@ -16,6 +16,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from _pretraining_helpers import fresh_pythonpath
 
 from bert_tf.core.errors import UserError
 from bert_tf.training import optimization
@@ -497,7 +498,7 @@ def test_mirrored_strategy_matches_single_device():
     """
     import json
 
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=REPO_ROOT)
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=fresh_pythonpath(REPO_ROOT))
     result = subprocess.run([sys.executable, "-c", _STRATEGY_SCRIPT], env=env,
                             capture_output=True, text=True, timeout=300, cwd=REPO_ROOT)
     assert result.returncode == 0, result.stderr[-3000:]

@@ -11,6 +11,7 @@ import textwrap
 import keras
 import numpy as np
 import pytest
+from _pretraining_helpers import fresh_pythonpath
 
 from bert_tf.core.tokenization import FullTokenizer
 from bert_tf.interop import model_files as convert
@@ -22,7 +23,7 @@ from bert_tf.modeling.weight_map import get_weights, pretraining_weight_map
 CLI_ENV = {"TF_CPP_MIN_LOG_LEVEL": "3"}  # the `cli` fixture's server (conftest.py)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": REPO}
+ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": fresh_pythonpath(REPO)}
 
 
 def _run(*args, **kwargs):

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the ops the SavedModel needs)
+from _pretraining_helpers import fresh_pythonpath
 
 from bert_tf.core.errors import UserError
 from bert_tf.core.tokenization import FullTokenizer
@@ -109,7 +110,7 @@ def classifier(tmp_path_factory, google_vocab_path):
     result = subprocess.run(
         [sys.executable, "-m", "bert_tf.export", f"--output_dir={model_dir}",
          f"--export_dir={export_dir}"], cwd=REPO, capture_output=True, text=True, timeout=600,
-        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": REPO})
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": fresh_pythonpath(REPO)})
     assert result.returncode == 0, result.stderr
     assert f"exported fine-tuned {model_dir} as saved_model to {export_dir}" in result.stdout
     assert os.listdir(os.path.dirname(export_dir)) == ["1"]  # no temporary left over

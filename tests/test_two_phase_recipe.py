@@ -17,6 +17,7 @@ import subprocess
 import sys
 
 import tensorflow as tf
+from _pretraining_helpers import fresh_pythonpath
 
 from bert_tf.core import schema
 
@@ -54,7 +55,7 @@ def test_two_phase_recipe_from_raw_text(tmp_path, corpus_lines, repo_root):
                INPUT_FORMAT="jsonl", VOCAB_SIZE="3000", SEQ1="64", PRED1="10", SEQ2="128",
                PRED2="20", DUPE1="2", DUPE2="1", TEXT_SHARDS="2", DATA_SHARDS="2",
                PREPARE_FLAGS="--num_workers=2 --progress_seconds=0", TRAIN_FLAGS=TRAIN_FLAGS,
-               PYTHONPATH=str(repo_root), TF_CPP_MIN_LOG_LEVEL="2")
+               PYTHONPATH=fresh_pythonpath(repo_root), TF_CPP_MIN_LOG_LEVEL="2")
     proc = subprocess.run(["bash", "configs/two_phase_recipe.sh"], cwd=repo_root, env=env,
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-4000:]
