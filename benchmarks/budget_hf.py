@@ -104,10 +104,10 @@ class Budget(transformers.TrainerCallback):
     """The training clock: stops (with a checkpoint) when the budget is spent; saves the
     clock beside each checkpoint."""
 
-    def __init__(self, clock: budget_cache.TrainingClock, min_steps: int = 0):
+    def __init__(self, clock: budget_cache.TrainingClock):
         self.clock, self.timer = clock, budget_cache.StepTimer(clock)
         self.last_save = clock.seconds
-        self.min_steps = min_steps  # a probe: time at least this many steps
+        self.min_steps = 0  # the probe sets PROBE_MIN_STEPS: time at least this many steps
 
     def on_step_begin(self, args, state, control, **kwargs):
         self.timer.begin()

@@ -1,6 +1,6 @@
 """Turns TensorFlow's graph optimizer (Grappler) off in every Python process the tests start
-fresh (a `python -m` entry point, a script run by bash, a serving process), as conftest.py
-does in the tests' own processes and the `cli` fork server in its forks (DEVELOPERS.md:
+(the `cli` fork server, whose forks inherit it, a `python -m` entry point, a script run by
+bash, a serving process), as conftest.py does in the tests' own processes (DEVELOPERS.md:
 it rewrites every function graph at its first call, which for the tests' tiny models costs
 seconds a process and changes no value). BERT_TF_TEST_GRAPPLER=1 leaves it on.
 
