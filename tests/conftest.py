@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
+import resource
 from typing import List
 
 import pytest
@@ -40,6 +42,29 @@ def pytest_collection_modifyitems(config, items) -> None:
     rank = {name: i for i, name in enumerate(LONGEST_FILES_FIRST)}
     # A stable sort: each file keeps its tests' order, the other files their own order.
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
+
+# BERT_TF_TEST_CPU_LOG=FILE appends one JSON line per test: the CPU seconds (user + system)
+# its process and the child processes it reaped spent on it, set-up and teardown included.
+# Unlike --durations, these do not grow when the machine is busy. A module's fork server is
+# reaped at the module's teardown, so its forks' CPU lands on the file's last test: sum by
+# file (scripts/suite_cpu.py).
+CPU_LOG = os.environ.get("BERT_TF_TEST_CPU_LOG")
+
+
+def _cpu_seconds() -> float:
+    return sum(u.ru_utime + u.ru_stime for u in (
+        resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)))
+
+
+if CPU_LOG:
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(item, nextitem):
+        start = _cpu_seconds()
+        yield
+        with open(CPU_LOG, "a", encoding="utf-8") as f:
+            f.write(json.dumps({"test": item.nodeid, "cpu_s": round(_cpu_seconds() - start, 3)})
+                    + "\n")
 
 
 @pytest.fixture(scope="session")
