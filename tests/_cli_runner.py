@@ -54,7 +54,8 @@ PRETRAINING_PRELOAD = (
 )
 
 # The server reads one JSON request per line: start (fork a child), wait (blocking
-# waitpid) or poll (waitpid WNOHANG); it answers one JSON line each.
+# wait4) or poll (wait4 WNOHANG); it answers one JSON line each, a reaped child's CPU
+# seconds included.
 _SERVER = r"""
 import atexit, importlib, json, os, runpy, sys, traceback
 for name in sys.argv[1:]:
@@ -72,8 +73,9 @@ for line in requests:
     request = json.loads(line)
     if request["op"] in ("wait", "poll"):
         flags = 0 if request["op"] == "wait" else os.WNOHANG
-        pid, status = os.waitpid(request["pid"], flags)
-        reply({"returncode": os.waitstatus_to_exitcode(status) if pid else None})
+        pid, status, usage = os.wait4(request["pid"], flags)
+        reply({"returncode": os.waitstatus_to_exitcode(status) if pid else None,
+               "cpu_s": usage.ru_utime + usage.ru_stime if pid else 0.0})
         continue
     sys.stdout.flush()
     sys.stderr.flush()
@@ -113,6 +115,18 @@ for line in requests:
 """
 
 
+# CPU seconds of reaped runs whose server is still alive. A test process sees a run's CPU
+# in its own RUSAGE_CHILDREN only when the server is reaped, at the module's teardown;
+# adding this (tests/conftest.py's BERT_TF_TEST_CPU_LOG) gives each run's CPU to the test
+# that ran it, and close() takes it back when the server's own reaping counts it.
+_forks_cpu = [0.0]
+
+
+def forked_cpu_seconds() -> float:
+    """CPU seconds of the runs reaped so far by fork servers still alive in this process."""
+    return _forks_cpu[0]
+
+
 class ForkedRun:
     """An invocation started by `ForkServer.start`: its pid and the files of its output."""
 
@@ -128,8 +142,8 @@ class ForkedRun:
     def poll(self) -> Optional[int]:
         """The exit status if the run has ended (it is then reaped), else None."""
         if self.returncode is None:
-            self.returncode = self.server.request({"op": "poll", "pid": self.pid},
-                                                  timeout=60)["returncode"]
+            self.returncode = self.server.reaped(self.server.request(
+                {"op": "poll", "pid": self.pid}, timeout=60))
         return self.returncode
 
     def send_signal(self, sig: int) -> None:
@@ -145,8 +159,8 @@ class ForkedRun:
     def wait(self, timeout: float = 300) -> subprocess.CompletedProcess:
         """Waits for the run to end (killing it after `timeout` s); returns it finished."""
         if self.returncode is None:
-            self.returncode = self.server.request({"op": "wait", "pid": self.pid}, timeout,
-                                                  on_timeout=self.pid)["returncode"]
+            self.returncode = self.server.reaped(self.server.request(
+                {"op": "wait", "pid": self.pid}, timeout, on_timeout=self.pid))
         return subprocess.CompletedProcess(self.args, self.returncode,
                                            self.stdout_path.read_text(errors="replace"),
                                            self.stderr_path.read_text(errors="replace"))
@@ -168,6 +182,7 @@ class ForkServer:
                  env: Optional[Dict[str, str]] = None):
         self._dir = pathlib.Path(tempfile.mkdtemp(prefix="fork_server_"))
         self._runs: List[ForkedRun] = []
+        self._forks_cpu = 0.0
         with open(self._dir / "server.stderr", "w") as log:
             self._proc = subprocess.Popen(
                 [sys.executable, "-c", _SERVER, *preload], cwd=REPO_ROOT,
@@ -191,9 +206,18 @@ class ForkServer:
         # worth a clean exit.
         self._proc.kill()
         self._proc.wait()
+        _forks_cpu[0] -= self._forks_cpu  # now in this process's RUSAGE_CHILDREN
+        self._forks_cpu = 0.0
         self._proc.stdin.close()
         self._proc.stdout.close()
         shutil.rmtree(self._dir, ignore_errors=True)
+
+    def reaped(self, answer: dict) -> Optional[int]:
+        """The return code of a wait or poll answer; counts the CPU of a reaped run."""
+        if answer["returncode"] is not None:
+            self._forks_cpu += answer["cpu_s"]
+            _forks_cpu[0] += answer["cpu_s"]
+        return answer["returncode"]
 
     def request(self, request: dict, timeout: float, on_timeout: Optional[int] = None) -> dict:
         """Sends one request and returns the server's answer; after `timeout` s, kills the

@@ -45,15 +45,16 @@ def pytest_collection_modifyitems(config, items) -> None:
 
 
 # BERT_TF_TEST_CPU_LOG=FILE appends one JSON line per test: the CPU seconds (user + system)
-# its process and the child processes it reaped spent on it, set-up and teardown included.
-# Unlike --durations, these do not grow when the machine is busy. A module's fork server is
-# reaped at the module's teardown, so its forks' CPU lands on the file's last test: sum by
-# file (scripts/suite_cpu.py).
+# its process and the child processes it reaped spent on it, set-up and teardown included,
+# and the `cli` fixture's runs it waited for (their fork server reaps them). Unlike
+# --durations, these do not grow when the machine is busy (scripts/suite_cpu.py sums them).
 CPU_LOG = os.environ.get("BERT_TF_TEST_CPU_LOG")
 
 
 def _cpu_seconds() -> float:
-    return sum(u.ru_utime + u.ru_stime for u in (
+    from _cli_runner import forked_cpu_seconds
+
+    return forked_cpu_seconds() + sum(u.ru_utime + u.ru_stime for u in (
         resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)))
 
 
