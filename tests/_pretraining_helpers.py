@@ -25,7 +25,7 @@ PREDS = 4
 TINY_BERT = {
     "vocab_size": VOCAB,
     "hidden_size": 32,
-    "num_hidden_layers": 2,
+    "num_hidden_layers": 1,
     "num_attention_heads": 2,
     "intermediate_size": 64,
     "hidden_act": "gelu",
