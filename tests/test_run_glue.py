@@ -1,6 +1,6 @@
 """End-to-end tests of the GLUE scorecard (`python -m bert_tf.run_glue`, `finetune.scorecard`).
 
-A tiny model from random weights (2 layers, hidden 64, dropout on so seeds differ) on tiny
+A tiny model from random weights (1 layer, hidden 64, dropout on so seeds differ) on tiny
 GLUE-layout folders built from the bundled data (tests/_glue_data.py):
 
 - the CLI, 2 tasks x 2 learning rates x 2 seeds, killed after its first finished runs and
@@ -33,7 +33,7 @@ from bert_tf.finetune.scorecard_runs import Model, Protocol
 
 MODULE = "bert_tf.run_glue"
 DATA = pathlib.Path(__file__).resolve().parent.parent / "data" / "finetune"
-TINY = {"vocab_size": 30522, "hidden_size": 64, "num_hidden_layers": 2,
+TINY = {"vocab_size": 30522, "hidden_size": 64, "num_hidden_layers": 1,
         "num_attention_heads": 2, "intermediate_size": 128, "hidden_act": "gelu",
         "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
         "max_position_embeddings": 64, "type_vocab_size": 2, "initializer_range": 0.02}

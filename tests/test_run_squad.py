@@ -27,7 +27,7 @@ from bert_tf.finetune.squad_task import SquadSettings, SquadTask
 
 MODULE = "bert_tf.run_squad"
 SQUAD = pathlib.Path(__file__).resolve().parent.parent / "data" / "finetune" / "squad_tiny"
-TINY = {"vocab_size": 30522, "hidden_size": 64, "num_hidden_layers": 2,
+TINY = {"vocab_size": 30522, "hidden_size": 64, "num_hidden_layers": 1,
         "num_attention_heads": 2, "intermediate_size": 128, "hidden_act": "gelu",
         "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0,
         "max_position_embeddings": 128, "type_vocab_size": 2, "initializer_range": 0.02}

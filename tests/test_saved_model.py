@@ -35,7 +35,7 @@ def _run(*args, **kwargs):
 def run_dir(tmp_path_factory, google_vocab_path):
     """A pretraining output dir: ckpt-0 + checkpoint index + bert_config.json."""
     keras.utils.set_random_seed(3)
-    config = BertConfig(vocab_size=30522, hidden_size=16, num_hidden_layers=2,
+    config = BertConfig(vocab_size=30522, hidden_size=16, num_hidden_layers=1,
                         num_attention_heads=2, intermediate_size=32, max_position_embeddings=64,
                         type_vocab_size=2, hidden_act="gelu_approximate")
     model = BertPretrainingModel(config)

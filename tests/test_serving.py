@@ -18,7 +18,7 @@ CLS, SEP, MASK = 101, 102, 103
 @pytest.fixture(scope="module")
 def setup(google_vocab_path):
     keras.utils.set_random_seed(7)
-    config = BertConfig(vocab_size=30522, hidden_size=16, num_hidden_layers=2,
+    config = BertConfig(vocab_size=30522, hidden_size=16, num_hidden_layers=1,
                         num_attention_heads=2, intermediate_size=32, max_position_embeddings=64,
                         type_vocab_size=2, hidden_act="gelu_approximate")
     model = BertPretrainingModel(config, use_nsp=False)

@@ -32,7 +32,7 @@ from bert_tf.modeling.config import BertConfig
 from bert_tf.text.tf_tokenization import TFBertTokenizer
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CONFIG = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+CONFIG = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
                     intermediate_size=64, max_position_embeddings=64, type_vocab_size=2)
 LABELS = ["negative", "neutral", "positive"]
 TAGS = ["O", "B-LOC", "B-PER", "E-PER", "I-LOC", "I-PER", "S-MISC"]
