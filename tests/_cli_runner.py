@@ -31,13 +31,13 @@ from typing import Dict, List, Optional, Sequence
 
 from _pretraining_helpers import REPO_ROOT, subprocess_env
 
-# What every bert_tf entry point imports first, and what costs most of the ~5 s.
-DEFAULT_PRELOAD = ("numpy", "tensorflow", "keras")
-
-# What `python -m bert_tf.run_pretraining` imports before its first TensorFlow op (none of
-# these define flags).
-PRETRAINING_PRELOAD = (
+# What the bert_tf entry points import before their first TensorFlow op: TensorFlow and
+# Keras (most of the ~5 s) and the library modules of pretraining, fine-tuning and export,
+# none of which defines absl flags (the entry modules and bert_tf.finetune.cli do).
+PRELOAD = (
+    "numpy",
     "tensorflow",
+    "keras",
     "bert_tf.install_check",
     "bert_tf.core.masking_rules",
     "bert_tf.data.input_config",
@@ -45,12 +45,19 @@ PRETRAINING_PRELOAD = (
     "bert_tf.data.input_validation",
     "bert_tf.data.record_positions",
     "bert_tf.interop.continued_pretraining",
+    "bert_tf.interop.formats",
     "bert_tf.modeling.pretraining_model",
     "bert_tf.training.budget",
     "bert_tf.training.checkpointing",
     "bert_tf.training.distribution",
     "bert_tf.training.optimization",
     "bert_tf.training.trainer",
+    "bert_tf.finetune_main",
+    "bert_tf.finetune.scorecard",
+    "bert_tf.finetune.squad_task",
+    "bert_tf.finetune.tagging_task",
+    "bert_tf.export.saved_model",
+    "bert_tf.export.keras_hub_preset",
 )
 
 # The server reads one JSON request per line: start (fork a child), wait (blocking
@@ -178,10 +185,11 @@ class ForkServer:
     Use as a context manager (or close() it): runs still going are then killed.
     """
 
-    def __init__(self, preload: Sequence[str] = DEFAULT_PRELOAD,
+    def __init__(self, preload: Sequence[str] = PRELOAD,
                  env: Optional[Dict[str, str]] = None):
         self._dir = pathlib.Path(tempfile.mkdtemp(prefix="fork_server_"))
         self._runs: List[ForkedRun] = []
+        self._started = 0
         self._forks_cpu = 0.0
         with open(self._dir / "server.stderr", "w") as log:
             self._proc = subprocess.Popen(
@@ -194,6 +202,13 @@ class ForkServer:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+    def end_runs(self) -> None:
+        """Kills and reaps the runs still going: what one test module started does not
+        outlive it when the next module uses the same server."""
+        for run in self._runs:
+            run.kill()
+        self._runs = []
 
     def close(self) -> None:
         for run in self._runs:
@@ -240,7 +255,8 @@ class ForkServer:
     def start(self, module: Optional[str], args: Sequence[str], code: Optional[str] = None,
               env: Optional[Dict[str, str]] = None) -> ForkedRun:
         """Starts `python -m module args...` (or, with code, `python -c code args...`)."""
-        n = len(self._runs) + 1
+        self._started += 1
+        n = self._started
         out, err = self._dir / f"{n}.stdout", self._dir / f"{n}.stderr"
         out.touch()
         err.touch()  # readable at once (the child opens it after the server answers)

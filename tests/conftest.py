@@ -95,14 +95,33 @@ def google_vocab_path() -> str:
     return os.fspath(GOOGLE_VOCAB_PATH)
 
 
+@pytest.fixture(scope="session")
+def fork_servers():
+    """This worker's fork servers (tests/_cli_runner.py), one per preload and environment,
+    shared by the test modules: a server's imports (~6 s) are paid once per worker, not
+    once per module."""
+    servers = {}
+    yield servers
+    for server in servers.values():
+        server.close()
+
+
 @pytest.fixture(scope="module")
-def cli(request):
+def cli(request, fork_servers):
     """The module's `python -m` runs, each a process forked from a server that imported
     TensorFlow once (tests/_cli_runner.py). A test module may set `CLI_PRELOAD` (modules the
-    server imports; default `_cli_runner.DEFAULT_PRELOAD`) and `CLI_ENV` (the server's
-    environment additions)."""
-    from _cli_runner import DEFAULT_PRELOAD, ForkServer  # here: most tests need no server
+    server imports; default `_cli_runner.PRELOAD`) and `CLI_ENV` (the server's environment
+    additions); modules with the same ones share a server. Runs a module leaves going are
+    killed at its end."""
+    from _cli_runner import PRELOAD, ForkServer  # here: most tests need no server
 
-    with ForkServer(getattr(request.module, "CLI_PRELOAD", DEFAULT_PRELOAD),
-                    env=getattr(request.module, "CLI_ENV", None)) as server:
+    preload = tuple(getattr(request.module, "CLI_PRELOAD", PRELOAD))
+    env = dict(getattr(request.module, "CLI_ENV", None) or {})
+    key = (preload, tuple(sorted(env.items())))
+    if key not in fork_servers:
+        fork_servers[key] = ForkServer(preload, env=env or None)
+    server = fork_servers[key]
+    try:
         yield server
+    finally:
+        server.end_runs()

@@ -23,7 +23,6 @@ import re
 import numpy as np
 import pytest
 import tensorflow as tf
-from _cli_runner import PRETRAINING_PRELOAD
 from _pretraining_helpers import (
     error_lines,
     progress_steps,
@@ -36,7 +35,6 @@ from _pretraining_helpers import (
 from bert_tf.training import budget, preemption
 
 MODULE = "bert_tf.run_pretraining"
-CLI_PRELOAD = PRETRAINING_PRELOAD  # the `cli` fixture's server (conftest.py)
 
 
 class FakeTraining:

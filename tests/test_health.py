@@ -24,7 +24,6 @@ import re
 import numpy as np
 import pytest
 import tensorflow as tf
-from _cli_runner import PRETRAINING_PRELOAD
 from _pretraining_helpers import (
     blocks_dataset_fn,
     error_lines,
@@ -43,7 +42,6 @@ from bert_tf.training import checkpoint_paths, eval_history, health, optimizatio
 from bert_tf.training.health import Divergence, DivergenceDetector
 
 MODULE = "bert_tf.run_pretraining"
-CLI_PRELOAD = PRETRAINING_PRELOAD  # the `cli` fixture's server (conftest.py)
 ADVICE = re.escape(health.ADVICE)
 
 

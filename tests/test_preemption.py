@@ -20,7 +20,6 @@ import time
 import numpy as np
 import pytest
 import tensorflow as tf
-from _cli_runner import PRETRAINING_PRELOAD
 from _pretraining_helpers import (
     error_lines,
     loopback_cluster_configs,
@@ -34,7 +33,6 @@ from _pretraining_helpers import (
 from bert_tf.training import preemption
 
 MODULE = "bert_tf.run_pretraining"
-CLI_PRELOAD = PRETRAINING_PRELOAD  # the `cli` fixture's server (conftest.py)
 NOTICE_SECONDS = 30  # what a spot VM or preemptible TPU gets between SIGTERM and the end
 STOPPED = re.compile(r"^stopped by SIGTERM at step (\d+) with checkpoint (\S+); rerun", re.M)
 

@@ -31,7 +31,6 @@ import time
 import numpy as np
 import pytest
 import tensorflow as tf
-from _cli_runner import PRETRAINING_PRELOAD
 from _pretraining_helpers import (
     REPO_ROOT,
     error_lines,
@@ -45,7 +44,6 @@ from _pretraining_helpers import (
 )
 
 MODULE = "bert_tf.run_pretraining"
-CLI_PRELOAD = PRETRAINING_PRELOAD  # the `cli` fixture's server (conftest.py)
 STEPS = 6
 EVAL_KEYS = ["global_step", "loss", "masked_lm_accuracy", "masked_lm_loss",
              "next_sentence_accuracy", "next_sentence_loss"]
