@@ -308,6 +308,17 @@ def test_init_checkpoint_that_does_not_fit_the_config(tmp_path, native_checkpoin
     assert not _checkpoints(tmp_path / "out")
 
 
+def test_a_vocab_larger_than_the_model_is_one_line_before_training(tmp_path, google_vocab_path):
+    small = _write_json(tmp_path / "vocab1000.json", {**TINY, "vocab_size": 1000})
+    data_dir = _data_dir(tmp_path / "data", {"train.tsv": GOOD_TRAIN, "dev.tsv": GOOD_TRAIN})
+    with pytest.raises(UserError) as e:
+        _run(tmp_path / "out", _tsv_settings(data_dir), small, google_vocab_path)
+    assert str(e.value) == (f"--vocab_file={google_vocab_path} has 30522 tokens, more than "
+                            f"vocab_size=1000 in {small}: the ids from 1000 on have no word "
+                            f"embedding")
+    assert not _checkpoints(tmp_path / "out")
+
+
 def test_cli_bad_input_is_one_error_line(tmp_path, bert_config, google_vocab_path, cli):
     data_dir = _data_dir(tmp_path / "data", {
         "train.tsv": GOOD_TRAIN + "one\ttoo\tmany\n", "dev.tsv": GOOD_TRAIN})

@@ -20,7 +20,7 @@ from typing import Optional
 
 from absl import logging
 
-from bert_tf.core import fileio
+from bert_tf.core import fileio, tokenization
 from bert_tf.core.errors import UserError
 from bert_tf.interop import formats, vocab_resize
 from bert_tf.interop.formats import detect_format
@@ -54,8 +54,9 @@ def resolve(init_checkpoint: str, bert_config_file: str, vocab_file: str) -> Ini
     """Reads --init_checkpoint (if any) and settles the config and vocabulary.
 
     Raises:
-        UserError: no config or vocabulary to be found, or a checkpoint whose weights do not
-            fit --bert_config_file (naming the first field that differs).
+        UserError: no config or vocabulary to be found, a checkpoint whose weights do not
+            fit --bert_config_file (naming the first field that differs), or a vocabulary
+            larger than the model's vocab_size.
     """
     files = None
     fmt = ""
@@ -98,6 +99,14 @@ def resolve(init_checkpoint: str, bert_config_file: str, vocab_file: str) -> Ini
         raise UserError("--vocab_file is required (no vocab.txt beside --init_checkpoint)")
     if not fileio.exists(vocab):
         raise UserError(f"--vocab_file={vocab} does not exist")
+    # Checked here, before any model is built: otherwise the first batch holding such an id
+    # fails deep inside the embedding lookup with TensorFlow's message.
+    size = len(tokenization.load_vocab(vocab, required_tokens=()))
+    if size > config.vocab_size:
+        where = bert_config_file or f"--init_checkpoint={init_checkpoint}'s config"
+        raise UserError(f"--vocab_file={vocab} has {size} tokens, more than vocab_size="
+                        f"{config.vocab_size} in {where}: the ids from {config.vocab_size} "
+                        f"on have no word embedding")
     return InitModel(config, vocab, files, fmt)
 
 
