@@ -6,14 +6,11 @@ import json
 import os
 import re
 import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the ops the SavedModel needs)
-from _pretraining_helpers import fresh_pythonpath
 
 from bert_tf.core.errors import UserError
 from bert_tf.core.tokenization import FullTokenizer
@@ -31,7 +28,6 @@ from bert_tf.finetune.label_list import save_label_list
 from bert_tf.modeling.config import BertConfig
 from bert_tf.text.tf_tokenization import TFBertTokenizer
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIG = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
                     intermediate_size=64, max_position_embeddings=64, type_vocab_size=2)
 LABELS = ["negative", "neutral", "positive"]
@@ -101,16 +97,14 @@ def _host_logits(model, arrays):
 
 
 @pytest.fixture(scope="module")
-def classifier(tmp_path_factory, google_vocab_path):
+def classifier(tmp_path_factory, google_vocab_path, cli):
     """A 3-class classifier's output dir, exported by `python -m bert_tf.export`."""
     tmp_path = tmp_path_factory.mktemp("classifier")
     model_dir, model = _model_dir(tmp_path, google_vocab_path, "classifier", 3, LABELS,
                                   {"max_seq_length": 32}, seed=3)
     export_dir = str(tmp_path / "export" / "1")
-    result = subprocess.run(
-        [sys.executable, "-m", "bert_tf.export", f"--output_dir={model_dir}",
-         f"--export_dir={export_dir}"], cwd=REPO, capture_output=True, text=True, timeout=600,
-        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": fresh_pythonpath(REPO)})
+    result = cli.run("bert_tf.export", [f"--output_dir={model_dir}",
+                                        f"--export_dir={export_dir}"], timeout=600)
     assert result.returncode == 0, result.stderr
     assert f"exported fine-tuned {model_dir} as saved_model to {export_dir}" in result.stdout
     assert os.listdir(os.path.dirname(export_dir)) == ["1"]  # no temporary left over
