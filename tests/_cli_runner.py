@@ -203,6 +203,10 @@ class ForkServer:
     def __exit__(self, *exc) -> None:
         self.close()
 
+    def alive(self) -> bool:
+        """Whether the server process still runs (a module sharing it needs a new one if not)."""
+        return self._proc.poll() is None
+
     def end_runs(self) -> None:
         """Kills and reaps the runs still going: what one test module started does not
         outlive it when the next module uses the same server."""

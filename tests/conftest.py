@@ -118,7 +118,9 @@ def cli(request, fork_servers):
     preload = tuple(getattr(request.module, "CLI_PRELOAD", PRELOAD))
     env = dict(getattr(request.module, "CLI_ENV", None) or {})
     key = (preload, tuple(sorted(env.items())))
-    if key not in fork_servers:
+    if key not in fork_servers or not fork_servers[key].alive():
+        if key in fork_servers:
+            fork_servers[key].close()
         fork_servers[key] = ForkServer(preload, env=env or None)
     server = fork_servers[key]
     try:
