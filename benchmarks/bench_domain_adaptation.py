@@ -22,6 +22,8 @@ abstracts of ../shared/data/biomed/pubmed_text, run through `data_tools.prepare_
     d  transformers: BertForMaskedLM + Trainer + DataCollatorForLanguageModeling with the
        course's documented domain-adaptation settings (benchmarks/domain_hf.py, in
        benchmarks/.hf-venv), fine-tuned by transformers (hf_finetune.py) with a-c's recipe
+    e  a fine-tuned by transformers: the control that splits d - b into what d's pretraining
+       bought (d - e) and what the fine-tuner does (a - e, the same model under both)
 
 Every pretraining arm gets the same --minutes of training time (train steps only: start-up,
 checkpoint saves and evaluation do not count) on this machine. b and c: a one-minute probe
@@ -86,8 +88,9 @@ class Arm:
 
     Attributes:
         name: the arm's name (--arms).
-        kind: "none" (the base model), "bert_tf" (run_pretraining with FLAGFILE) or "hf"
-            (domain_hf.py, fine-tuned by hf_finetune.py).
+        kind: "none" (the base model), "bert_tf" (run_pretraining with FLAGFILE), "hf"
+            (domain_hf.py, fine-tuned by hf_finetune.py) or "none_hf" (the base model,
+            fine-tuned by hf_finetune.py).
         title: one line for the report.
         vocab: "base" or "extended" (data_tools.extend_vocab).
     """
@@ -103,6 +106,7 @@ ARMS: List[Arm] = [
     Arm("b", "bert_tf", "bert_tf continued pretraining, base vocabulary"),
     Arm("c", "bert_tf", "bert_tf continued pretraining, extended vocabulary", vocab="extended"),
     Arm("d", "hf", "transformers Trainer continued pretraining (fine-tuned by transformers)"),
+    Arm("e", "none_hf", "MiniLM as released, fine-tuned by transformers (the control for d)"),
 ]
 FULL = dict(minutes=30.0, probe_minutes=1.0, max_abstracts=0, heldout_every=50, seeds="1,2,3",
             max_train_examples=2000, test_limit=0, num_new_tokens=8000, curve=(10, 8))
@@ -232,8 +236,9 @@ def finetune_bert_tf(arm: Arm, arm_dir: str, args, ctx: Context, checkpoint: str
         "row": row, "seeds": args.seeds, "system": "bert_tf run_glue --suite"})
 
 
-def finetune_hf(arm_dir: str, args, ctx: Context, hf_model: str) -> dict:
-    """hf_finetune.py --tagging on both NER sets and every seed (finished runs kept)."""
+def finetune_hf(arm: Arm, arm_dir: str, args, ctx: Context, hf_model: str) -> dict:
+    """hf_finetune.py --tagging on both NER sets and every seed (finished runs kept);
+    hf_model "" fine-tunes hf_finetune.py's default, MiniLM as released."""
     from bert_tf.finetune.scorecard_report import stats
 
     out, stage = finetune_key(arm_dir, args, ctx)
@@ -246,11 +251,13 @@ def finetune_hf(arm_dir: str, args, ctx: Context, hf_model: str) -> dict:
         for seed in (int(s) for s in args.seeds.split(",")):
             run = os.path.join(out, name, f"seed{seed}")
             if not os.path.exists(os.path.join(run, "metrics.json")):
-                print(f"  fine-tuning d (transformers): {name} seed {seed}", flush=True)
+                print(f"  fine-tuning {arm.name} (transformers): {name} seed {seed}",
+                      flush=True)
+                model = [f"--model_dir={hf_model}"] if hf_model else []
                 budget_data.run_logged([HF_PYTHON, os.path.join(HERE, "hf_finetune.py"),
                                         "--tagging", f"--task={name}",
                                         f"--data_dir={ctx.ner['dir']}", f"--seed={seed}",
-                                        f"--output_dir={run}", f"--model_dir={hf_model}"],
+                                        f"--output_dir={run}", *model],
                                        run + ".log", f"transformers fine-tuning {name}")
             metrics = budget_cache.read_json(os.path.join(run, "metrics.json"))["metrics"]
             per_seed[seed] = 100 * metrics["test"]["eval_f1"]
@@ -265,7 +272,7 @@ def run_arm(arm: Arm, args, ctx: Context) -> dict:
     recipe = {"bert_tf": os.path.join(REPO, FLAGFILE),
               "hf": os.path.join(HERE, "domain_hf.py")}.get(arm.kind)
     key = {"arm": dataclasses.asdict(arm), "model": ctx.bert_config}
-    if arm.kind != "none":
+    if arm.kind not in ("none", "none_hf"):  # an arm that pretrains
         key.update(minutes=args.minutes, probe_minutes=args.probe_minutes,
                    corpus=[ctx.corpus[k] for k in ("train_articles", "train_bytes")],
                    vocab=text_digest(ctx.ext_vocab if arm.vocab == "extended"
@@ -302,7 +309,10 @@ def run_arm(arm: Arm, args, ctx: Context) -> dict:
     if args.pretrain_only:
         return result
     if arm.kind == "hf":
-        result["finetune"] = finetune_hf(arm_dir, args, ctx, result["pretrain"]["hf_model"])
+        result["finetune"] = finetune_hf(arm, arm_dir, args, ctx,
+                                         result["pretrain"]["hf_model"])
+    elif arm.kind == "none_hf":
+        result["finetune"] = finetune_hf(arm, arm_dir, args, ctx, "")
     else:  # arm a: the HF directory itself, as a user would pass it
         result["finetune"] = finetune_bert_tf(arm, arm_dir, args, ctx,
                                               checkpoint or ctx.model_dir)

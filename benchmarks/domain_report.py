@@ -20,7 +20,9 @@ GOALS = [("b - a >= +1.0 F1", "b", "a", 1.0),
          ("c - a >= +1.0 F1", "c", "a", 1.0),
          ("c >= b", "c", "b", 0.0),
          ("b >= d", "b", "d", 0.0)]
-PAIRS = [("b", "a"), ("c", "a"), ("c", "b"), ("b", "d")]
+# d - e: what d's pretraining bought under transformers; a - e: bert_tf's fine-tuning against
+# transformers' on the same model (the control arm e).
+PAIRS = [("b", "a"), ("c", "a"), ("c", "b"), ("b", "d"), ("d", "e"), ("a", "e")]
 TOKENS_GOAL = 0.15  # c: at least 15 % fewer tokens per word on the PubMed text
 
 
