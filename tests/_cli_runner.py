@@ -123,7 +123,8 @@ for line in requests:
 
 
 # CPU seconds of reaped runs whose server is still alive. A test process sees a run's CPU
-# in its own RUSAGE_CHILDREN only when the server is reaped, at the module's teardown;
+# in its own RUSAGE_CHILDREN only when the server is reaped, at the end of the session
+# (conftest.py's fork_servers) or when it is replaced;
 # adding this (tests/conftest.py's BERT_TF_TEST_CPU_LOG) gives each run's CPU to the test
 # that ran it, and close() takes it back when the server's own reaping counts it.
 _forks_cpu = [0.0]

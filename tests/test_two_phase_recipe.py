@@ -17,17 +17,11 @@ import subprocess
 import sys
 
 import tensorflow as tf
-from _pretraining_helpers import fresh_pythonpath
+from _pretraining_helpers import fresh_pythonpath, write_bert_config
 
 from bert_tf.core import schema
 
 ARTICLES = 30
-# A 1-layer model with the vocabulary's 3,000 rows: the recipe's flow is the subject, and
-# each phase's trace and steps cost a quarter of BERT-Tiny's (L-2/H-128, 30,522 rows).
-TINY_CONFIG = {"vocab_size": 3000, "hidden_size": 32, "num_hidden_layers": 1,
-               "num_attention_heads": 2, "intermediate_size": 64, "hidden_act": "gelu",
-               "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
-               "max_position_embeddings": 128, "type_vocab_size": 2, "initializer_range": 0.02}
 TRAIN_FLAGS = " ".join([
     "--distribution_strategy=one_device",
     "--tpu=", "--dtype_policy=float32", "--train_batch_size=8", "--eval_batch_size=8",
@@ -57,8 +51,12 @@ def test_two_phase_recipe_from_raw_text(tmp_path, corpus_lines, repo_root):
         for n, text in enumerate(articles):
             f.write(json.dumps({"id": n, "text": text}) + "\n")
     work = tmp_path / "work"
-    config = tmp_path / "bert_config.json"
-    config.write_text(json.dumps(TINY_CONFIG))
+    # The tests' tiny BERT with the vocabulary's 3,000 rows: the recipe's flow is the
+    # subject, and each phase's trace and steps cost a quarter of BERT-Tiny's (L-2/H-128,
+    # 30,522 rows).
+    config = write_bert_config(tmp_path / "bert_config.json", vocab_size=3000,
+                               max_position_embeddings=128, hidden_dropout_prob=0.1,
+                               attention_probs_dropout_prob=0.1)
     env = dict(os.environ, PY=sys.executable, RAW=str(raw), WORK=str(work),
                INPUT_FORMAT="jsonl", VOCAB_SIZE="3000", SEQ1="64", PRED1="10", SEQ2="128",
                PRED2="20", DUPE1="2", DUPE2="1", TEXT_SHARDS="2", DATA_SHARDS="2",

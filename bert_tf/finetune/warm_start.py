@@ -20,11 +20,11 @@ from typing import Optional
 
 from absl import logging
 
-from bert_tf.core import fileio, tokenization
+from bert_tf.core import fileio
 from bert_tf.core.errors import UserError
 from bert_tf.interop import formats, vocab_resize
 from bert_tf.interop.formats import detect_format
-from bert_tf.interop.model_files import ModelFiles, find_beside
+from bert_tf.interop.model_files import ModelFiles, find_beside, vocab_size_of
 from bert_tf.modeling.config import BertConfig
 
 # The fields that fix the shapes of the encoder's weights (dropout and the activation may
@@ -101,7 +101,7 @@ def resolve(init_checkpoint: str, bert_config_file: str, vocab_file: str) -> Ini
         raise UserError(f"--vocab_file={vocab} does not exist")
     # Checked here, before any model is built: otherwise the first batch holding such an id
     # fails deep inside the embedding lookup with TensorFlow's message.
-    size = len(tokenization.load_vocab(vocab, required_tokens=()))
+    size = vocab_size_of(vocab)
     if size > config.vocab_size:
         where = bert_config_file or f"--init_checkpoint={init_checkpoint}'s config"
         raise UserError(f"--vocab_file={vocab} has {size} tokens, more than vocab_size="
