@@ -37,6 +37,12 @@ TINY_BERT = {
 }
 
 
+# The fine-tuning tests' model: TINY_BERT twice as wide, with Google's vocabulary (the
+# bundled one their tokenizers read) and positions for their 128-token sequences.
+TINY_FINETUNE_BERT = {**TINY_BERT, "vocab_size": 30522, "hidden_size": 64,
+                      "intermediate_size": 128, "max_position_embeddings": 128}
+
+
 def grappler_off_unless_asked() -> None:
     """Turns TensorFlow's graph optimizer (Grappler) off in a test process, unless
     BERT_TF_TEST_GRAPPLER=1: it rewrites every function graph at its first call, which for

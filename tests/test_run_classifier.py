@@ -28,7 +28,7 @@ import shutil
 import numpy as np
 import pytest
 import tensorflow as tf
-from _pretraining_helpers import error_lines
+from _pretraining_helpers import TINY_FINETUNE_BERT, error_lines
 
 from bert_tf.core.errors import UserError
 from bert_tf.finetune import runner, warm_start
@@ -47,10 +47,7 @@ from bert_tf.modeling.weight_map import (
 
 MODULE = "bert_tf.run_classifier"
 DATA = pathlib.Path(__file__).resolve().parent.parent / "data" / "finetune"
-TINY = {"vocab_size": 30522, "hidden_size": 64, "num_hidden_layers": 1,
-        "num_attention_heads": 2, "intermediate_size": 128, "hidden_act": "gelu",
-        "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0,
-        "max_position_embeddings": 128, "type_vocab_size": 2, "initializer_range": 0.02}
+TINY = TINY_FINETUNE_BERT
 # The CLI run's epochs (150 steps); calibrated: training accuracy 1.0 at 6 epochs.
 BINARY_EPOCHS = 8
 

@@ -25,7 +25,7 @@ import zipfile
 
 import pytest
 from _glue_data import write_mnli, write_rte, write_sst2, write_wnli
-from _pretraining_helpers import error_lines
+from _pretraining_helpers import TINY_FINETUNE_BERT, error_lines
 
 from bert_tf.core.errors import UserError
 from bert_tf.finetune import scorecard, scorecard_runs, suite
@@ -33,10 +33,8 @@ from bert_tf.finetune.scorecard_runs import Model, Protocol
 
 MODULE = "bert_tf.run_glue"
 DATA = pathlib.Path(__file__).resolve().parent.parent / "data" / "finetune"
-TINY = {"vocab_size": 30522, "hidden_size": 64, "num_hidden_layers": 1,
-        "num_attention_heads": 2, "intermediate_size": 128, "hidden_act": "gelu",
-        "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
-        "max_position_embeddings": 64, "type_vocab_size": 2, "initializer_range": 0.02}
+TINY = {**TINY_FINETUNE_BERT, "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
+        "max_position_embeddings": 64}  # dropout on, so that seeds differ
 LRS, SEEDS, TASKS = ("2e-3", "1e-3"), (1, 2), ("sst2", "rte")
 
 

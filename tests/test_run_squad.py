@@ -20,17 +20,14 @@ import re
 
 import numpy as np
 import pytest
-from _pretraining_helpers import error_lines
+from _pretraining_helpers import TINY_FINETUNE_BERT, error_lines
 
 from bert_tf.core.tokenization import FullTokenizer
 from bert_tf.finetune.squad_task import SquadSettings, SquadTask
 
 MODULE = "bert_tf.run_squad"
 SQUAD = pathlib.Path(__file__).resolve().parent.parent / "data" / "finetune" / "squad_tiny"
-TINY = {"vocab_size": 30522, "hidden_size": 64, "num_hidden_layers": 1,
-        "num_attention_heads": 2, "intermediate_size": 128, "hidden_act": "gelu",
-        "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0,
-        "max_position_embeddings": 128, "type_vocab_size": 2, "initializer_range": 0.02}
+TINY = TINY_FINETUNE_BERT
 # The training set: 3 of the 10 paragraphs (12 questions), among them Selwyn_River, whose
 # ~500 WordPieces need several windows; a smaller set keeps the suite short.
 PARAGRAPHS = slice(4, 7)
