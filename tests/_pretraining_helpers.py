@@ -1,7 +1,7 @@
 """Shared helpers of the trainer tests: a tiny BERT, synthetic batches, small TFRecords,
 and running `python -m ...` in a subprocess.
 
-Kept tiny on purpose (2 layers, hidden 32, vocab 128, sequences of 16) so that every test
+Kept tiny on purpose (1 layer, hidden 32, vocab 128, sequences of 16) so that every test
 trains in seconds on a 2-core CPU.
 """
 

@@ -256,8 +256,9 @@ def test_eval_results_match_reference_and_file_format(examples, baseline):
                     "next_sentence_accuracy", "next_sentence_loss"]
     assert f"global_step = {STEPS}\n" in text
     assert f"loss = {str(np.float32(results['loss']))}\n" in text
-    # More steps than data: the eval stops at the end of the 24 examples.
-    everything = t.evaluate(blocks_dataset_fn(eval_examples, repeat=False), max_steps=100)
+    # More steps than data, a bound beyond int32 ("until the data ends"): the eval stops at
+    # the end of the 24 examples.
+    everything = t.evaluate(blocks_dataset_fn(eval_examples, repeat=False), max_steps=2**40)
     assert everything["loss"] == pytest.approx(reference_metrics(t.model, eval_examples)["loss"],
                                                rel=1e-5)
 

@@ -158,6 +158,9 @@ def read_files(files: tf.data.Dataset, config: InputConfig, inputs: InputFiles,
     if config.skip_corrupt_records:
         table = config.corrupt_records.table(inputs.files, inputs.compressions)
 
+    # Plain graph code, as every tf.data function here: autograph (which tf.data applies to
+    # them by default) would convert it again at every start of a run.
+    @tf.autograph.experimental.do_not_convert
     def read(path, compression, frame_bytes, index):
         # In blocks, so that the accounting costs a few ops per block, not per record; an
         # empty block marks the end of the file (a real block is never empty).
@@ -300,9 +303,7 @@ def make_pretraining_dataset(
 
     paths = tf.constant(list(inputs.files))
 
-    # Plain graph code: autograph's conversion of it (tf.data converts map functions by
-    # default) took about a second per dataset, at every start of a run.
-    @tf.autograph.experimental.do_not_convert
+    @tf.autograph.experimental.do_not_convert  # plain graph code, as `read` above
     def to_features(index: tf.Tensor, batch) -> Dict[str, tf.Tensor]:
         serialized, file_index, record_index = batch
         features = check_batch(parse_batch(serialized, config, v2), config.vocab_size,

@@ -50,6 +50,7 @@ def count_files(files: Sequence[str], compressions: Sequence[str]) -> List[int]:
     """The readable records of each file, read in parallel by tf.data (as the pipeline reads
     them: TensorFlow's reader, which ends a file at a damaged record)."""
 
+    @tf.autograph.experimental.do_not_convert  # plain graph code (no conversion per run)
     def count(path, compression):
         return read_past_damage(path, compression).batch(1024).reduce(
             tf.constant(0, tf.int64), lambda n, block: n + tf.size(block, out_type=tf.int64))
@@ -167,6 +168,8 @@ def positioned_records(config: InputConfig, inputs: InputFiles, read_files,
     sequential = dataclasses.replace(config, cycle_length=1)
     base_seed = tf.constant([config.seed, pipeline_id], tf.int64)
 
+    # Plain graph code, not converted by autograph (see input_pipeline.read_files).
+    @tf.autograph.experimental.do_not_convert
     def epoch_records(epoch: tf.Tensor, first_window: tf.Tensor) -> tf.data.Dataset:
         # The same file order on every pipeline (seed and epoch only).
         order = _permutation(len(own), tf.stack([tf.constant(config.seed, tf.int64), epoch]))
@@ -182,6 +185,7 @@ def positioned_records(config: InputConfig, inputs: InputFiles, read_files,
             records = records.shard(num_pipelines, pipeline_id)
         epoch_seed = tf.random.experimental.stateless_fold_in(base_seed, epoch)
 
+        @tf.autograph.experimental.do_not_convert
         def shuffle(index, batch):
             seed = tf.random.experimental.stateless_fold_in(epoch_seed, index)
             permutation = _permutation(tf.shape(batch[0])[0], seed)
@@ -192,5 +196,6 @@ def positioned_records(config: InputConfig, inputs: InputFiles, read_files,
 
     first = epoch_records(tf.constant(epoch0, tf.int64), tf.constant(window0, tf.int64))
     later = tf.data.Dataset.counter(epoch0 + 1).flat_map(
-        lambda epoch: epoch_records(epoch, tf.constant(0, tf.int64)))
+        tf.autograph.experimental.do_not_convert(
+            lambda epoch: epoch_records(epoch, tf.constant(0, tf.int64))))
     return first.concatenate(later).skip(skip)

@@ -69,7 +69,8 @@ class BertServingModule(tf.Module):
         self.top_k = int(min(top_k, tokenizer.vocab_size))
         if mlm_head is not None:
             # Only then: tf.saved_model.save traces every tf.function attribute.
-            self.fill_mask = tf.function(self._fill_mask, input_signature=[_TEXT])
+            self.fill_mask = tf.function(self._fill_mask, input_signature=[_TEXT],
+                                         autograph=False)
 
     # ------------------------------------------------------------------ helpers
 
@@ -94,18 +95,18 @@ class BertServingModule(tf.Module):
 
     # ------------------------------------------------------------------ signatures
 
-    @tf.function(input_signature=[_TEXT])
+    @tf.function(input_signature=[_TEXT], autograph=False)
     def serve_text(self, text_a: tf.Tensor) -> Dict[str, tf.Tensor]:
         """Raw text -> encoder outputs and the packed ids (see the module docstring)."""
         return self._text_outputs([self.tokenizer.tokenize(text_a)])
 
-    @tf.function(input_signature=[_TEXT, _TEXT])
+    @tf.function(input_signature=[_TEXT, _TEXT], autograph=False)
     def serve_text_pair(self, text_a: tf.Tensor, text_b: tf.Tensor) -> Dict[str, tf.Tensor]:
         """Text pairs -> encoder outputs and the packed ids."""
         return self._text_outputs(
             [self.tokenizer.tokenize(text_a), self.tokenizer.tokenize(text_b)])
 
-    @tf.function(input_signature=[_IDS, _IDS, _IDS])
+    @tf.function(input_signature=[_IDS, _IDS, _IDS], autograph=False)
     def serve_ids(
         self, input_word_ids: tf.Tensor, input_mask: tf.Tensor, input_type_ids: tf.Tensor
     ) -> Dict[str, tf.Tensor]:

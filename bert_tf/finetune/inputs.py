@@ -79,6 +79,8 @@ def train_dataset_fn(arrays: Mapping[str, np.ndarray], keys: Sequence[str],
                    ) -> tf.data.Dataset:
         tensors = {k: tf.constant(v) for k, v in data.items()}
 
+        # Plain graph code: not converted by autograph at every start of a run.
+        @tf.autograph.experimental.do_not_convert
         def epoch(e):
             order = tf.random.experimental.stateless_shuffle(
                 tf.range(n, dtype=tf.int64), seed=tf.stack([tf.constant(seed, tf.int64), e]))
@@ -89,6 +91,7 @@ def train_dataset_fn(arrays: Mapping[str, np.ndarray], keys: Sequence[str],
             indices = indices.shard(context.num_input_pipelines, context.input_pipeline_id)
         batches = indices.batch(per_replica_batch, drop_remainder=True)
 
+        @tf.autograph.experimental.do_not_convert
         def gather(idx):
             batch = {k: tf.gather(t, idx) for k, t in tensors.items()}
             return trim_batch(batch, trim_keys) if trim_keys else batch

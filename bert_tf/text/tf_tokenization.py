@@ -132,7 +132,7 @@ class TFBertTokenizer(tf.Module):
             max_bytes_per_word=4 * max_input_chars_per_word, token_out_type=tf.int32,
             unknown_token=tokenization.UNK, no_pretokenization=True)
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
     def tokenize(self, texts: tf.Tensor) -> tf.RaggedTensor:
         """Tokenizes a batch of texts.
 
@@ -151,7 +151,7 @@ class TFBertTokenizer(tf.Module):
         pieces = self._wordpiece.tokenize(flat)  # [num_words, (pieces)]
         return words.with_flat_values(pieces).merge_dims(1, 2)
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
     def split_words(self, texts: tf.Tensor) -> tf.RaggedTensor:
         """The basic tokenizer: clean-up, optional lower-casing, whitespace/punctuation split.
 
@@ -172,7 +172,7 @@ class TFBertTokenizer(tf.Module):
         keep = f"{p['punct']}|{p['cjk']}"
         return tf_text.regex_split(texts, f" +|{keep}", keep)
 
-    @tf.function(input_signature=[tf.RaggedTensorSpec([None, None], tf.int32)])
+    @tf.function(input_signature=[tf.RaggedTensorSpec([None, None], tf.int32)], autograph=False)
     def ids_to_tokens(self, ids: tf.RaggedTensor) -> tf.RaggedTensor:
         """Maps ids back to token strings: [batch, (tokens)] int32 -> tf.string."""
         return tf.ragged.map_flat_values(tf.gather, self._vocab_tokens, ids)

@@ -142,7 +142,8 @@ class HostLoop:
         self._train_seconds = 0.0
         self._agree_seconds = 0.0  # after the first agreement (which traces)
         self._agreements = 0
-        self.agree = tf.function(self._all_reduce) if num_workers > 1 else None
+        self.agree = (tf.function(self._all_reduce, autograph=False) if num_workers > 1
+                      else None)
 
     def _all_reduce(self, local: tf.Tensor) -> tf.Tensor:
         """float32 [n] (stop request, proposed size, time up, call seconds) -> (sum of

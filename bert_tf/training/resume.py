@@ -91,11 +91,16 @@ def _saved_layout(path: str) -> Optional[str]:
     return saved.decode("utf-8") if isinstance(saved, bytes) else str(saved)
 
 
-@tf.function
+@tf.function(autograph=False)  # the loop written out: no conversion per run
 def _advance(iterator, num_elements: tf.Tensor) -> None:
     """Reads and drops `num_elements` elements of `iterator`."""
-    for _ in tf.range(num_elements):
+
+    def drop_one(i):
         next(iterator)
+        return (i + 1,)
+
+    tf.while_loop(lambda i: i < num_elements, drop_one,
+                  (tf.zeros([], num_elements.dtype),))
 
 
 def left_out(train_input: Optional["TrainInput"], problem: Optional[str]) -> tuple:

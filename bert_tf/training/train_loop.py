@@ -35,9 +35,10 @@ import tensorflow as tf
 from bert_tf.training import checkpointing, objectives
 from bert_tf.training.new_rows_only import NewRowsOnly
 
-# Autograph is for this module's own loops (steps_per_loop, eval, micro-batches). The model,
-# losses and optimizer are written for graph mode already (Keras 3 traces its own steps without
-# autograph); converting them, ~100 Keras functions, added seconds to every trace.
+# No autograph anywhere in the step functions: the loops below are tf.while_loop calls
+# written out, and the model, losses and optimizer are written for graph mode already (Keras
+# 3 traces its own steps without autograph). Converting them cost seconds of CPU at every
+# start of a run, paid again by each run of a fine-tuning grid (DEVELOPERS.md).
 _plain = tf.autograph.experimental.do_not_convert
 
 
@@ -114,7 +115,8 @@ class StepFunctions:
         self.accumulation_steps = accumulation_steps
         self.keys = tuple(objective.sum_keys)
         self._seed_states = checkpointing.seed_state_variables(model)  # dropout RNG
-        self._gradients = tf.function(self._local_gradients, jit_compile=use_xla)
+        self._gradients = tf.function(self._local_gradients, jit_compile=use_xla,
+                                      autograph=False)
         self.set_xla_optimizer(xla_optimizer)
         # Not XLA-compiled: under MirroredStrategy a jit-compiled function inside the
         # get_next_as_optional branch loses its replica's device placement; eval is a small
@@ -122,9 +124,9 @@ class StepFunctions:
         self._forward = self._local_eval_sums
         self.new_rows = new_rows
         self._frozen = new_rows.bind(model) if new_rows and new_rows.num_steps else None
-        self._loop = tf.function(self._train_loop)
-        self.eval_loop = tf.function(self._eval_loop)
-        self.predict_step = tf.function(self._predict_step)
+        self._loop = tf.function(self._train_loop, autograph=False)
+        self.eval_loop = tf.function(self._eval_loop, autograph=False)
+        self.predict_step = tf.function(self._predict_step, autograph=False)
 
     def set_xla_optimizer(self, enabled: bool) -> None:
         """Chooses whether the optimizer update is XLA-compiled (on a single replica only).
@@ -133,7 +135,7 @@ class StepFunctions:
         """
         self.xla_optimizer = enabled and self.strategy.num_replicas_in_sync == 1
         if self.xla_optimizer:
-            self._apply = tf.function(self._apply_gradients, jit_compile=True)
+            self._apply = tf.function(self._apply_gradients, jit_compile=True, autograph=False)
         else:
             self._apply = self._apply_gradients
 
@@ -175,12 +177,15 @@ class StepFunctions:
         grads, sums = self._micro_batch_gradients(
             {name: value[0] for name, value in micro.items()}, denominators)
         present = [i for i, g in enumerate(grads) if g is not None]
-        acc = [grads[i] for i in present]
-        for i in tf.range(1, k):
+
+        def add_micro_batch(i, acc, sums):
             micro_grads, micro_sums = self._micro_batch_gradients(
                 {name: value[i] for name, value in micro.items()}, denominators)
-            acc = [a + micro_grads[j] for a, j in zip(acc, present)]
-            sums = {key: sums[key] + micro_sums[key] for key in self.keys}
+            return (i + 1, [a + micro_grads[j] for a, j in zip(acc, present)],
+                    {key: sums[key] + micro_sums[key] for key in self.keys})
+
+        _, acc, sums = tf.while_loop(lambda i, acc, sums: i < k, add_micro_batch,
+                                     (tf.constant(1), [grads[i] for i in present], sums))
         for a, j in zip(acc, present):
             grads[j] = a
         return grads, sums
@@ -268,17 +273,23 @@ class StepFunctions:
     def _train_loop(self, iterator, num_steps: tf.Tensor, new_rows_only: bool = False
                     ) -> Tuple[tf.Tensor, Dict[str, tf.Tensor]]:
         """`train_loop` in one graph (two: `new_rows_only` is fixed when traced)."""
-        step_losses = tf.TensorArray(tf.float32, size=0, dynamic_size=True)
-        totals = {key: tf.zeros([]) for key in self.keys}
-        for i in tf.range(num_steps):
-            step_fn = functools.partial(self.replica_train_step, new_rows_only=new_rows_only)
+        step_fn = functools.partial(self.replica_train_step, new_rows_only=new_rows_only)
+        num_steps = tf.convert_to_tensor(num_steps)
+
+        def step(i, step_losses, totals, finite):
             sums = self._reduce(self.strategy.run(step_fn, args=(next(iterator),)))
             self.step.assign_add(1)
             loss = self.objective.metrics(sums)["loss"]
-            step_losses = step_losses.write(i, loss)
-            totals = {key: totals[key] + sums[key] for key in self.keys}
-            if not tf.math.is_finite(loss):
-                break
+            return (i + 1, step_losses.write(i, loss),
+                    {key: totals[key] + sums[key] for key in self.keys},
+                    tf.math.is_finite(loss))
+
+        # Ends after num_steps steps, or after the first step whose loss is not finite.
+        _, step_losses, totals, _ = tf.while_loop(
+            lambda i, step_losses, totals, finite: tf.logical_and(
+                finite, tf.cast(i, num_steps.dtype) < num_steps), step,
+            (tf.constant(0), tf.TensorArray(tf.float32, size=0, dynamic_size=True),
+             {key: tf.zeros([]) for key in self.keys}, tf.constant(True)))
         return step_losses.stack(), totals
 
     def _eval_loop(self, iterator, max_steps: tf.Tensor) -> Tuple[tf.Tensor, Dict[str, tf.Tensor]]:
@@ -287,15 +298,25 @@ class StepFunctions:
         Returns:
             (number of batches evaluated: int32 scalar; sums over them, see Objective.sum_keys).
         """
-        totals = {key: tf.zeros([]) for key in self.keys}
-        batches = tf.constant(0)
-        for _ in tf.range(max_steps):
+        max_steps = tf.convert_to_tensor(max_steps)  # int32 or int64 (a large --max_eval_steps)
+
+        def evaluate(batches, totals, more):
             optional = iterator.get_next_as_optional()
-            if not optional.has_value():
-                break
-            sums = self._reduce(self.strategy.run(self._forward, args=(optional.get_value(),)))
-            totals = {key: totals[key] + sums[key] for key in self.keys}
-            batches += 1
+
+            def add_batch():
+                sums = self._reduce(self.strategy.run(self._forward,
+                                                      args=(optional.get_value(),)))
+                return (batches + 1, {key: totals[key] + sums[key] for key in self.keys},
+                        tf.constant(True))
+
+            return tf.cond(optional.has_value(), add_batch,
+                           lambda: (batches, totals, tf.constant(False)))
+
+        # Ends after max_steps batches, or when the data ends.
+        batches, totals, _ = tf.while_loop(
+            lambda batches, totals, more: tf.logical_and(
+                more, tf.cast(batches, max_steps.dtype) < max_steps), evaluate,
+            (tf.constant(0), {key: tf.zeros([]) for key in self.keys}, tf.constant(True)))
         return batches, totals
 
 
