@@ -254,17 +254,25 @@ def test_zero_gradient_shows_decay_only_where_expected():
 
 
 def reference_step(kind, weights, grads, state, lr, t, decay_flags, cfg, bias_correction):
-    """One step of the reference optimizers, in float64. t is the 1-based step."""
+    """One step of the reference optimizers, in float64. t is the 1-based step.
+
+    AdamW runs TensorFlow's fused Adam kernel, whose betas are float32 tensors: 1 - 0.999 is
+    then 0.00099998713 (in float64, 0.001), which without bias correction moves v by 1.3e-5
+    relative. The reference takes AdamW's betas as float32 values too.
+    """
     norm = np.sqrt(sum(np.sum(g.astype(np.float64) ** 2) for g in grads))
     if cfg.clip_norm and norm > cfg.clip_norm:
         grads = [g * cfg.clip_norm / norm for g in grads]
+    beta_1, beta_2 = cfg.beta_1, cfg.beta_2
+    if kind == "adamw":
+        beta_1, beta_2 = float(np.float32(beta_1)), float(np.float32(beta_2))
     out = []
     for i, (w, g, decays) in enumerate(zip(weights, grads, decay_flags)):
-        m = cfg.beta_1 * state["m"][i] + (1 - cfg.beta_1) * g
-        v = cfg.beta_2 * state["v"][i] + (1 - cfg.beta_2) * g * g
+        m = beta_1 * state["m"][i] + (1 - beta_1) * g
+        v = beta_2 * state["v"][i] + (1 - beta_2) * g * g
         state["m"][i], state["v"][i] = m, v
         if kind == "lamb" or bias_correction:
-            m, v = m / (1 - cfg.beta_1 ** t), v / (1 - cfg.beta_2 ** t)
+            m, v = m / (1 - beta_1 ** t), v / (1 - beta_2 ** t)
         update = m / (np.sqrt(v) + cfg.epsilon)
         ratio = 1.0
         if decays:

@@ -136,6 +136,12 @@ def uses_weight_decay(variable: Any, exclude_patterns: Sequence[str]) -> bool:
     return not any(re.search(pattern, path) for pattern in exclude_patterns)
 
 
+def _handle(variable: Any) -> tf.Tensor:
+    """The resource handle of a Keras or TensorFlow variable (inside `Strategy.update`, a
+    distributed variable's gives the copy being updated)."""
+    return (variable.value if isinstance(variable, keras.Variable) else variable).handle
+
+
 def _dense(gradient: Any) -> Any:
     """IndexedSlices -> dense tensor (the moments decay on every row anyway); None stays."""
     if isinstance(gradient, tf.IndexedSlices):
@@ -185,7 +191,7 @@ class _BertOptimizerBase(keras.optimizers.Optimizer):
         return self._decay_flags[self._get_variable_index(variable)]
 
     def _backend_update_step(self, grads, trainable_variables, learning_rate):
-        self._step_tensors = {}  # _bias_denominators' of the step being built (in this graph)
+        self._step_tensors = {}  # beta_powers of the step being built (in this graph)
         variables = [v.value if isinstance(v, keras.Variable) else v for v in trainable_variables]
         grads_and_vars = self._all_reduce_sum_gradients(list(zip(grads, variables)))
         # Dense gradients: the global norm of an IndexedSlices (embedding lookups) is taken
@@ -218,7 +224,12 @@ class _BertOptimizerBase(keras.optimizers.Optimizer):
         return m / denominator_m, v / denominator_v
 
     def _bias_denominators(self, m: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
-        """(1 - beta_1^t, 1 - beta_2^t) at this step, in m's dtype and on m's device.
+        """(1 - beta_1^t, 1 - beta_2^t) at this step, in m's dtype and on m's device."""
+        power_1, power_2 = self.beta_powers(m.dtype, m.device)
+        return 1.0 - power_1, 1.0 - power_2
+
+    def beta_powers(self, dtype: tf.DType, device: str) -> Tuple[tf.Tensor, tf.Tensor]:
+        """(beta_1^t, beta_2^t) at this step t (iterations + 1): scalars of `dtype`.
 
         In a graph they are built once per step, dtype and device, and shared by every
         variable's update: built per variable they were a third of the optimizer's share of
@@ -226,15 +237,15 @@ class _BertOptimizerBase(keras.optimizers.Optimizer):
         Eagerly they are computed each time (a kept tensor would hold an earlier step's).
         """
         cache = None if tf.executing_eagerly() else getattr(self, "_step_tensors", None)
-        key = (m.dtype, m.device)
+        key = (dtype, device)
         if cache is not None and key in cache:
             return cache[key]
-        step = tf.cast(self.iterations + 1, m.dtype)
-        denominators = (1.0 - tf.pow(tf.cast(self.beta_1, m.dtype), step),
-                        1.0 - tf.pow(tf.cast(self.beta_2, m.dtype), step))
+        step = tf.cast(self.iterations + 1, dtype)
+        powers = (tf.pow(tf.cast(self.beta_1, dtype), step),
+                  tf.pow(tf.cast(self.beta_2, dtype), step))
         if cache is not None:
-            cache[key] = denominators
-        return denominators
+            cache[key] = powers
+        return powers
 
     def get_config(self) -> Dict[str, Any]:
         config = super().get_config()
@@ -268,13 +279,29 @@ class AdamWeightDecay(_BertOptimizerBase):
         self.bias_correction = bias_correction
 
     def update_step(self, gradient, variable, learning_rate):
-        index, m, v = self._moments(gradient, variable)
-        if self.bias_correction:
-            m, v = self._bias_corrected(m, v)
-        update = m / (tf.sqrt(v) + self.epsilon)
+        # TensorFlow's fused Adam kernel (one op and one pass over the weights and moments,
+        # instead of about fifteen ops each writing a tensor of the variable's size; it is
+        # also what XLA compiles). It computes
+        #     w -= lr * sqrt(1 - p2) / (1 - p1) * m / (sqrt(v) + eps')
+        # with p = beta^t, which is the class docstring's update when eps' = eps * sqrt(1 - p2);
+        # p = 0 gives the original update on the raw moments. The decoupled decay is taken
+        # first, from the same weights the update reads: w - lr * wd * w - lr * adam.
+        index = self._get_variable_index(variable)
+        dtype = variable.dtype
+        lr = tf.cast(learning_rate, dtype)
         if self._decay_flags[index] and self.weight_decay_rate:
-            update += self.weight_decay_rate * variable
-        self.assign_sub(variable, tf.cast(learning_rate, variable.dtype) * update)
+            self.assign_sub(variable, (lr * self.weight_decay_rate) * variable)
+        if self.bias_correction:
+            power_1, power_2 = self.beta_powers(dtype, variable.device)
+            epsilon = self.epsilon * tf.sqrt(1.0 - power_2)
+        else:
+            power_1 = power_2 = tf.constant(0.0, dtype)
+            epsilon = tf.constant(self.epsilon, dtype)
+        tf.raw_ops.ResourceApplyAdam(
+            var=_handle(variable), m=_handle(self._m[index]), v=_handle(self._v[index]),
+            beta1_power=power_1, beta2_power=power_2, lr=lr,
+            beta1=tf.constant(self.beta_1, dtype), beta2=tf.constant(self.beta_2, dtype),
+            epsilon=epsilon, grad=tf.cast(_dense(gradient), dtype))
 
     def get_config(self) -> Dict[str, Any]:
         config = super().get_config()
