@@ -172,6 +172,9 @@ def pretraining_flags(data: pathlib.Path, output_dir, input_file: str = "train-*
 
 # sitecustomize.py there turns Grappler off in the fresh processes the tests start.
 SITE_DIR = REPO_ROOT / "tests" / "_site"
+# A run's environment variable: the file where its process logs what autograph converts
+# (tests/_site/sitecustomize.py).
+AUTOGRAPH_LOG = "BERT_TF_TEST_AUTOGRAPH_LOG"
 
 
 def fresh_pythonpath(*paths: str) -> str:

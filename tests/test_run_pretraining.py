@@ -32,6 +32,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from _pretraining_helpers import (
+    AUTOGRAPH_LOG,
     REPO_ROOT,
     error_lines,
     pretraining_flags,
@@ -81,7 +82,8 @@ def straight(data, tmp_path_factory):
     """An uninterrupted run of STEPS steps, then eval: a real `python -m` process, so that
     the forked runs compared with it (resumed, warm-started, ...) are checked against one."""
     out = tmp_path_factory.mktemp("straight")
-    proc = run_module(MODULE, common_flags(data, out, do_eval="true"))
+    proc = run_module(MODULE, common_flags(data, out, do_eval="true"),
+                      env={AUTOGRAPH_LOG: os.fspath(out.parent / "straight_autograph.log")})
     assert proc.returncode == 0, proc.stderr[-3000:]
     return out, proc
 
@@ -107,6 +109,15 @@ def test_train_and_eval_write_checkpoints_results_and_summaries(straight):
     assert values["loss"] == pytest.approx(
         values["masked_lm_loss"] + values["next_sentence_loss"], rel=1e-5)
     assert "***** Eval results *****" in proc.stdout
+
+
+def test_a_run_converts_none_of_the_library_s_functions_with_autograph(straight):
+    # The step loops and input functions are plain graph code; autograph would convert them
+    # again in every process (tests/_site/sitecustomize.py logs what it converts; the file
+    # exists once the process imported TensorFlow with the logging in place).
+    out, _ = straight
+    converted = (out.parent / "straight_autograph.log").read_text().split()
+    assert [name for name in converted if name.startswith("bert_tf.")] == []
 
 
 def test_a_resumed_run_follows_the_uninterrupted_trajectory(cli, straight, data, tmp_path):

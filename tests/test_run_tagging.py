@@ -11,10 +11,11 @@
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 
 import pytest
-from _pretraining_helpers import TINY_FINETUNE_BERT, error_lines
+from _pretraining_helpers import AUTOGRAPH_LOG, TINY_FINETUNE_BERT, error_lines
 
 MODULE = "bert_tf.run_tagging"
 CONLL = pathlib.Path(__file__).resolve().parent.parent / "data" / "finetune" / "conll_tiny"
@@ -54,9 +55,18 @@ def overfit(tmp_path_factory, google_vocab_path, cli):
     tmp = tmp_path_factory.mktemp("ner")
     train = CONLL / "train.txt"
     proc = cli.run(MODULE, _args(tmp, google_vocab_path, train_file=train, eval_file=train,
-                                    predict_file=CONLL / "test.txt", do_predict="true"))
+                                    predict_file=CONLL / "test.txt", do_predict="true"),
+                   env={AUTOGRAPH_LOG: os.fspath(tmp / "autograph.log")})
     assert proc.returncode == 0, proc.stderr[-3000:]
     return tmp / "out", proc
+
+
+def test_fine_tuning_converts_none_of_the_library_s_functions_with_autograph(overfit):
+    # Training, eval and predict inputs and loops are plain graph code (the logging itself
+    # is shown to work by test_run_pretraining's autograph test; no file: nothing converted).
+    log = overfit[0].parent / "autograph.log"
+    converted = log.read_text().split() if log.exists() else []
+    assert [name for name in converted if name.startswith("bert_tf.")] == []
 
 
 def test_overfits_the_training_set(overfit):

@@ -4,9 +4,16 @@ bash, a serving process), as conftest.py does in the tests' own processes (DEVEL
 it rewrites every function graph at its first call, which for the tests' tiny models costs
 seconds a process and changes no value). BERT_TF_TEST_GRAPPLER=1 leaves it on.
 
+It also lets a test see what autograph converts in such a process: with
+BERT_TF_TEST_AUTOGRAPH_LOG=<file> in a run's environment (read at each conversion, so a run
+forked from the `cli` server can set it), every function autograph converts is appended to
+the file as "module.qualname", and a process that has the variable when it imports
+TensorFlow creates the file at once (empty), which shows the hook is in place. The library
+converts none of its own functions (DEVELOPERS.md: conversion is redone in every process).
+
 conftest.py puts this folder first on PYTHONPATH; Python imports `sitecustomize` at start-up.
-Nothing is imported here: a hook runs the setting right after the process itself imports
-tensorflow, so a process that never imports TensorFlow stays without it.
+Nothing is imported here: a hook runs right after the process itself imports tensorflow, so
+a process that never imports TensorFlow stays without it.
 """
 
 import importlib.abc
@@ -14,8 +21,29 @@ import importlib.machinery
 import os
 import sys
 
+AUTOGRAPH_LOG = "BERT_TF_TEST_AUTOGRAPH_LOG"
 
-class _GrapplerOffAfterImport(importlib.abc.MetaPathFinder):
+
+def _log_autograph_conversions() -> None:
+    from tensorflow.python.autograph.impl import api
+
+    convert = api._convert_actual
+
+    def logged(entity, program_ctx):
+        path = os.environ.get(AUTOGRAPH_LOG)
+        if path:
+            name = (f"{getattr(entity, '__module__', '?')}."
+                    f"{getattr(entity, '__qualname__', repr(entity))}")
+            with open(path, "a", encoding="utf-8") as log:
+                log.write(name + "\n")
+        return convert(entity, program_ctx)
+
+    api._convert_actual = logged
+    if os.environ.get(AUTOGRAPH_LOG):
+        open(os.environ[AUTOGRAPH_LOG], "a", encoding="utf-8").close()
+
+
+class _AfterTensorFlowImport(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path, target=None):
         if name != "tensorflow":
             return None
@@ -25,13 +53,14 @@ class _GrapplerOffAfterImport(importlib.abc.MetaPathFinder):
             return spec
         exec_module = spec.loader.exec_module
 
-        def exec_then_turn_off(module):
+        def exec_then_set_up(module):
             exec_module(module)
-            module.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
+            if os.environ.get("BERT_TF_TEST_GRAPPLER") != "1":
+                module.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
+            _log_autograph_conversions()
 
-        spec.loader.exec_module = exec_then_turn_off
+        spec.loader.exec_module = exec_then_set_up
         return spec
 
 
-if os.environ.get("BERT_TF_TEST_GRAPPLER") != "1":
-    sys.meta_path.insert(0, _GrapplerOffAfterImport())
+sys.meta_path.insert(0, _AfterTensorFlowImport())
