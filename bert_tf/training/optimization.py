@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import keras
 import tensorflow as tf
@@ -136,10 +136,15 @@ def uses_weight_decay(variable: Any, exclude_patterns: Sequence[str]) -> bool:
     return not any(re.search(pattern, path) for pattern in exclude_patterns)
 
 
+def _tf_variable(variable: Any) -> Any:
+    """The TensorFlow variable of a Keras variable (a TensorFlow one stays)."""
+    return variable.value if isinstance(variable, keras.Variable) else variable
+
+
 def _handle(variable: Any) -> tf.Tensor:
     """The resource handle of a Keras or TensorFlow variable (inside `Strategy.update`, a
     distributed variable's gives the copy being updated)."""
-    return (variable.value if isinstance(variable, keras.Variable) else variable).handle
+    return _tf_variable(variable).handle
 
 
 def _dense(gradient: Any) -> Any:
@@ -191,8 +196,8 @@ class _BertOptimizerBase(keras.optimizers.Optimizer):
         return self._decay_flags[self._get_variable_index(variable)]
 
     def _backend_update_step(self, grads, trainable_variables, learning_rate):
-        self._step_tensors = {}  # beta_powers of the step being built (in this graph)
-        variables = [v.value if isinstance(v, keras.Variable) else v for v in trainable_variables]
+        self._step_tensors = {}  # per_step's tensors of the step being built (in this graph)
+        variables = [_tf_variable(v) for v in trainable_variables]
         grads_and_vars = self._all_reduce_sum_gradients(list(zip(grads, variables)))
         # Dense gradients: the global norm of an IndexedSlices (embedding lookups) is taken
         # over its rows with repeated ids unsummed, which is not the gradient's norm.
@@ -229,23 +234,30 @@ class _BertOptimizerBase(keras.optimizers.Optimizer):
         return 1.0 - power_1, 1.0 - power_2
 
     def beta_powers(self, dtype: tf.DType, device: str) -> Tuple[tf.Tensor, tf.Tensor]:
-        """(beta_1^t, beta_2^t) at this step t (iterations + 1): scalars of `dtype`.
+        """(beta_1^t, beta_2^t) at this step t (iterations + 1): scalars of `dtype`."""
 
-        In a graph they are built once per step, dtype and device, and shared by every
-        variable's update: built per variable they were a third of the optimizer's share of
-        tracing a train step (the same values, so the updates are bit for bit the same).
-        Eagerly they are computed each time (a kept tensor would hold an earlier step's).
+        def build():
+            step = tf.cast(self.iterations + 1, dtype)
+            return (tf.pow(tf.cast(self.beta_1, dtype), step),
+                    tf.pow(tf.cast(self.beta_2, dtype), step))
+
+        return self.per_step(("beta_powers", dtype, device), build)
+
+    def per_step(self, key: Tuple, build: Callable[[], Any]) -> Any:
+        """`build()`'s tensors, built once per step, `key` (what, dtype, device), in a graph.
+
+        Shared by every variable's update: built per variable, the bias-correction terms
+        were a third of the optimizer's share of tracing a train step (the same values, so
+        the updates are bit for bit the same). Eagerly they are built each time (a kept
+        tensor would hold an earlier step's).
         """
         cache = None if tf.executing_eagerly() else getattr(self, "_step_tensors", None)
-        key = (dtype, device)
         if cache is not None and key in cache:
             return cache[key]
-        step = tf.cast(self.iterations + 1, dtype)
-        powers = (tf.pow(tf.cast(self.beta_1, dtype), step),
-                  tf.pow(tf.cast(self.beta_2, dtype), step))
+        built = build()
         if cache is not None:
-            cache[key] = powers
-        return powers
+            cache[key] = built
+        return built
 
     def get_config(self) -> Dict[str, Any]:
         config = super().get_config()
@@ -291,17 +303,22 @@ class AdamWeightDecay(_BertOptimizerBase):
         lr = tf.cast(learning_rate, dtype)
         if self._decay_flags[index] and self.weight_decay_rate:
             self.assign_sub(variable, (lr * self.weight_decay_rate) * variable)
+        scalars = self.per_step(("adam", dtype, variable.device),
+                                lambda: self._kernel_scalars(dtype, variable.device))
+        tf.raw_ops.ResourceApplyAdam(
+            var=_handle(variable), m=_handle(self._m[index]), v=_handle(self._v[index]), lr=lr,
+            grad=tf.cast(_dense(gradient), dtype), **scalars)
+
+    def _kernel_scalars(self, dtype: tf.DType, device: str) -> Dict[str, tf.Tensor]:
+        """The fused kernel's step scalars (betas, their powers, epsilon'), in `dtype`."""
         if self.bias_correction:
-            power_1, power_2 = self.beta_powers(dtype, variable.device)
+            power_1, power_2 = self.beta_powers(dtype, device)
             epsilon = self.epsilon * tf.sqrt(1.0 - power_2)
         else:
             power_1 = power_2 = tf.constant(0.0, dtype)
             epsilon = tf.constant(self.epsilon, dtype)
-        tf.raw_ops.ResourceApplyAdam(
-            var=_handle(variable), m=_handle(self._m[index]), v=_handle(self._v[index]),
-            beta1_power=power_1, beta2_power=power_2, lr=lr,
-            beta1=tf.constant(self.beta_1, dtype), beta2=tf.constant(self.beta_2, dtype),
-            epsilon=epsilon, grad=tf.cast(_dense(gradient), dtype))
+        return {"beta1_power": power_1, "beta2_power": power_2, "epsilon": epsilon,
+                "beta1": tf.constant(self.beta_1, dtype), "beta2": tf.constant(self.beta_2, dtype)}
 
     def get_config(self) -> Dict[str, Any]:
         config = super().get_config()
