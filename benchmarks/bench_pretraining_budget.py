@@ -368,6 +368,7 @@ def main() -> None:
         f.write(text)
     budget_cache.write_json(os.path.join(cache, "results.json"), {
         "machine": line, "settings": settings, "goals": goals,
+        "ablation": budget_report.ablation(results),
         "arms": [{k: v for k, v in r.items() if k != "history"} for r in results]})
     print(f"wrote {os.path.join(cache, 'results.md')} and results.json", flush=True)
 

@@ -1,4 +1,4 @@
-"""The pretraining-budget benchmark's report: per-arm table, differences, goals, curves.
+"""The pretraining-budget benchmark's report: per-arm table, goals, c's ablation, curves.
 
 Scores are GLUE points (0-100) from each arm's `run_glue` scorecard.json: per task the mean ±
 sample std (n - 1) over fine-tuning seeds, and the GLUE score (mean of the task scores, per
@@ -78,6 +78,58 @@ def differences(rows: Dict[str, dict]) -> List[dict]:
     return out
 
 
+def ablation(arms: List[dict]) -> List[dict]:
+    """What each of c's choices bought: every ablation arm (named "c-...", each puts one
+    choice back) against c. Per arm: held-out MLM accuracy and sequences read, c minus the
+    arm; c's GLUE score minus the arm's, with its standard error, when both have a
+    scorecard; and whether the two budgets were spent on one machine (minutes on different
+    machines buy different numbers of steps, so such a row compares machines too). Empty
+    without c."""
+    from bert_tf.finetune.scorecard_report import difference
+
+    by_name = {a["name"]: a for a in arms}
+    c = by_name.get("c")
+    if c is None:
+        return []
+    out = []
+    for a in arms:
+        if not a["name"].startswith("c-"):
+            continue
+        entry = {"arm": a["name"], "title": a["title"],
+                 "same_machine": (budget_cache.machine_name(a.get("pretrain"))
+                                  == budget_cache.machine_name(c.get("pretrain")))}
+        if a.get("mlm") and c.get("mlm"):
+            entry["mlm_bought"] = 100 * (c["mlm"]["masked_lm_accuracy"]
+                                         - a["mlm"]["masked_lm_accuracy"])
+        if a.get("pretrain") and c.get("pretrain"):
+            entry["sequences"] = (c["pretrain"]["examples"], a["pretrain"]["examples"])
+        if a.get("row") and c.get("row"):
+            d = difference(c["row"]["glue_score"], a["row"]["glue_score"])
+            entry.update(glue_bought=d["diff"], glue_se=d["se"])
+        out.append(entry)
+    return out
+
+
+def render_ablation(entries: List[dict]) -> List[str]:
+    """The ablation table's markdown lines ([] without entries)."""
+    if not entries:
+        return []
+    lines = ["", "What each of c's choices bought (c minus the arm that puts it back; "
+             "held-out MLM accuracy in points, GLUE paired over seeds ± SE):", "",
+             "| arm | sequences, c / arm | MLM accuracy bought | GLUE bought | same machine |",
+             "| --- | --- | --- | --- | --- |"]
+    for e in entries:
+        seqs = "{:,} / {:,}".format(*e["sequences"]) if "sequences" in e else "-"
+        mlm = f"{e['mlm_bought']:+.2f}" if "mlm_bought" in e else "-"
+        glue = "-"
+        if "glue_bought" in e:
+            se = f" ± {e['glue_se']:.2f}" if e["glue_se"] is not None else " (1 seed)"
+            glue = f"{e['glue_bought']:+.2f}{se}"
+        lines.append(f"| {e['arm']}: {e['title']} | {seqs} | {mlm} | {glue} | "
+                     f"{'yes' if e['same_machine'] else 'NO: not comparable'} |")
+    return lines
+
+
 def curve(history: List[dict]) -> str:
     """`step: accuracy` pairs of an eval_history.jsonl (held-out MLM accuracy, %)."""
     return ", ".join(f"{h['step']}: {100 * h['masked_lm_accuracy']:.1f}" for h in history)
@@ -126,6 +178,7 @@ def render(machine: str, settings: dict, arms: List[dict], goals: List[dict]) ->
         se = f"± {g['se']:.2f}" if g["se"] is not None else "(1 seed: no SE)"
         lines.append(f"| {'floor: ' if g['floor'] else ''}{g['goal']}{ref} | "
                      f"{g['diff']:+.2f} {se} | {'PASS' if g['passed'] else 'FAIL'} |")
+    lines += render_ablation(ablation(arms))
     curves = [(a["name"], a["history"]) for a in arms if a.get("history")]
     if curves:
         lines += ["", "Held-out MLM accuracy (%) during training (step: accuracy; "
