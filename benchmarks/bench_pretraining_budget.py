@@ -117,6 +117,14 @@ ARMS: List[Arm] = [
     Arm("c-mask30", title="c masking 30 % (dynamic)", flags=("--masked_lm_prob=0.3",), **C),
     Arm("c-static", title="c with static 15 % masks (dupe_factor 2)", dupe_factor=2,
         drop=("dynamic_masking", "masked_lm_prob", "vocab_file"), **C),
+    # c-mask15 and c-static keep c's 51 prediction slots, of which 15 % masking fills 19: the
+    # same work a step as c, so they compare the rates at equal steps. The -p20 arms use the
+    # 20 slots b uses, the speed a 15 % rate buys: they compare the rates at equal time.
+    Arm("c-mask15-p20", title="c masking 15 % (dynamic), 20 prediction slots",
+        flags=("--masked_lm_prob=0.15", "--max_predictions_per_seq=20"), **C),
+    Arm("c-static-p20", title="c with static 15 % masks (dupe_factor 2), 20 prediction slots",
+        dupe_factor=2, flags=("--max_predictions_per_seq=20",),
+        drop=("dynamic_masking", "masked_lm_prob", "vocab_file"), **C),
     Arm("c-linear", title="c with warmup + linear decay sized to the budget",
         flags=("--lr_schedule=linear",), drop=("decay_proportion",), size_to_budget=True, **C),
     Arm("c-nsp", title="c with NSP sentence pairs", drop=("no_nsp",),
