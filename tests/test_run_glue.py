@@ -10,11 +10,14 @@ GLUE-layout folders built from the bundled data (tests/_glue_data.py):
 - the GLUE server's files and submission.zip in GLUE's format, WNLI by majority class;
 - MNLI's two dev sets and the diagnostic set (AX), a second model row, a suite of a tagging
   and a classification task, in process;
+- a real Hugging Face checkpoint (MiniLM-L6) as --init_checkpoint: the run starts from its
+  weights;
 - bad input: one line naming the problem.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import pathlib
@@ -23,12 +26,13 @@ import statistics
 import time
 import zipfile
 
+import numpy as np
 import pytest
 from _glue_data import write_mnli, write_rte, write_sst2, write_wnli
-from _pretraining_helpers import TINY_FINETUNE_BERT, error_lines
+from _pretraining_helpers import TINY_FINETUNE_BERT, error_lines, minilm_dir
 
 from bert_tf.core.errors import UserError
-from bert_tf.finetune import scorecard, scorecard_runs, suite
+from bert_tf.finetune import scorecard, scorecard_runs, suite, warm_start
 from bert_tf.finetune.scorecard_runs import Model, Protocol
 
 MODULE = "bert_tf.run_glue"
@@ -197,6 +201,31 @@ def test_mnli_two_dev_sets_diagnostic_and_two_rows(tmp_path, tiny_config, google
     assert len(ax) == 21 and {x.split("\t")[1] for x in ax[1:]} <= {
         "contradiction", "entailment", "neutral"}
     assert any("GLUE's server also needs CoLA.tsv" in line for line in lines)
+
+
+def test_scores_a_hugging_face_checkpoint_from_its_weights(tmp_path):
+    """--init_checkpoint in Hugging Face format, the real MiniLM-L6: the run takes the config
+    and vocabulary beside it and starts from its weights. A learning rate of 1e-20 leaves the
+    weights where they start, so the run's kept checkpoint holds MiniLM's encoder."""
+    directory = minilm_dir()
+    write_sst2(tmp_path / "glue")
+    config = dataclasses.replace(
+        _config(tmp_path / "out", tmp_path / "glue", tasks=["sst2"],
+                models=(Model("minilm", directory),), learning_rates=(1e-20,),
+                train_batch_size=8, max_seq_length=16, max_train_examples=16),
+        keep_checkpoints=True, do_predict=False)
+    doc = scorecard.run(config, say=lambda _: None)
+    run = tmp_path / "out" / "runs" / "minilm" / "sst2" / "lr1e-20-seed1"
+    accuracy = _eval_results(run / "eval_results.txt")["eval_accuracy"]
+    assert doc["rows"][0]["tasks"]["sst2"]["score"]["mean"] == pytest.approx(100 * accuracy)
+    base = warm_start.resolve(directory, "", "").files
+    tuned = warm_start.resolve(os.fspath(run), "", "").files
+    assert (tuned.config.hidden_size, tuned.config.num_hidden_layers,
+            tuned.config.vocab_size) == (384, 6, 30522)
+    assert (run / "vocab.txt").read_bytes() == pathlib.Path(directory, "vocab.txt").read_bytes()
+    assert len(base.weights) > 100 and set(base.weights) <= set(tuned.weights)
+    for name, value in base.weights.items():
+        np.testing.assert_allclose(tuned.weights[name], value, atol=1e-6, err_msg=name)
 
 
 def test_suite_scores_tagging_and_classification(tmp_path, tiny_config, google_vocab_path):

