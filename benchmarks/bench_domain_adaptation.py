@@ -74,6 +74,7 @@ import domain_data  # noqa: E402
 import domain_report  # noqa: E402
 import finetune_subsets  # noqa: E402
 import machine  # noqa: E402
+from minilm import minilm_dir  # noqa: E402
 
 REPO = budget_cache.REPO
 PY = sys.executable
@@ -333,7 +334,7 @@ def prepare(args) -> tuple:
     print(f"corpus: {corpus['train_articles']:,} training abstracts "
           f"({corpus['train_bytes'] / 1e6:.1f} MB), {corpus['heldout_articles']:,} held out "
           f"({corpus['heldout_bytes'] / 1e6:.2f} MB)", flush=True)
-    model_dir = domain_data.minilm_dir()
+    model_dir = minilm_dir()
     base_vocab = os.path.join(model_dir, "vocab.txt")
     train_text = os.path.join(cache, "corpus", "train.txt")
     vocab = domain_data.extended_vocab(cache, base_vocab, train_text, args.vocab_mode,

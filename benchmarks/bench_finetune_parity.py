@@ -32,7 +32,7 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 HERE = REPO / "benchmarks"
 sys.path.insert(0, str(HERE))
 import machine  # noqa: E402
-from bench_finetune_speed_hf import minilm_dir  # noqa: E402
+from minilm import minilm_dir  # noqa: E402
 
 HF_PYTHON = HERE / ".hf-venv" / "bin" / "python"
 # task -> (metric names as printed, bert_tf eval_results.txt keys, HF metrics.json path)

