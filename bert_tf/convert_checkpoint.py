@@ -9,7 +9,9 @@ bert_tf run's output_dir (its latest checkpoint) or a `ckpt-N` prefix. --output 
 directory, written under a temporary name and renamed when complete:
 
     google    bert_model.ckpt.{index,data-*}, checkpoint, bert_config.json, vocab.txt
-    hf        config.json, model.safetensors, vocab.txt
+    hf        config.json, model.safetensors, vocab.txt and the tokenizer files
+              (tokenizer.json, tokenizer_config.json with --do_lower_case, by default
+              inferred from the vocabulary, special_tokens_map.json)
     bert_tf   ckpt-0.{index,data-*}, checkpoint, bert_config.json, vocab.txt; pass the
               directory to `python -m bert_tf.run_pretraining --init_checkpoint=DIR`.
 
@@ -50,6 +52,9 @@ def _define_flags() -> None:
     flags.DEFINE_string("base_vocab_file", None, "The input's own vocabulary, when it has no "
                         "vocab.txt beside it (to tell the new rows of an extended --vocab_file).")
     flags.DEFINE_integer("seed", 0, "Seeds the initialisation of weights the input lacks.")
+    flags.DEFINE_bool("do_lower_case", None, "The model's casing, written into an hf "
+                      "output's tokenizer files (default: inferred from the vocabulary, "
+                      "uncased when it has no upper-case token).")
     for name in ("from_format", "to_format", "input", "output"):
         flags.mark_flag_as_required(name)
 
@@ -65,7 +70,7 @@ def main(argv) -> None:
         raise UserError("--base_vocab_file applies only with --vocab_file (the vocabulary to "
                         "resize the model to)")
     convert(f.from_format, f.to_format, f.input, f.output, f.bert_config_file, f.vocab_file,
-            f.seed, f.base_vocab_file)
+            f.seed, f.base_vocab_file, f.do_lower_case)
 
 
 def console_main() -> None:

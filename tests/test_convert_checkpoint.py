@@ -232,3 +232,22 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path, cli):
     result = _python(cli, *base)
     assert result.returncode == 2 and "already exists" in result.stderr
     assert os.listdir(tmp_path / "out") == ["keep.txt"]
+
+
+def test_hf_output_s_tokenizer_follows_do_lower_case(tmp_path, cli):
+    """The hf output's tokenizer files: casing inferred from the vocabulary (uncased here) or
+    given by --do_lower_case (tests/test_hf_tokenizer_files.py checks the ids)."""
+    config = BertConfig.from_dict(CONFIG)
+    vocab = _vocab(tmp_path / "vocab.txt", 40)
+    google_checkpoint.write(convert.ModelFiles(config, _random_weights(config, 5), vocab,
+                                               "test"), str(tmp_path / "g"))
+    for flag, lower in (([], True), (["--do_lower_case=false"], False)):
+        out = tmp_path / f"hf_{lower}"
+        result = _python(cli, "-m", "bert_tf.convert_checkpoint", "--from_format=google",
+                         "--to_format=hf", f"--input={tmp_path / 'g'}", f"--output={out}",
+                         *flag)
+        assert result.returncode == 0, result.stderr
+        tokenizer_config = json.load(open(out / "tokenizer_config.json"))
+        assert (tokenizer_config["do_lower_case"], tokenizer_config["model_max_length"]) == (
+            lower, CONFIG["max_position_embeddings"])
+        assert (out / "tokenizer.json").exists()

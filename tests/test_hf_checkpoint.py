@@ -135,8 +135,9 @@ def test_write_then_read_is_identity_and_uses_hf_names(tmp_path):
     _write_hf_dir(str(tmp_path / "in"), t)
     files = hf_checkpoint.read(str(tmp_path / "in"))
     hf_checkpoint.write(files, str(tmp_path / "out"))
-    assert sorted(os.listdir(tmp_path / "out")) == ["config.json", "model.safetensors",
-                                                    "vocab.txt"]
+    assert sorted(os.listdir(tmp_path / "out")) == [
+        "config.json", "model.safetensors", "special_tokens_map.json", "tokenizer.json",
+        "tokenizer_config.json", "vocab.txt"]
     written = safetensors_io.load_file(str(tmp_path / "out" / "model.safetensors"))
     # Everything but the buffer and the tied decoder weight, under the same names.
     expected = {k for k in t if not k.endswith(("position_ids", "decoder.weight"))}
@@ -151,6 +152,26 @@ def test_write_then_read_is_identity_and_uses_hf_names(tmp_path):
     assert again.config == files.config
     for k in files.weights:
         np.testing.assert_array_equal(again.weights[k], files.weights[k])
+
+
+@pytest.mark.parametrize("last_token, given, lower, tokens", [
+    ("w24", None, True, ["[UNK]", "w1"]),  # an uncased vocabulary: inferred, lower-case
+    ("Word", None, False, ["Word", "[UNK]"]),  # a cased one (an upper-case token): keep case
+    ("w24", False, False, ["[UNK]", "[UNK]"]),  # --do_lower_case overrides the inference
+])
+def test_written_tokenizer_keeps_the_model_s_casing(tmp_path, last_token, given, lower,
+                                                    tokens):
+    from tokenizers import Tokenizer
+
+    _write_hf_dir(str(tmp_path / "in"), _hf_tensors(np.random.default_rng(4)))
+    vocab = tmp_path / "in" / "vocab.txt"
+    vocab.write_text(vocab.read_text().replace("w24\n", last_token + "\n"))
+    files = hf_checkpoint.read(str(tmp_path / "in"))
+    hf_checkpoint.write(files, str(tmp_path / "out"), do_lower_case=given)
+    config = json.load(open(tmp_path / "out" / "tokenizer_config.json"))
+    assert (config["do_lower_case"], config["model_max_length"]) == (lower, 16)
+    fast = Tokenizer.from_file(str(tmp_path / "out" / "tokenizer.json"))
+    assert fast.encode("Word W1").tokens == ["[CLS]", *tokens, "[SEP]"]
 
 
 def test_reads_sharded_safetensors(tmp_path):

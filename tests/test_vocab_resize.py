@@ -400,15 +400,30 @@ def test_exports_carry_the_extended_vocabulary(google_vocab_path, tmp_path):
             "\n")[:30524]
     with open(os.path.join(preset, "config.json")) as f:
         assert json.load(f)["config"]["vocabulary_size"] == 30524
+    import keras_hub
+
+    import bert_tf.export.preset_tokenizer  # noqa: F401 (an exact preset's documented import)
+
+    preset_ids = keras_hub.models.BertTokenizer.from_preset(preset)([text])
+    assert [int(i) for i in np.asarray(preset_ids)[0]] == expected[1:-1]
     # ... and continued pretraining from the preset finds its vocabulary there.
     more = extended_vocab(vocab, tmp_path / "more.txt", append=["sars"])
     config, start = continued_pretraining.plan(preset, more, files.config, "")
     assert (start.fmt, start.change.new_ids, config.vocab_size) == ("keras_hub", (30524,), 30525)
-    # Google and Hugging Face exports: the new vocab.txt, the resized matrices.
+    # Google and Hugging Face exports: the new vocab.txt, the resized matrices, the ids (an
+    # HF directory's tokenizer.json, as transformers' AutoTokenizer loads it).
+    from tokenizers import Tokenizer
+
     for fmt in ("google", "hf"):
         out = os.fspath(tmp_path / fmt)
         formats.convert("bert_tf", fmt, os.fspath(resized), out)
         assert open(os.path.join(out, "vocab.txt")).read() == open(vocab).read()
+        if fmt == "hf":
+            fast = Tokenizer.from_file(os.path.join(out, "tokenizer.json"))
+            assert fast.encode(text).ids == expected
+        else:  # Google's format is the vocabulary alone (the casing is a flag)
+            assert [101] + FullTokenizer(os.path.join(out, "vocab.txt")).encode(text) + [
+                102] == expected
         back = formats.read_model(fmt, out)
         for name in vocab_resize.VOCAB_ROWS:
             assert back.weights[name].shape[0] == 30524

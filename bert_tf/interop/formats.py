@@ -118,8 +118,11 @@ def read_config(fmt: str, path: str) -> BertConfig:
     return BertConfig.from_json_file(config_file)
 
 
-def write_model(fmt: str, files: ModelFiles, output: str, seed: int = 0) -> str:
-    """Writes `files` in format `fmt`; returns the path to give to the next tool."""
+def write_model(fmt: str, files: ModelFiles, output: str, seed: int = 0,
+                do_lower_case: Optional[bool] = None) -> str:
+    """Writes `files` in format `fmt`; returns the path to give to the next tool.
+    `do_lower_case` goes into a Hugging Face directory's tokenizer files (None: inferred from
+    the vocabulary); the other formats do not record the casing."""
     if fmt == "google":
         from bert_tf.interop import google_checkpoint
 
@@ -127,7 +130,7 @@ def write_model(fmt: str, files: ModelFiles, output: str, seed: int = 0) -> str:
     if fmt == "hf":
         from bert_tf.interop import hf_checkpoint
 
-        return hf_checkpoint.write(files, output)
+        return hf_checkpoint.write(files, output, do_lower_case)
     if fmt == "bert_tf":
         return write_native(files, output, seed)
     raise UserError(f"unknown format {fmt!r} (choose from {', '.join(FORMATS)})")
@@ -142,8 +145,10 @@ def convert(
     vocab_file: Optional[str] = None,
     seed: int = 0,
     base_vocab_file: Optional[str] = None,
+    do_lower_case: Optional[bool] = None,
 ) -> str:
-    """Reads (resizing to `vocab_file`, see `read_model`), reports missing weights, writes.
+    """Reads (resizing to `vocab_file`, see `read_model`), reports missing weights, writes
+    (`do_lower_case`: see `write_model`).
 
     Returns:
         The written path.
@@ -158,6 +163,6 @@ def convert(
         print(f"note: no vocab.txt found for {input_path}; pass --vocab_file to include one",
               file=sys.stderr, flush=True)
     report_missing(files, "freshly initialised" if to_format == "bert_tf" else "not written")
-    written = write_model(to_format, files, output, seed)
+    written = write_model(to_format, files, output, seed, do_lower_case)
     print(f"wrote {to_format} model ({len(files.weights)} weights) to {written}", flush=True)
     return written

@@ -27,9 +27,10 @@ from typing import Any, Dict, List, Mapping, Optional
 
 import numpy as np
 
-from bert_tf.core import fileio
+from bert_tf.core import fileio, tokenization
 from bert_tf.core.errors import UserError
 from bert_tf.interop import safetensors_io
+from bert_tf.interop.hf_tokenizer_files import write_tokenizer_files
 from bert_tf.interop.model_files import (
     MLM_PREFIX,
     NSP_PREFIX,
@@ -43,6 +44,7 @@ from bert_tf.interop.model_files import (
     find_beside,
     report_unused,
 )
+from bert_tf.interop.vocab_resize import infer_do_lower_case
 from bert_tf.modeling.config import BertConfig
 from bert_tf.modeling.encoder import LAYER_NORM_EPSILON
 
@@ -286,8 +288,16 @@ def read(path: str, vocab_file: Optional[str] = None) -> ModelFiles:
     return ModelFiles(config, weights, vocab_file, directory)
 
 
-def write(files: ModelFiles, output_dir: str) -> str:
-    """Writes an HF directory: config.json, model.safetensors, vocab.txt.
+def write(files: ModelFiles, output_dir: str, do_lower_case: Optional[bool] = None) -> str:
+    """Writes an HF directory: config.json, model.safetensors and, with a vocabulary,
+    vocab.txt and the tokenizer files (`hf_tokenizer_files`), so that transformers'
+    AutoTokenizer gives bert_tf's ids.
+
+    Args:
+        files: the model.
+        output_dir: a new directory.
+        do_lower_case: the model's casing; None infers it from the vocabulary (uncased when
+            no token but the bracketed specials has an upper-case letter).
 
     Returns:
         `output_dir`.
@@ -315,4 +325,8 @@ def write(files: ModelFiles, output_dir: str) -> str:
             f.write((json.dumps(config_to_hf(config, with_heads), indent=2) + "\n").encode())
         if files.vocab_file:
             copy_file(files.vocab_file, os.path.join(tmp, VOCAB_NAME))
+            if do_lower_case is None:
+                do_lower_case = infer_do_lower_case(tokenization.load_vocab(files.vocab_file))
+            write_tokenizer_files(files.vocab_file, do_lower_case,
+                                  config.max_position_embeddings, tmp)
     return output_dir
