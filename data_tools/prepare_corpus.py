@@ -9,12 +9,14 @@ WikiExtractor's --json output), gzip-compressed or not, local or gs://. In plain
 document is a file, a line or a block between blank lines (--document_per). A document's
 line breaks are paragraph breaks: no sentence crosses one. Sentences are split by sentencex
 (--language picks its rules); whitespace is normalised; empty, short (--min_sentences,
---min_chars) and, with --dedup, duplicate documents are dropped and counted. The output is
-the same for any --num_workers.
+--min_chars) and, with --dedup, duplicate documents are dropped and counted. With
+--heldout_file and --heldout_every=N, every N-th kept document goes to the held-out file (for
+evaluation) instead of the shards. The output is the same for any --num_workers.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Sequence
 
 from absl import flags
@@ -51,6 +53,12 @@ flags.DEFINE_integer("min_chars", 0, "Drop documents with fewer characters.")
 flags.DEFINE_bool("dedup", False,
                   "Drop documents identical (after whitespace normalisation) to an earlier "
                   "one; keeps 8 bytes per document in memory.")
+flags.DEFINE_string("heldout_file", None, "With --heldout_every: a text file that gets "
+                    "every N-th kept document (in input order) instead of the shards, e.g. "
+                    "to measure the masked LM on text it never trained on.")
+flags.DEFINE_integer("heldout_every", 0, "Hold out every N-th kept document (documents N-1, "
+                     "2N-1, ... from 0) to --heldout_file; the others are dealt to the "
+                     "shards in turn. 0: none.")
 flags.DEFINE_integer("num_workers", None, "Worker processes (default: all cores).")
 flags.DEFINE_float("chunk_mb", 1.0, "Text per chunk, the unit of parallel work, in MB (the "
                    "output does not depend on it).")
@@ -82,12 +90,18 @@ def config_from_flags() -> PrepareConfig:
         num_workers=num_workers,
         chunk_bytes=max(1, int(FLAGS.chunk_mb * 1e6)),
         progress_seconds=FLAGS.progress_seconds,
+        heldout_every=FLAGS.heldout_every,
     )
     # Flag values are checked by PrepareConfig itself; the files only after that.
-    PrepareConfig(input_files=(), output_files=(), **settings)
+    heldout = FLAGS.heldout_file or ""
+    PrepareConfig(input_files=(), output_files=(), heldout_file=heldout, **settings)
     inputs, outputs = job_entry.job_files(FLAGS.input_file, FLAGS.output_file,
                                           FLAGS.num_output_shards)
-    return PrepareConfig(input_files=inputs, output_files=outputs, **settings)
+    if heldout and os.path.abspath(heldout) in {os.path.abspath(p) for p in inputs}:
+        raise UserError(f"--heldout_file={heldout} is also an input file: it would be "
+                        "overwritten")
+    return PrepareConfig(input_files=inputs, output_files=outputs, heldout_file=heldout,
+                         **settings)
 
 
 def run_on_beam(config: PrepareConfig, options: str) -> prepare_job.PrepareSummary:

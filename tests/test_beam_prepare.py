@@ -48,6 +48,15 @@ def test_prepare_corpus_on_direct_runner_writes_the_local_bytes(
     for field in ("documents", "sentences", "empty", "short", "duplicates"):
         assert getattr(beam_summary, field) == getattr(local, field), field
     assert sorted(os.listdir(tmp_path / "beam")) == ["c-0", "c-1", "c-2"]  # no temp left
+    # With a held-out file: the same four files as the local run's.
+    for run, where in ((lambda c: prepare_job.run(c), "local_h"),
+                       (lambda c: beam_prepare.run(c, DIRECT), "beam_h")):
+        summary = run(PrepareConfig(output_files=tuple(
+            str(tmp_path / where / f"c-{i}") for i in range(3)),
+            heldout_file=str(tmp_path / where / "heldout"), heldout_every=7, **config))
+        assert summary.heldout == local.documents // 7
+    assert sorted(os.listdir(tmp_path / "beam_h")) == ["c-0", "c-1", "c-2", "heldout"]
+    assert shard_bytes(tmp_path / "beam_h") == shard_bytes(tmp_path / "local_h")
 
 
 def test_a_missing_text_field_fails_with_one_line_before_the_pipeline(tmp_path, repo_root):

@@ -160,6 +160,12 @@ def test_non_utf8_bytes_are_replaced_and_counted(tmp_path, repo_root):
     ("Text.\n", ["--min_chars=-5"], r"error: --min_chars=-5: must be >= 0$"),
     ("Text.\n", ["--num_output_shards=0", "--output_file={out}-{shard}"],
      r"error: --num_output_shards=0: must be >= 1$"),
+    ("Text.\n", ["--heldout_every=50"],
+     r"error: --heldout_file and --heldout_every go together"),
+    ("Text.\n", ["--heldout_every=1", "--heldout_file={out}.h"],
+     r"error: --heldout_every=1: must be 0 \(none\) or >= 2"),
+    ("Text.\n", ["--heldout_every=5", "--heldout_file={in}"],
+     r"error: --heldout_file=.*in\.txt is also an input file: it would be overwritten$"),
 ])
 def test_bad_input_is_one_error_line_and_no_output(tmp_path, repo_root, content, extra,
                                                   message):
@@ -169,7 +175,7 @@ def test_bad_input_is_one_error_line_and_no_output(tmp_path, repo_root, content,
     src.write_text(content, encoding="utf-8")
     out = tmp_path / "out.txt"
     args = [f"--input_file={src}", f"--output_file={out}"]
-    args += [a.replace("{out}", str(out)) for a in extra]
+    args += [a.replace("{out}", str(out)).replace("{in}", str(src)) for a in extra]
     proc = _prepare(args, repo_root)
     assert re.match(message, _error_line(proc)), proc.stderr
     assert sorted(os.listdir(tmp_path)) == ["in.txt"]  # nothing written, no temp file

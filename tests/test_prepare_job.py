@@ -95,6 +95,35 @@ def test_run_is_identical_for_any_workers_and_chunk_size(tmp_path, corpus_lines)
     assert max(sizes) - min(sizes) <= 1  # dealt in turn
 
 
+def test_held_out_documents_are_every_n_th_for_any_workers(tmp_path, corpus_lines):
+    """--heldout_every=5: kept documents 4, 9, ... go to the held-out file, in order; the
+    others are dealt to the shards in turn; the same bytes for any worker count."""
+    src, num_docs, _ = _corpus(tmp_path, corpus_lines)
+    reference = prepare_job.run(PrepareConfig((str(src),), (str(tmp_path / "all.txt"),),
+                                              dedup=True))
+    every = open(tmp_path / "all.txt").read().split("\n\n")
+    assert len(every) == reference.documents == num_docs
+    outputs = {}
+    for workers, chunk in ((1, 1 << 20), (2, 77)):
+        shards = tuple(str(tmp_path / f"w{workers}-{i}.txt") for i in range(2))
+        heldout = str(tmp_path / f"w{workers}-heldout.txt")
+        summary = prepare_job.run(PrepareConfig(
+            (str(src),), shards, dedup=True, num_workers=workers, chunk_bytes=chunk,
+            heldout_file=heldout, heldout_every=5))
+        outputs[workers] = [open(p).read() for p in shards + (heldout,)]
+        assert (summary.documents, summary.heldout) == (num_docs, num_docs // 5)
+    assert outputs[1] == outputs[2]
+    def documents(text):
+        return [d.strip("\n") for d in text.split("\n\n")]
+
+    shard0, shard1, held = outputs[1]
+    assert documents(held) == [d.strip("\n") for d in every[4::5]]
+    train = [d.strip("\n") for k, d in enumerate(every) if k % 5 != 4]
+    assert (documents(shard0), documents(shard1)) == (train[0::2], train[1::2])
+    assert all(t.endswith("\n") and not t.endswith("\n\n") and not t.startswith("\n")
+               for t in outputs[1])
+
+
 def test_run_reads_and_writes_remote_paths(corpus_lines):
     """ram:// goes through tf.io.gfile like gs://; its files live in this process's memory,
     so the job runs here (worker processes read their own splits, which gs:// allows)."""

@@ -485,7 +485,8 @@ def test_unwritable_output_dir_is_a_one_line_error(cli, data, tmp_path):
                         error_lines(proc.stderr)[0])
 
 
-@pytest.mark.parametrize("flagfile", ["base.flags", "base_phase2.flags", "demo.flags"])
+@pytest.mark.parametrize("flagfile", ["base.flags", "base_phase2.flags", "demo.flags",
+                                      "continue_pretraining.flags"])
 def test_config_flagfiles_parse(flagfile):
     # Every flag in the file is known (else absl fails first); the run stops at the first
     # check instead of starting a job.

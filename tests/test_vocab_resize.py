@@ -246,20 +246,27 @@ def test_fine_tuning_takes_the_base_config_or_the_extended_one(google_vocab_path
         warm_start.resolve(path, "", vocab)
 
 
-def test_continued_pretraining_starts_from_a_resized_google_checkpoint(google_vocab_path,
-                                                                       tmp_path, caplog):
+@pytest.mark.parametrize("fmt", ["google", "hf"])
+def test_continued_pretraining_starts_from_a_resized_checkpoint(fmt, google_vocab_path,
+                                                                tmp_path, caplog):
+    """A Google release, and a Hugging Face directory with both heads (a tiny one written
+    here; the real MiniLM, which has no heads: test_base_token_text_gives_exactly_...)."""
     path = _write_checkpoint("google", tmp_path / "g", google_vocab_path)
+    if fmt == "hf":
+        from bert_tf.interop import hf_checkpoint
+
+        path = hf_checkpoint.write(formats.read_model("google", path), os.fspath(tmp_path / "h"))
     vocab = extended_vocab(google_vocab_path, tmp_path / "v.txt", unused=["covid"],
                            append=["##vidly"])
     base = BertConfig.from_dict(TINY)
     config, start = continued_pretraining.plan(path, vocab, base, "unused.json", 5)
-    assert config.vocab_size == 30523 and start.fmt == "google"
+    assert config.vocab_size == 30523 and start.fmt == fmt
     assert start.new_rows == NewRowsOnly(5, (1, 30522))
     assert set(start.trainer_args()) == {"warm_start_fn", "new_rows"}
     model = BertPretrainingModel(config, use_nsp=False)
     with caplog.at_level(logging.INFO, logger="absl"):
         start.warm_start(model)
-    resized = formats.read_model("google", path, None, vocab)
+    resized = formats.read_model(fmt, path, None, vocab)
     loaded = get_weights(pretraining_weight_map(model))
     assert sorted(loaded) == sorted(n for n in resized.weights if not n.startswith("nsp/"))
     for name, value in loaded.items():

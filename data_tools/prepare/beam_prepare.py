@@ -8,8 +8,9 @@ else of the corpus, so its work does not grow with it. Workers read their own sp
 per-file counts go to counters by file index. With --dedup, the first occurrence of each
 document hash in (chunk, position) order is kept, as the local run keeps the first it reads: a
 `CombinePerKey(min)` over the hashes. The kept documents are numbered in corpus order from
-the kept count of every chunk (a side input of one int per chunk), so document k goes to
-shard k mod N as locally. Each shard's text is grouped by (shard, range of splits) into
+the kept count of every chunk (a side input of one int per chunk), so document k goes where
+it goes locally (`PrepareConfig.deal`: shard k mod N, or with --heldout_every the held-out
+file or the next shard in turn). Each shard's text is grouped by (shard, range of splits) into
 groups of about 64 MB, written as part files in chunk order and concatenated per shard.
 
 Warnings say "path:line" in a split at the start of a file; a worker reading a later split
@@ -96,16 +97,18 @@ def _keep(item, dedup: bool):
 
 
 class _Deal(beam.DoFn):
-    """(chunk, documents, counts) -> ((shard, chunk group), (chunk, text of the shard))."""
+    """(chunk, documents, counts) -> ((file, chunk group), (chunk, text of the file)); the
+    files are `PrepareConfig.outputs`, each document's chosen by `PrepareConfig.deal`."""
 
-    def __init__(self, num_shards: int, splits_per_group: int):
-        self.num_shards = num_shards
+    def __init__(self, config: PrepareConfig, splits_per_group: int):
+        self.config = config
         self.splits_per_group = splits_per_group
 
     def setup(self) -> None:
         self.offsets = None
         self.documents = beam.metrics.Metrics.counter(NAMESPACE, "documents")
         self.sentences = beam.metrics.Metrics.counter(NAMESPACE, "sentences")
+        self.heldout = beam.metrics.Metrics.counter(NAMESPACE, "heldout")
 
     def process(self, item, kept_counts):
         if self.offsets is None:  # documents kept before each chunk, once per worker
@@ -116,11 +119,13 @@ class _Deal(beam.DoFn):
         self.documents.inc(len(docs))
         self.sentences.inc(sum(counts))
         first = int(self.offsets[np.searchsorted(self.chunks, index)])
-        out: List[List[str]] = [[] for _ in range(self.num_shards)]
+        out: List[List[str]] = [[] for _ in self.config.outputs]
         for k, document in enumerate(docs, first):
-            # A blank line between documents, none before a shard's first.
-            out[k % self.num_shards].append(document if k < self.num_shards
-                                            else "\n" + document)
+            shard, first_of_file = self.config.deal(k)
+            # A blank line between documents, none before a file's first.
+            out[shard].append(document if first_of_file else "\n" + document)
+            if shard == len(self.config.output_files):
+                self.heldout.inc()
         for shard, parts in enumerate(out):
             if parts:
                 yield ((shard, (index >> 32) // self.splits_per_group),
@@ -143,8 +148,9 @@ def run(config: PrepareConfig, options: str) -> prepare_job.PrepareSummary:
     # Workers may run elsewhere (a portable runner's in their own working directory).
     config = dataclasses.replace(
         config, input_files=tuple(map(bp.absolute, config.input_files)),
-        output_files=tuple(map(bp.absolute, config.output_files)))
-    outputs = list(config.output_files)
+        output_files=tuple(map(bp.absolute, config.output_files)),
+        heldout_file=bp.absolute(config.heldout_file) if config.heldout_file else "")
+    outputs = list(config.outputs)
     opts = bp.pipeline_options(options, list(config.input_files) + outputs)
     # The launcher reads file sizes and the start of the first chunk only.
     split_plan, sizes = raw_documents.plan(config.input_files, config.input_format,
@@ -163,6 +169,7 @@ def run(config: PrepareConfig, options: str) -> prepare_job.PrepareSummary:
                                          staging, temps))
         summary = prepare_job.PrepareSummary(
             **{name: counters.get(name, 0) for name in _COUNTERS if name != "json_ok"},
+            heldout=counters.get("heldout", 0),
             warnings=list(first_warnings or []))
         # Success is what was written: a runner may report no metrics at all (then the
         # counts are unknown, not zero).
@@ -193,7 +200,7 @@ def run(config: PrepareConfig, options: str) -> prepare_job.PrepareSummary:
     summary.text_bytes = stats.text_bytes
     summary.seconds = time.monotonic() - start
     if counters:
-        logging.info("Beam: %s", summary.describe(len(outputs)))
+        logging.info("Beam: %s", summary.describe(len(config.output_files)))
     else:  # never "0 documents" beside complete shards
         logging.warning("the Beam runner reported no metrics: the outputs are complete, the "
                         "counts are not available")
@@ -247,7 +254,7 @@ def _build(p, config: PrepareConfig, split_plan: List[splits.Split],
     num_shards = len(temps)
     splits_per_group = max(1, _GROUP_BYTES * num_shards // config.chunk_bytes)
     parts = (documents
-             | "Deal" >> beam.ParDo(_Deal(num_shards, splits_per_group),
+             | "Deal" >> beam.ParDo(_Deal(config, splits_per_group),
                                     beam.pvalue.AsList(kept_counts))
              | "GroupChunks" >> beam.GroupByKey()
              | "WriteGroups" >> beam.Map(_write_group, staging))

@@ -30,6 +30,10 @@ class PrepareConfig:
         num_workers: processes (1 runs in this process).
         chunk_bytes: text per chunk (the output does not depend on it).
         progress_seconds: interval of progress lines (0: none).
+        heldout_file: with `heldout_every`, the file that gets every heldout_every-th kept
+            document instead of the shards ("" for none).
+        heldout_every: hold out kept documents heldout_every-1, 2*heldout_every-1, ... (0:
+            none); the others are dealt to the shards in turn (`deal`).
     """
 
     input_files: Tuple[str, ...]
@@ -44,6 +48,8 @@ class PrepareConfig:
     num_workers: int = 1
     chunk_bytes: int = 1 << 20
     progress_seconds: float = 5.0
+    heldout_file: str = ""
+    heldout_every: int = 0
 
     def __post_init__(self) -> None:
         if self.input_format not in raw_documents.FORMATS:
@@ -65,3 +71,30 @@ class PrepareConfig:
             raise UserError(f"--chunk_mb={self.chunk_bytes / 1e6}: must be > 0")
         if len(set(self.output_files)) != len(self.output_files):
             raise UserError("--output_file: the output files are not distinct")
+        if self.heldout_every < 0 or self.heldout_every == 1:
+            raise UserError(f"--heldout_every={self.heldout_every}: must be 0 (none) or >= 2 "
+                            "(1 would hold out every document)")
+        if bool(self.heldout_every) != bool(self.heldout_file):
+            raise UserError("--heldout_file and --heldout_every go together: name the "
+                            "held-out file and how often a document goes to it")
+        if self.heldout_file and self.heldout_file in self.output_files:
+            raise UserError(f"--heldout_file={self.heldout_file} is also an --output_file")
+
+    @property
+    def outputs(self) -> Tuple[str, ...]:
+        """Every file the job writes: the shards, then the held-out file if any."""
+        return self.output_files + ((self.heldout_file,) if self.heldout_file else ())
+
+    def deal(self, k: int) -> Tuple[int, bool]:
+        """Where the k-th kept document (from 0, in input order) goes.
+
+        Returns:
+            (index into `outputs`, whether it is that file's first document: no blank line
+            before it).
+        """
+        shards = len(self.output_files)
+        every = self.heldout_every
+        if every and k % every == every - 1:
+            return shards, k < every
+        train = k - k // every if every else k  # training documents before this one
+        return train % shards, train < shards

@@ -6,7 +6,9 @@ The parent plans the splits of the input from file sizes alone
 sentences (`data_tools.prepare.sentences`), drops empty and short documents and hashes the rest.
 The parent consumes the results in split order, adds up the per-file counts (line numbers in
 messages are made the file's from the line counts of the splits before), drops exact duplicates
-(--dedup) and deals the documents to the output shards in turn (document k to shard k mod N).
+(--dedup) and deals the documents to the output shards in turn (document k to shard k mod N;
+with --heldout_every, every N-th to the held-out file and the others in turn, see
+`PrepareConfig.deal`).
 Documents in split order are the corpus's, so the output is byte-identical for any --num_workers
 and --chunk_mb.
 
@@ -184,6 +186,7 @@ class PrepareSummary:
 
     documents: int = 0
     sentences: int = 0
+    heldout: int = 0
     empty: int = 0
     short: int = 0
     duplicates: int = 0
@@ -194,8 +197,10 @@ class PrepareSummary:
 
     def describe(self, shards: int) -> str:
         mb_s = self.text_bytes / 1e6 / max(self.seconds, 1e-9)
-        return (f"wrote {self.documents} documents, {self.sentences} sentences to {shards} "
-                f"shard(s) from {self.text_bytes / 1e6:.1f} MB of text in {self.seconds:.1f} s "
+        heldout = f" ({self.heldout} of them to the held-out file)" if self.heldout else ""
+        return (f"wrote {self.documents} documents{heldout}, {self.sentences} sentences to "
+                f"{shards} shard(s) from {self.text_bytes / 1e6:.1f} MB of text in "
+                f"{self.seconds:.1f} s "
                 f"({mb_s:.2f} MB/s); dropped {self.empty} empty, {self.short} short, "
                 f"{self.duplicates} duplicate document(s); {self.json_broken} broken JSON "
                 f"line(s) skipped; {len(self.warnings)} warning(s)")
@@ -274,10 +279,9 @@ def _write_all(config: PrepareConfig, split_plan: Sequence[splits.Split], spill_
     bad_utf8 = [0] * len(config.input_files)
     last_split = {split.file_index: split.index for split in split_plan}
     seen = SeenHashes() if config.dedup else None
-    shards = len(config.output_files)
     last_progress = start
     json_ok = 0
-    with sharded_output.ShardedWriter(config.output_files) as writer:
+    with sharded_output.ShardedWriter(config.outputs) as writer:
         for split, split_result, line_base in _split_results(config, split_plan, spill_dir):
             read = split_result.stats
             stats.lines += read.lines
@@ -290,7 +294,7 @@ def _write_all(config: PrepareConfig, split_plan: Sequence[splits.Split], spill_
                         raw_documents.warn(stats, message)
                         summary.warnings.append(message)
                 json_ok += result.json_ok
-                _write(writer, result, seen, shards, summary)
+                _write(writer, result, seen, config, summary)
             if last_split[split.file_index] == split.index and bad_utf8[split.file_index]:
                 stats.bad_utf8 += bad_utf8[split.file_index]
                 raw_documents.warn(stats, f"{split.path}: {bad_utf8[split.file_index]} invalid "
@@ -306,8 +310,10 @@ def _write_all(config: PrepareConfig, split_plan: Sequence[splits.Split], spill_
 
 
 def _write(writer: sharded_output.ShardedWriter, result: ChunkResult,
-           seen: Optional[SeenHashes], shards: int, summary: PrepareSummary) -> None:
-    """Counts one chunk's result, drops its duplicates and deals its documents in turn."""
+           seen: Optional[SeenHashes], config: PrepareConfig, summary: PrepareSummary) -> None:
+    """Counts one chunk's result, drops its duplicates and deals its documents
+    (`PrepareConfig.deal`)."""
+    shards = len(config.outputs)
     summary.json_broken += result.json_broken
     summary.empty += result.empty
     summary.short += result.short
@@ -317,11 +323,12 @@ def _write(writer: sharded_output.ShardedWriter, result: ChunkResult,
     out: List[List[str]] = [[] for _ in range(shards)]
     for document, count, kept in zip(result.documents, result.sentence_counts, keep):
         if kept:
-            shard = summary.documents % shards
-            # A blank line between documents, none before a shard's first.
-            out[shard].append(document if summary.documents < shards else "\n" + document)
+            shard, first = config.deal(summary.documents)
+            # A blank line between documents, none before a file's first.
+            out[shard].append(document if first else "\n" + document)
             summary.documents += 1
             summary.sentences += count
+            summary.heldout += shard == len(config.output_files)
     for shard, parts in enumerate(out):
         if parts:
             writer.write(shard, "".join(parts).encode("utf-8"))
