@@ -267,7 +267,9 @@ def test_same_bytes_for_any_worker_count(tmp_path, corpus_lines, google_vocab_pa
 def test_bad_base_vocabulary_and_flags_get_one_line(tmp_path, corpus_path, google_vocab_path):
     base = open(google_vocab_path, encoding="utf-8").read().splitlines()
     no_mask = tmp_path / "no_mask.txt"
-    no_mask.write_text("\n".join(t for t in base if t != "[MASK]") + "\n", encoding="utf-8")
+    # Without [UNK] and [MASK] (the other specials are checked by the same line of code).
+    no_mask.write_text("\n".join(t for t in base if t not in ("[UNK]", "[MASK]")) + "\n",
+                       encoding="utf-8")
     cased = tmp_path / "cased.txt"
     cased.write_text("\n".join(base + ["The", "DNA"]) + "\n", encoding="utf-8")
     no_slots = tmp_path / "no_slots.txt"
@@ -278,7 +280,7 @@ def test_bad_base_vocabulary_and_flags_get_one_line(tmp_path, corpus_path, googl
     common = [f"--input_file={corpus_path}", f"--output_vocab_file={out}"]
     cases = {
         "no_mask": ([f"--vocab_file={no_mask}"],
-                    f"error: vocab file {no_mask} lacks special token(s) [MASK]"),
+                    f"error: vocab file {no_mask} lacks special token(s) [UNK] [MASK]"),
         "too_many": ([f"--vocab_file={google_vocab_path}", "--num_new_tokens=995"],
                      "error: --num_new_tokens=995 is more than the 994 free [unusedN] slots "
                      f"of {google_vocab_path}: use --mode=append, or ask for at most 994"),

@@ -66,8 +66,9 @@ def build_fast_tokenizer(vocab_file: str, do_lower_case: bool):
     vocab = dict(tokenization.load_vocab(vocab_file))
     # FullTokenizer's WordpieceTokenizer (as the original): [UNK] for a word of more than 200
     # characters; transformers' own default is 100.
+    longest = tokenization.MAX_INPUT_CHARS_PER_WORD
     tokenizer = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]",
-                                           max_input_chars_per_word=tokenization.MAX_INPUT_CHARS_PER_WORD))
+                                           max_input_chars_per_word=longest))
     clean = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True,
                                        strip_accents=False, lowercase=False)
     if do_lower_case:
