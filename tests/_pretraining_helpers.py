@@ -220,19 +220,28 @@ def run_module(module: str, args: Sequence[str], timeout: float = 300,
 
 
 def loopback_cluster_configs(n: int) -> List[Dict]:
-    """TF_CONFIG dicts of an n-worker cluster on free 127.0.0.1 ports (all bound at once, so
-    no two workers get the same port)."""
+    """TF_CONFIG dicts of an n-worker cluster on free 127.0.0.1 ports (`loopback_clusters`)."""
+    return loopback_clusters(n)[0]
+
+
+def loopback_clusters(*sizes: int) -> List[List[Dict]]:
+    """TF_CONFIG dicts of clusters of `sizes` workers that run side by side, on free
+    127.0.0.1 ports. All the ports are bound at once, so that no two workers, of one cluster
+    or of two, get the same port (a worker that reached another cluster's would wait for it
+    forever)."""
     import socket
 
-    sockets = [socket.socket() for _ in range(n)]
+    sockets = [socket.socket() for _ in range(sum(sizes))]
     try:
         for s in sockets:
             s.bind(("127.0.0.1", 0))
-        cluster = {"worker": [f"127.0.0.1:{s.getsockname()[1]}" for s in sockets]}
+        ports = iter(s.getsockname()[1] for s in sockets)
+        clusters = [{"worker": [f"127.0.0.1:{next(ports)}" for _ in range(n)]} for n in sizes]
     finally:
         for s in sockets:
             s.close()
-    return [{"cluster": cluster, "task": {"type": "worker", "index": i}} for i in range(n)]
+    return [[{"cluster": cluster, "task": {"type": "worker", "index": i}}
+             for i in range(len(cluster["worker"]))] for cluster in clusters]
 
 
 def run_on_loopback(cli, commands: Sequence[Sequence[str]], timeout: float = 300

@@ -23,6 +23,7 @@ import tensorflow as tf
 from _pretraining_helpers import (
     error_lines,
     loopback_cluster_configs,
+    loopback_clusters,
     progress_losses,
     progress_steps,
     synthetic_examples,
@@ -181,12 +182,25 @@ def wait_for_line(log_path, pattern, procs, timeout=300):
     raise AssertionError(f"{pattern!r} not seen in time:\n{log_path.read_text()[-3000:]}")
 
 
+def _tail(path):
+    """A log's last 3,000 characters, without TensorFlow's start-up lines."""
+    with open(path, errors="replace") as f:
+        return "\n".join(line for line in f.read().splitlines()
+                         if not line.startswith(("I0000", "WARNING: All")))[-3000:]
+
+
 def finish(procs, timeout):
     """Waits for every process (killing them all after `timeout`); returns their exit times."""
     ends, deadline = [None] * len(procs), time.monotonic() + timeout
     try:
         while None in ends:
-            assert time.monotonic() < deadline, "a process did not exit in time"
+            if time.monotonic() >= deadline:
+                # Which process, and where it was: the logs are gone once the test ends.
+                running = [(i, proc) for i, proc in enumerate(procs) if ends[i] is None]
+                raise AssertionError(f"{len(running)} of {len(procs)} process(es) did not exit "
+                                     f"in {timeout} s:\n" + "\n".join(
+                                         f"--- process {i}:\n{_tail(proc.stderr_path)}"
+                                         for i, proc in running))
             for i, proc in enumerate(procs):
                 if ends[i] is None and proc.poll() is not None:
                     ends[i] = time.monotonic()
@@ -297,7 +311,7 @@ def test_sigterm_to_one_of_two_workers_stops_both_at_the_same_step(cli, data, tm
                    [tmp_path / f"reference{i}.log" for i in range(2)]]
     rerun0, rerun1, reference0, _ = resume_and_reference(
         cli, data, out, tmp_path / "reference", stopped,
-        (loopback_cluster_configs(2), loopback_cluster_configs(2)), worker_logs, **run)
+        tuple(loopback_clusters(2, 2)), worker_logs, **run)
     for text in (rerun0, rerun1):
         assert re.search(rf"resuming from .*ckpt-{stopped} at step {stopped}", text)
         assert progress_steps(text) == [stopped + 1, stopped + 2]
