@@ -16,7 +16,6 @@ evaluation) instead of the shards. The output is the same for any --num_workers.
 
 from __future__ import annotations
 
-import os
 from typing import Sequence
 
 from absl import flags
@@ -97,9 +96,7 @@ def config_from_flags() -> PrepareConfig:
     PrepareConfig(input_files=(), output_files=(), heldout_file=heldout, **settings)
     inputs, outputs = job_entry.job_files(FLAGS.input_file, FLAGS.output_file,
                                           FLAGS.num_output_shards)
-    if heldout and os.path.abspath(heldout) in {os.path.abspath(p) for p in inputs}:
-        raise UserError(f"--heldout_file={heldout} is also an input file: it would be "
-                        "overwritten")
+    job_entry.check_not_inputs("heldout_file", (heldout,) if heldout else (), inputs)
     return PrepareConfig(input_files=inputs, output_files=outputs, heldout_file=heldout,
                          **settings)
 

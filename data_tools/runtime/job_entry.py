@@ -39,10 +39,15 @@ def job_files(input_file: str, output_file: str, num_output_shards: int
     """
     inputs = fileio.expand_patterns(input_file, "input_file")
     outputs = output_paths(output_file, num_output_shards)
+    check_not_inputs("output_file", outputs, inputs)
+    return tuple(inputs), tuple(outputs)
+
+
+def check_not_inputs(flag: str, outputs: Sequence[str], inputs: Sequence[str]) -> None:
+    """Raises UserError naming --`flag` if one of its `outputs` is one of the `inputs`."""
     overlap = set(map(os.path.abspath, inputs)) & set(map(os.path.abspath, outputs))
     if overlap:
-        raise UserError(f"--output_file would overwrite an input file: {sorted(overlap)[0]}")
-    return tuple(inputs), tuple(outputs)
+        raise UserError(f"--{flag} would overwrite an input file: {sorted(overlap)[0]}")
 
 
 # Flags of the local runner that a Beam pipeline does not use (its runner options do).
