@@ -14,10 +14,10 @@ in git.
 
 `--import_curve` turns a run's `eval_history.jsonl` (`run_pretraining --eval_every_n_steps`)
 into pretraining_curve.json; `--import_budget` copies the pretraining-budget benchmark's
-results.json (`benchmarks/bench_pretraining_budget.py`, format of
-`benchmarks/budget_report.py`) into pretraining_budget.json, and the held-out curves its
-bert_tf arms recorded into pretraining_budget_curves.json. Charts whose data file does not
-exist yet are listed as pending and skipped.
+results.json (`benchmarks/pretraining_budget/bench_pretraining_budget.py`, format of
+`benchmarks/pretraining_budget/budget_report.py`) into pretraining_budget.json, and the
+held-out curves its bert_tf arms recorded into pretraining_budget_curves.json. Charts whose
+data file does not exist yet are listed as pending and skipped.
 """
 
 from __future__ import annotations
@@ -354,7 +354,7 @@ def import_budget(results_path: str) -> List[Path]:
             "title": "Held-out masked-LM accuracy (15 % masks) during the budget benchmark's "
                      "bert_tf arms",
             "machine": doc["machine"], "settings": doc["settings"],
-            "command": "python benchmarks/bench_pretraining_budget.py",
+            "command": "python benchmarks/pretraining_budget/bench_pretraining_budget.py",
             "curves": curves}, indent=1) + "\n", encoding="utf-8")
         written.append(path)
     return written

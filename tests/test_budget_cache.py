@@ -1,5 +1,6 @@
-"""Tests of the long benchmarks' ledger (`benchmarks/budget_cache.py`): finished arms kept in
-the repository, so that a benchmark of several hours can span sessions on different machines.
+"""Tests of the long benchmarks' ledger (`benchmarks/pretraining_budget/budget_cache.py`):
+finished arms kept in the repository, so that a benchmark of several hours can span sessions
+on different machines.
 
 - an arm's result written to the ledger reads back with where it was kept, and is never
   overwritten;
@@ -18,14 +19,14 @@ import sys
 import pytest
 
 BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                          "benchmarks")
+                          "benchmarks", "pretraining_budget")
 sys.path.insert(0, BENCHMARKS)
 import bench_pretraining_budget  # noqa: E402
 import budget_cache  # noqa: E402
 import budget_report  # noqa: E402
 
 XEON = "Intel Xeon, 2 core(s), ISA AVX512-BF16/AMX"
-EPYC = "AMD EPYC, 2 core(s), ISA AVX2"  # benchmarks/machine.py's lines, without "machine: "
+EPYC = "AMD EPYC, 2 core(s), ISA AVX2"  # benchmarks/common/machine.py's lines, without "machine: "
 
 
 def marker(machine: str, **values) -> dict:

@@ -1,4 +1,5 @@
-"""Tests of the pretraining-budget benchmark's report (`benchmarks/budget_report.py`): the
+"""Tests of the pretraining-budget benchmark's report
+(`benchmarks/pretraining_budget/budget_report.py`): the
 ablation table, c against each arm that puts one of its choices back, with hand-computed
 differences; the per-arm table and machine notes are tested in test_budget_cache.py.
 """
@@ -11,7 +12,7 @@ import sys
 import pytest
 
 BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                          "benchmarks")
+                          "benchmarks", "pretraining_budget")
 sys.path.insert(0, BENCHMARKS)
 import budget_report  # noqa: E402
 

@@ -257,7 +257,8 @@ def test_auto_strategy_choice(monkeypatch):
 
 def test_one_device_on_a_cpu_only_machine_is_the_default_strategy():
     # OneDeviceStrategy("/cpu:0") cost 30% more CPU per example than the default strategy
-    # (benchmarks/bench_cli.py); with no GPU there is nothing to pin, so the default is used.
+    # (benchmarks/pretraining/bench_cli.py); with no GPU there is nothing to pin, so the default
+    # is used.
     assert not tf.config.list_physical_devices("GPU")
     strategy = distribution.create_strategy(
         distribution.DistributionConfig(distribution_strategy="one_device"))

@@ -7,7 +7,7 @@ over whole documents). A document draws ONE target length per dupe, short with p
 runs differ by thousands of instances between seeds (the original alone: 25,580 to 34,362
 over seeds 1-12), so the comparison is made without short targets (means of 4 seeds within
 1%) and over seeds with them (means within 3.5 standard errors;
-benchmarks/bench_long_documents.py runs 40 seeds of both against the original script).
+benchmarks/data/bench_long_documents.py runs 40 seeds of both against the original script).
 """
 
 from __future__ import annotations

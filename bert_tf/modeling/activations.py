@@ -7,7 +7,7 @@ The GELUs compute their forward pass with Keras' own `gelu` (so an exported infe
 is plain TensorFlow ops) and their gradient with one XLA-compiled element-wise function. As
 separate TensorFlow ops the gradient of the tanh GELU is about ten passes over a
 [batch * seq_len, intermediate] tensor; fused it is one, and markedly faster on a CPU
-(docs/results/pretraining.md; benchmarks/bench_pretraining.py measures the whole step).
+(docs/results/pretraining.md; benchmarks/pretraining/bench_pretraining.py measures the whole step).
 Nested inside an XLA-compiled
 step (TPU, `--use_xla`) the compiled function is simply inlined.
 """

@@ -189,7 +189,7 @@ def create_strategy(config: DistributionConfig) -> tf.distribute.Strategy:
     if not tf.config.list_physical_devices("GPU"):
         # Only a CPU: TensorFlow's default strategy. OneDeviceStrategy pins every op and
         # batch to /cpu:0 and cost 30% more CPU per example for the same steps (BERT-Mini,
-        # 2-core AVX2: 10.1 vs 14.1 examples per CPU second, benchmarks/bench_cli.py).
+        # 2-core AVX2: 10.1 vs 14.1 examples per CPU second, benchmarks/pretraining/bench_cli.py).
         return tf.distribute.get_strategy()
     device = gpus[0].name if gpus and config.num_gpus != 0 else "/cpu:0"
     return tf.distribute.OneDeviceStrategy(device)
@@ -242,10 +242,9 @@ def resolve_use_xla(config: DistributionConfig, strategy: tf.distribute.Strategy
     An explicit `use_xla` wins. Otherwise: on for TPUs (which compile everything anyway) and
     GPUs (XLA fuses the many small element-wise ops of layer norm, GELU, dropout and
     softmax), off on CPUs: XLA's CPU matmuls do not use oneDNN, and
-    benchmarks/bench_pretraining.py measured BERT-Small slower with XLA than in graph mode,
-    in float32 and more so in mixed_bfloat16 (docs/results/pretraining.md). (The optimizer
-    update is
-    XLA-compiled on every device, see train_loop.StepFunctions.)
+    benchmarks/pretraining/bench_pretraining.py measured BERT-Small slower with XLA than in
+    graph mode, in float32 and more so in mixed_bfloat16 (docs/results/pretraining.md).
+    (The optimizer update is XLA-compiled on every device, see train_loop.StepFunctions.)
     """
     if config.use_xla is not None:
         return bool(config.use_xla)

@@ -24,7 +24,7 @@ which every worker adds to its training clock (`bert_tf.training.budget`, the
 `--max_train_minutes` budget): each worker's own time could end its loop at another step
 than the others' (the collectives would then hang) and give it another learning rate. The
 run logs
-the agreement's cost when it ends (measured by `benchmarks/bench_preemption.py`: see
+the agreement's cost when it ends (measured by `benchmarks/pretraining/bench_preemption.py`: see
 docs/results/pretraining.md).
 
 After the save the entry points end the process at once (`errors.exit_at_once`):

@@ -39,9 +39,9 @@ checkpoint without a usable saved iterator (another layout, an older checkpoint)
 by skipping the consumed batches: one log line says so.
 
 The saved state holds the shuffle buffer's records (about shuffle_buffer_size x the record
-size, e.g. 10,000 x ~0.5 KB for seq 128) and the prefetched batches; `benchmarks/bench_resume.py`
-prints its size. tf.data's symbolic checkpointing, which would store only file offsets,
-does not support shuffle.
+size, e.g. 10,000 x ~0.5 KB for seq 128) and the prefetched batches;
+`benchmarks/pretraining/bench_resume.py` prints its size. tf.data's symbolic checkpointing,
+which would store only file offsets, does not support shuffle.
 """
 
 from __future__ import annotations

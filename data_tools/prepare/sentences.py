@@ -2,7 +2,7 @@
 
 Sentences are split by `sentencex` (Wikimedia's rule-based segmenter, ~300 languages through
 per-language abbreviation rules and a fallback chain to related languages, then English).
-It was chosen by `benchmarks/bench_sentence_splitters.py` over blingfire, pysbd, syntok,
+It was chosen by `benchmarks/data/bench_sentence_splitters.py` over blingfire, pysbd, syntok,
 NLTK's Punkt and spaCy's sentencizer: the most accurate on the hand-checked cases and the
 fastest (docs/results/data-jobs.md, "Sentence splitters").
 

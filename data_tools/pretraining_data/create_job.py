@@ -325,7 +325,7 @@ def run(config: CreateConfig) -> CreateSummary:
 
 
 def log_shuffle(shuffler: external_shuffle.ExternalShuffle) -> None:
-    """One line on what the shuffle did (parsed by benchmarks/bench_shuffle.py)."""
+    """One line on what the shuffle did (parsed by benchmarks/data/bench_shuffle.py)."""
     st = shuffler.stats
     if not st.buckets:
         logging.info("shuffle: %.1f MB of records, all in memory", st.record_bytes / 1e6)

