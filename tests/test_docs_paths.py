@@ -3,10 +3,12 @@
 Moving a module (data_tools was regrouped by stage) leaves its old path in prose, where no
 import fails. Here every Markdown link of the README, and every repository path
 (`bert_tf/...`, `tests/test_x.py`, ...) or dotted module name (`bert_tf.training.health`)
-written as inline code in those pages, must resolve in the work tree. Placeholders (`<x>`,
-`{shard}`, globs, `...`), fenced command examples and files on a line that calls them
-pending are left alone. (mkdocs build --strict
-checks the links between the docs pages themselves.)
+written as inline code in those pages, must resolve in the work tree, and so must every
+script (`benchmarks/.../bench_x.py`, `scripts/x.sh`) a fenced or indented command example
+runs; the other paths of those examples (outputs, data) are left alone, as are placeholders
+(`<x>`, `{shard}`, globs, `...`) and files on a line that calls them pending.
+benchmarks/README.md, the index of the benchmarks, is checked too, its links from its own
+folder. (mkdocs build --strict checks the links between the docs pages themselves.)
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Iterator, List, Tuple
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PAGES = (sorted([ROOT / "README.md", ROOT / "DEVELOPERS.md"])
+PAGES = (sorted([ROOT / "README.md", ROOT / "DEVELOPERS.md", ROOT / "benchmarks" / "README.md"])
          + sorted((ROOT / "docs").rglob("*.md")))
 TOP_DIRS = ("bert_tf", "data_tools", "tests", "benchmarks", "scripts", "configs", "data",
             "packaging", "constraints", "notebooks", "docs", ".ci")
@@ -27,6 +29,7 @@ PLACEHOLDER = re.compile(r"[<>{}*?$]|\.\.\.|\bN\b|\bX\b")
 FENCE = re.compile(r"^\s*(```|~~~)")
 CODE_SPAN = re.compile(r"`([^`\n]+)`")
 LINK = re.compile(r"\]\(([^)\s]+)\)")
+SCRIPT = re.compile(r"(?<![\w/.-])([\w.-]+/[\w./-]+\.(?:py|sh))\b")
 
 
 def _prose_lines(text: str) -> Iterator[Tuple[int, str]]:
@@ -38,6 +41,22 @@ def _prose_lines(text: str) -> Iterator[Tuple[int, str]]:
             continue
         if not fenced:
             yield number, line
+
+
+def command_scripts(text: str) -> List[Tuple[int, str]]:
+    """Repository scripts (.py, .sh) that fenced or indented command examples run."""
+    found = []
+    fenced = False
+    for number, line in enumerate(text.splitlines(), 1):
+        if FENCE.match(line):
+            fenced = not fenced
+            continue
+        if fenced or line.startswith("    "):
+            for match in SCRIPT.finditer(line):
+                if (match.group(1).split("/", 1)[0] in TOP_DIRS
+                        and not PLACEHOLDER.search(match.group(1))):
+                    found.append((number, match.group(1)))
+    return found
 
 
 def path_candidates(text: str) -> List[Tuple[int, str]]:
@@ -104,6 +123,9 @@ def test_the_scanners_find_paths_modules_and_links():
                                      (2, "data/vocab/bert-base-uncased-vocab.txt")]
     assert module_candidates(text) == [(2, "bert_tf.training.eval_history.read_eval_history")]
     assert link_targets(text) == [(2, "docs/a.md")]
+    assert command_scripts(text) == [(4, "data_tools/nowhere.py")]
+    assert command_scripts("    python benchmarks/data/x.py --out=out/y.py /p/z.py\n") == [
+        (1, "benchmarks/data/x.py")]
     assert resolve_module("bert_tf.training.eval_history.read_eval_history")
     assert resolve_module("data_tools.inputs")
     assert not resolve_module("data_tools.text_files")  # the path before the regroup
@@ -120,6 +142,8 @@ def test_every_path_and_module_named_exists(page):
                and "pending" not in lines[n - 1].lower()]
     missing += [f"line {n}: {name}" for n, name in module_candidates(text)
                 if not resolve_module(name)]
+    missing += [f"line {n}: {path} (a command runs it)" for n, path in command_scripts(text)
+                if not (ROOT / path).is_file()]
     assert missing == [], f"{page.relative_to(ROOT)} names what does not exist"
 
 
@@ -132,3 +156,10 @@ def test_every_readme_link_points_at_a_file():
     nav = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
     docs_links = {t.removeprefix("docs/") for _, t in targets if t.startswith("docs/")}
     assert docs_links and all(link in nav for link in docs_links), docs_links
+
+
+def test_every_benchmarks_index_link_points_at_a_file():
+    index = ROOT / "benchmarks" / "README.md"
+    targets = link_targets(index.read_text(encoding="utf-8"))
+    assert targets
+    assert [f"line {n}: {t}" for n, t in targets if not (index.parent / t).exists()] == []
