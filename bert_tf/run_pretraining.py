@@ -29,13 +29,14 @@ from absl import flags, logging
 from bert_tf import install_check
 from bert_tf.core import errors, fileio
 from bert_tf.core.errors import UserError, cli_main
-from bert_tf.training import distribution_flags
+from bert_tf.training import distribution_flags, objective_flags
 
 if TYPE_CHECKING:  # these modules import TensorFlow; flag errors should not wait for it
     from bert_tf.data.input_config import InputConfig
     from bert_tf.interop.continued_pretraining import PretrainingStart
     from bert_tf.modeling.config import BertConfig
     from bert_tf.training.distribution import DistributionConfig
+    from bert_tf.training.electra_objective import ElectraConfig
     from bert_tf.training.optimization import OptimizerConfig
     from bert_tf.training.trainer import TrainerConfig
 
@@ -66,6 +67,7 @@ flags.DEFINE_integer("max_eval_steps", 100, "Eval batches at most.")
 
 # --- ours
 distribution_flags.define_flags()
+objective_flags.define_flags()
 flags.DEFINE_integer("steps_per_loop", 1,
                      "Train steps between progress and checkpoint checks (use ~1000 on TPU); "
                      "run in calls of about 2 s, so that SIGTERM is answered within seconds.")
@@ -153,6 +155,7 @@ class RunConfig:
         do_train, do_eval: what to run.
         input_position: --input_position ("auto" is resolved once the strategy exists).
         start: where --init_checkpoint starts the run, in which vocabulary (None without it).
+        electra: ELECTRA's settings with --objective=electra, else None (BERT).
     """
 
     bert_config: "BertConfig"
@@ -165,6 +168,7 @@ class RunConfig:
     do_eval: bool
     input_position: str = "auto"
     start: Optional["PretrainingStart"] = None
+    electra: Optional["ElectraConfig"] = None
 
 
 def _required(name: str) -> str:
@@ -203,9 +207,10 @@ def config_from_flags() -> RunConfig:
     bert_config.check_seq_length(FLAGS.max_seq_length)
     if not FLAGS.learning_rate > 0:
         raise UserError(f"--learning_rate must be positive, got {FLAGS.learning_rate}")
+    electra = objective_flags.config_from_flags(bert_config)
     from bert_tf.interop import continued_pretraining  # any format; an extended --vocab_file
 
-    bert_config, start = continued_pretraining.plan(
+    bert_config, start = (bert_config, None) if electra else continued_pretraining.plan(
         FLAGS.init_checkpoint, FLAGS.vocab_file, bert_config, FLAGS.bert_config_file or "",
         FLAGS.train_only_new_embeddings_steps)
 
@@ -313,7 +318,7 @@ def config_from_flags() -> RunConfig:
         max_steps_per_run=FLAGS.max_steps_per_run,
         max_train_minutes=FLAGS.max_train_minutes,
         init_checkpoint=FLAGS.init_checkpoint or "",
-        use_nsp=not FLAGS.no_nsp,
+        use_nsp=not FLAGS.no_nsp and electra is None,
         seed=FLAGS.seed,
         dtype_policy=FLAGS.dtype_policy,
         num_warmup_steps=FLAGS.num_warmup_steps,
@@ -322,7 +327,7 @@ def config_from_flags() -> RunConfig:
     )
     fileio.check_writable_dir(output_dir)
     return RunConfig(bert_config, train, optimizer, dist, train_input, eval_input,
-                     FLAGS.do_train, FLAGS.do_eval, FLAGS.input_position, start)
+                     FLAGS.do_train, FLAGS.do_eval, FLAGS.input_position, start, electra)
 
 
 def run(config: RunConfig) -> Optional[dict]:
@@ -331,7 +336,6 @@ def run(config: RunConfig) -> Optional[dict]:
     Returns:
         The eval results, if evaluated.
     """
-    from bert_tf.modeling.pretraining_model import BertPretrainingModel
     from bert_tf.training import budget, distribution, optimization, trainer
 
     strategy = distribution.create_strategy(config.distribution)
@@ -351,9 +355,9 @@ def run(config: RunConfig) -> Optional[dict]:
             clock = budget.TrainingClock(trainer_config.max_train_minutes)
     runner = trainer.Trainer(
         trainer_config, strategy,
-        model_fn=lambda: BertPretrainingModel(config.bert_config, use_nsp=trainer_config.use_nsp),
         optimizer_fn=lambda: optimization.create_optimizer(config.optimizer, clock=clock),
-        clock=clock,
+        clock=clock, **objective_flags.trainer_args(config.bert_config, config.electra,
+                                                    trainer_config.use_nsp, trainer_config.seed),
         **(config.start.trainer_args(eval_only=not config.do_train) if config.start else {}),
     )
     eval_input = config.eval_input

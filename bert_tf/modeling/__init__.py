@@ -3,8 +3,9 @@
     from bert_tf.modeling import BertConfig, BertEncoder, BertPretrainingModel
 
 Modules: `config` (BertConfig, no TensorFlow), `activations`, `encoder` (BertEncoder),
-`heads` (MLM and NSP heads), `pretraining_model` (BertPretrainingModel), `weight_map`
-(canonical weight names for checkpoint converters).
+`embeddings` (its embedding step), `heads` (MLM and NSP heads), `pretraining_model`
+(BertPretrainingModel), `electra` (ElectraPretrainingModel: generator and discriminator),
+`weight_map` (canonical weight names for checkpoint converters).
 
 The Keras names are imported lazily, so `from bert_tf.modeling import BertConfig` (or
 `bert_tf.modeling.config`) does not pay for importing TensorFlow.
@@ -21,6 +22,7 @@ _LAZY = {
     "BertEncoder": "bert_tf.modeling.encoder",
     "BertTransformerBlock": "bert_tf.modeling.encoder",
     "BertPretrainingModel": "bert_tf.modeling.pretraining_model",
+    "ElectraPretrainingModel": "bert_tf.modeling.electra",
     "MappedWeight": "bert_tf.modeling.weight_map",
     "encoder_weight_map": "bert_tf.modeling.weight_map",
     "pretraining_weight_map": "bert_tf.modeling.weight_map",

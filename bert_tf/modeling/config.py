@@ -30,7 +30,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from typing import Any, Dict, Mapping
+from typing import Any, Dict, Mapping, Optional
 
 from bert_tf.core import fileio
 from bert_tf.core.errors import UserError
@@ -91,6 +91,11 @@ class BertConfig:
             embedding).
         type_vocab_size: number of segment ids (rows of the token-type embedding).
         initializer_range: stddev of the truncated-normal initializer of all weights.
+        embedding_size: width E of the word, position and segment embeddings (ELECTRA's and
+            ALBERT's key); None (the default, and absent from files that leave it out)
+            means hidden_size. When it differs, a Dense projection E -> hidden follows the
+            embeddings' LayerNorm and dropout (`embeddings_project`, as ELECTRA-Small's
+            128 -> 256).
     """
 
     vocab_size: int
@@ -104,6 +109,7 @@ class BertConfig:
     max_position_embeddings: int = 512
     type_vocab_size: int = 16
     initializer_range: float = 0.02
+    embedding_size: Optional[int] = None
 
     def __post_init__(self) -> None:
         self.validate()
@@ -128,6 +134,11 @@ class BertConfig:
                 )
             if value <= 0:
                 raise UserError(f"{source}: {name} must be positive, got {value}")
+        size = self.embedding_size
+        if size is not None and (isinstance(size, bool) or not isinstance(size, int)
+                                 or size <= 0):
+            raise UserError(f"{source}: embedding_size must be a positive integer or null, "
+                            f"got {size!r}")
         for name in _DROPOUT_FIELDS + ("initializer_range",):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -159,6 +170,11 @@ class BertConfig:
     def head_size(self) -> int:
         """Width of one attention head, hidden_size / num_attention_heads."""
         return self.hidden_size // self.num_attention_heads
+
+    @property
+    def embedding_width(self) -> int:
+        """Width of the embedding tables: embedding_size, or hidden_size when it is None."""
+        return self.hidden_size if self.embedding_size is None else self.embedding_size
 
     @property
     def activation(self) -> str:
@@ -218,8 +234,14 @@ class BertConfig:
         return config
 
     def to_dict(self) -> Dict[str, Any]:
-        """The original key names and values (a plain, JSON-serializable dict)."""
-        return dataclasses.asdict(self)
+        """The original key names and values (a plain, JSON-serializable dict).
+
+        embedding_size appears only when set, so a BERT config writes the original's keys.
+        """
+        d = dataclasses.asdict(self)
+        if d["embedding_size"] is None:
+            del d["embedding_size"]
+        return d
 
     def to_json_string(self) -> str:
         """JSON with sorted keys and indent 2, as the original wrote it."""

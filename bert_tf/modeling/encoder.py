@@ -18,7 +18,12 @@ Built from keras-hub layers, checked against BERT's definition:
   (-3e4 in float16) to their scores as BERT did; and `query_positions`, to compute the last
   block only where the pre-training heads read it.
 * Segment embeddings are a plain `keras.layers.Embedding`; embeddings are summed, then
-  LayerNorm (epsilon 1e-12, as BERT) and dropout.
+  LayerNorm (epsilon 1e-12, as BERT) and dropout. With `embedding_size` E != hidden_size
+  (ELECTRA-Small: 128 and 256) the tables are E wide and a Dense `embeddings_project`
+  E -> hidden follows, as in ELECTRA; without it (every BERT config) there is no projection
+  and the layers, variables and checkpoints are BERT's. An encoder built with
+  `shared_embeddings=other` uses `other`'s tables and LayerNorm (ELECTRA's generator) and
+  only its own projection.
 * The pooler is Dense(hidden, tanh) on the first ([CLS]) position.
 
 All weights use a truncated normal initializer with stddev `initializer_range` (biases and
@@ -44,6 +49,7 @@ import tensorflow as tf
 
 from bert_tf.modeling.activations import get_activation
 from bert_tf.modeling.config import BertConfig
+from bert_tf.modeling.embeddings import embed, shared_embedding_layers
 
 # BERT's LayerNorm epsilon (the original used 1e-12 everywhere).
 LAYER_NORM_EPSILON = 1e-12
@@ -215,6 +221,10 @@ class BertEncoder(keras.Model):
         name: the model name.
         dtype: a dtype or `keras.DTypePolicy` for all layers; None uses the global policy
             (e.g. `keras.mixed_precision.set_dtype_policy("mixed_bfloat16")`).
+        shared_embeddings: another `BertEncoder` whose word, position and segment tables and
+            embedding LayerNorm this one uses (the same variables; ELECTRA's generator
+            shares the discriminator's). Its `config.embedding_width` and table sizes must
+            equal this config's. Not serialized: `get_config` rebuilds unshared layers.
 
     Call args:
         inputs: {"input_ids": int32 [batch, seq_len], "input_mask": int32 [batch, seq_len]
@@ -231,6 +241,8 @@ class BertEncoder(keras.Model):
         token_embedding: the word-embedding `WordEmbedding` (tied to the MLM output).
         position_embedding, segment_embedding, embeddings_layer_norm, embeddings_dropout,
         transformer_layers (list of BertTransformerBlock), pooler: the sublayers.
+        embeddings_project: Dense E -> hidden when embedding_size differs from hidden_size,
+            else None.
     """
 
     def __init__(
@@ -238,16 +250,20 @@ class BertEncoder(keras.Model):
         config: BertConfig,
         name: str = "bert_encoder",
         dtype: Optional[Any] = None,
+        shared_embeddings: Optional["BertEncoder"] = None,
         **kwargs: Any,
     ) -> None:
         if isinstance(config, dict):  # from_config
             config = BertConfig.from_dict(config)
         activation = get_activation(config.hidden_act)
+        width = config.embedding_width
 
         # === Layers ===
-        token_embedding = WordEmbedding(
+        embeddings = (shared_embedding_layers(shared_embeddings, config)
+                      if shared_embeddings is not None else None)
+        token_embedding = embeddings[0] if embeddings else WordEmbedding(
             input_dim=config.vocab_size,
-            output_dim=config.hidden_size,
+            output_dim=width,
             embeddings_initializer=bert_initializer(config),
             # The reverse projection produces MLM logits: keep them in float32 under mixed
             # precision (bfloat16 logits lose the resolution a softmax over 30k ids needs).
@@ -255,26 +271,29 @@ class BertEncoder(keras.Model):
             dtype=dtype,
             name="word_embeddings",
         )
-        position_embedding = keras_hub.layers.PositionEmbedding(
+        position_embedding = embeddings[1] if embeddings else keras_hub.layers.PositionEmbedding(
             sequence_length=config.max_position_embeddings,
             initializer=bert_initializer(config),
             dtype=dtype,
             name="position_embeddings",
         )
-        segment_embedding = keras.layers.Embedding(
+        segment_embedding = embeddings[2] if embeddings else keras.layers.Embedding(
             input_dim=config.type_vocab_size,
-            output_dim=config.hidden_size,
+            output_dim=width,
             embeddings_initializer=bert_initializer(config),
             dtype=dtype,
             name="token_type_embeddings",
         )
         embeddings_add = keras.layers.Add(dtype=dtype, name="embeddings_add")
-        embeddings_layer_norm = keras.layers.LayerNormalization(
+        embeddings_layer_norm = embeddings[3] if embeddings else keras.layers.LayerNormalization(
             epsilon=LAYER_NORM_EPSILON, dtype=dtype, name="embeddings_layer_norm"
         )
         embeddings_dropout = keras.layers.Dropout(
             config.hidden_dropout_prob, dtype=dtype, name="embeddings_dropout"
         )
+        embeddings_project = None if width == config.hidden_size else keras.layers.Dense(
+            config.hidden_size, kernel_initializer=bert_initializer(config), dtype=dtype,
+            name="embeddings_project")
         transformer_layers = [
             BertTransformerBlock(
                 intermediate_dim=config.intermediate_size,
@@ -303,8 +322,9 @@ class BertEncoder(keras.Model):
         input_mask = keras.Input(shape=(None,), dtype="int32", name="input_mask")
         segment_ids = keras.Input(shape=(None,), dtype="int32", name="segment_ids")
 
-        x = _embed(token_embedding, position_embedding, segment_embedding, embeddings_add,
-                   embeddings_layer_norm, embeddings_dropout, input_ids, segment_ids)
+        x = embed(token_embedding, position_embedding, segment_embedding, embeddings_add,
+                   embeddings_layer_norm, embeddings_dropout, input_ids, segment_ids,
+                   project=embeddings_project)
         for block in transformer_layers:
             x = block(x, padding_mask=input_mask)
         sequence_output = x
@@ -329,6 +349,8 @@ class BertEncoder(keras.Model):
         self.embeddings_dropout = embeddings_dropout
         self.transformer_layers = transformer_layers
         self.pooler = pooler
+        # Only when present: a BERT encoder keeps exactly its checkpoint's object graph.
+        self.embeddings_project = embeddings_project
 
     def encode_at(self, inputs: Dict[str, Any], query_positions: Any,
                   training: Optional[bool] = None) -> Any:
@@ -348,9 +370,10 @@ class BertEncoder(keras.Model):
         Returns:
             [batch, num_queries, hidden]: `call(inputs)["sequence_output"]` at those positions.
         """
-        x = _embed(self.token_embedding, self.position_embedding, self.segment_embedding,
+        x = embed(self.token_embedding, self.position_embedding, self.segment_embedding,
                    self.embeddings_add, self.embeddings_layer_norm, self.embeddings_dropout,
-                   inputs["input_ids"], inputs["segment_ids"], training=training)
+                   inputs["input_ids"], inputs["segment_ids"], training=training,
+                   project=self.embeddings_project)
         mask = inputs["input_mask"]
         for block in self.transformer_layers[:-1]:
             x = block(x, padding_mask=mask, training=training)  # [batch, seq_len, hidden]
@@ -369,19 +392,6 @@ class BertEncoder(keras.Model):
     @classmethod
     def from_config(cls, config: Dict[str, Any]) -> "BertEncoder":
         return cls(**constructor_args(config))
-
-
-def _embed(token_embedding, position_embedding, segment_embedding, add, layer_norm, dropout,
-           input_ids, segment_ids, training=None):
-    """BERT's embeddings: LN(word + position + segment), then dropout -> [batch, seq_len, hidden].
-
-    Shared by the functional graph (symbolic inputs) and `encode_at` (tensors).
-    """
-    tokens = token_embedding(input_ids)  # [batch, seq_len, hidden]
-    positions = position_embedding(tokens)  # [batch, seq_len, hidden]
-    segments = segment_embedding(segment_ids)  # [batch, seq_len, hidden]
-    x = add([tokens, positions, segments])
-    return dropout(layer_norm(x), training=training)
 
 
 def constructor_args(config: Dict[str, Any]) -> Dict[str, Any]:

@@ -20,6 +20,11 @@ canonical weight has the layout of the original BERT checkpoint, so converters o
     layer_{i}/output/layer_norm/{gamma,beta}  [hidden]
     pooler/kernel [hidden, hidden], pooler/bias [hidden]
 
+With a config's `embedding_size` E set apart from hidden (ELECTRA), the three tables and
+the embedding LayerNorm are E wide, and the projection after them has two more names:
+
+    embeddings_project/kernel [E, hidden], embeddings_project/bias [hidden]
+
 and for the pretraining heads:
 
     mlm/transform/kernel [hidden, hidden], mlm/transform/bias [hidden]
@@ -115,6 +120,8 @@ def encoder_weight_map(encoder) -> Dict[str, MappedWeight]:
         "embeddings/token_type_embeddings": _plain(encoder.segment_embedding.embeddings),
     }
     weights.update(_layer_norm("embeddings/layer_norm", encoder.embeddings_layer_norm))
+    if encoder.embeddings_project is not None:
+        weights.update(_dense("embeddings_project", encoder.embeddings_project))
     for i, block in enumerate(encoder.transformer_layers):
         # keras-hub TransformerEncoder internals; tests/test_encoder.py checks that this
         # map covers every variable of the encoder exactly once.

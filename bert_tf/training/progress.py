@@ -33,6 +33,8 @@ _SHORT = {
     "masked_lm_accuracy": "mlm_acc",
     "next_sentence_loss": "nsp_loss",
     "next_sentence_accuracy": "nsp_acc",
+    "discriminator_loss": "disc_loss",  # ELECTRA's (its masked_lm_* are the generator's)
+    "discriminator_accuracy": "disc_acc",
 }
 
 
@@ -177,6 +179,9 @@ class ProgressLogger:
             nsp = [f"{_SHORT[k]} {values[k]:.4f}"
                    for k in ("next_sentence_loss", "next_sentence_accuracy")]
             parts.append(" ".join(nsp))
+        if "discriminator_loss" in values:
+            parts.append(" ".join(f"{_SHORT[k]} {values[k]:.4f}"
+                                  for k in ("discriminator_loss", "discriminator_accuracy")))
         speed = f"{values['examples_per_second']:.1f} examples/s"
         if first:
             speed += " (incl. graph tracing)"  # the first call builds the tf.function

@@ -114,6 +114,10 @@ class StepFunctions:
         self.objective = objective
         self.accumulation_steps = accumulation_steps
         self.keys = tuple(objective.sum_keys)
+        # A sum is a float32 scalar unless the objective declares a fixed shape for it (the
+        # score histograms of ELECTRA's AUC): the loops' accumulators start at zeros of it.
+        shapes = getattr(objective, "sum_shapes", {})
+        self._zeros = lambda: {key: tf.zeros(shapes.get(key, [])) for key in self.keys}
         self._seed_states = checkpointing.seed_state_variables(model)  # dropout RNG
         self._gradients = tf.function(self._local_gradients, jit_compile=use_xla,
                                       autograph=False)
@@ -289,7 +293,7 @@ class StepFunctions:
             lambda i, step_losses, totals, finite: tf.logical_and(
                 finite, tf.cast(i, num_steps.dtype) < num_steps), step,
             (tf.constant(0), tf.TensorArray(tf.float32, size=0, dynamic_size=True),
-             {key: tf.zeros([]) for key in self.keys}, tf.constant(True)))
+             self._zeros(), tf.constant(True)))
         return step_losses.stack(), totals
 
     def _eval_loop(self, iterator, max_steps: tf.Tensor) -> Tuple[tf.Tensor, Dict[str, tf.Tensor]]:
@@ -316,7 +320,7 @@ class StepFunctions:
         batches, totals, _ = tf.while_loop(
             lambda batches, totals, more: tf.logical_and(
                 more, tf.cast(batches, max_steps.dtype) < max_steps), evaluate,
-            (tf.constant(0), {key: tf.zeros([]) for key in self.keys}, tf.constant(True)))
+            (tf.constant(0), self._zeros(), tf.constant(True)))
         return batches, totals
 
 

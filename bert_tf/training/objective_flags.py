@@ -1,0 +1,101 @@
+"""run_pretraining's choice of objective: `--objective=bert|electra` and ELECTRA's flags.
+
+Imported only by the `python -m bert_tf.run_pretraining` entry point, which parses the flags
+and turns them at once into a frozen `electra_objective.ElectraConfig` (or None for BERT)
+with `config_from_flags`; `trainer_args` gives the trainer the run's model and objective.
+ELECTRA's flags keep the names of google-research/electra's
+configure_pretraining.py where it has them (`disc_weight`); its `generator_hidden_size` (a
+fraction there) is `--generator_hidden_fraction` here, which says what it is.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Dict, Optional
+
+from absl import flags
+
+from bert_tf.core.errors import UserError
+
+if TYPE_CHECKING:  # they import TensorFlow; flag errors should not wait for it
+    from bert_tf.modeling.config import BertConfig
+    from bert_tf.training.electra_objective import ElectraConfig
+
+FLAGS = flags.FLAGS
+OBJECTIVES = ["bert", "electra"]
+ELECTRA_FLAGS = ("generator_hidden_fraction", "disc_weight")
+
+
+def define_flags() -> None:
+    """Defines --objective, --generator_hidden_fraction and --disc_weight; call once."""
+    flags.DEFINE_enum("objective", "bert", OBJECTIVES,
+                      "bert: masked LM (+ next-sentence prediction unless --no_nsp). electra: "
+                      "a small masked-LM generator fills the masked positions with samples "
+                      "and the model (the discriminator) learns which of all the tokens were "
+                      "replaced (Clark et al., 2020); no next-sentence head.")
+    flags.DEFINE_float("generator_hidden_fraction", 0.25,
+                       "--objective=electra: the generator's hidden size as a fraction of the "
+                       "discriminator's (heads: one per 64 units; feed-forward 4x).")
+    flags.DEFINE_float("disc_weight", 50.0,
+                       "--objective=electra: the discriminator loss's weight (lambda) in "
+                       "loss = generator MLM loss + lambda x discriminator loss.")
+
+
+def config_from_flags(bert_config: "BertConfig") -> Optional["ElectraConfig"]:
+    """ELECTRA's frozen settings, or None for --objective=bert.
+
+    Args:
+        bert_config: the discriminator's config (the generator's is checked against it).
+
+    Raises:
+        UserError: an ELECTRA flag without --objective=electra, or with it a flag that does
+            not apply (--no_nsp, --train_only_new_embeddings_steps) or a generator size the
+            config cannot have.
+    """
+    if FLAGS.objective != "electra":
+        given = [name for name in ELECTRA_FLAGS if FLAGS[name].present]
+        if given:
+            raise UserError(f"--{' and --'.join(given)} appl{'ies' if len(given) == 1 else 'y'}"
+                            " only with --objective=electra")
+        return None
+    if FLAGS.no_nsp:
+        raise UserError("--no_nsp does not apply to --objective=electra (it has no "
+                        "next-sentence head): leave it out")
+    if FLAGS.train_only_new_embeddings_steps:
+        raise UserError("--train_only_new_embeddings_steps is not supported with "
+                        "--objective=electra")
+    from bert_tf.modeling.electra import generator_config
+    from bert_tf.training.electra_objective import ElectraConfig
+
+    config = ElectraConfig(generator_hidden_fraction=FLAGS.generator_hidden_fraction,
+                           disc_weight=FLAGS.disc_weight)
+    generator_config(bert_config, config.generator_hidden_fraction)  # fails in one line
+    return config
+
+
+def trainer_args(bert_config: "BertConfig", electra: Optional["ElectraConfig"], use_nsp: bool,
+                 seed: int) -> Dict[str, Any]:
+    """The `trainer.Trainer` arguments of the objective: its model_fn and objective.
+
+    Args:
+        bert_config: the model's (with ELECTRA: the discriminator's) config.
+        electra: ELECTRA's settings, or None for BERT (MLM, NSP as `use_nsp` says).
+        use_nsp: BERT's next-sentence head.
+        seed: the run's seed (seeds ELECTRA's sampling).
+
+    Returns:
+        {"model_fn": ..., "objective": ... (None: the trainer's default, BERT's)}.
+    """
+    if electra is None:
+        from bert_tf.modeling.pretraining_model import BertPretrainingModel
+
+        return {"model_fn": lambda: BertPretrainingModel(bert_config, use_nsp=use_nsp),
+                "objective": None}
+    from bert_tf.modeling.electra import ElectraPretrainingModel
+    from bert_tf.training.electra_objective import ElectraObjective
+
+    def model_fn():
+        return ElectraPretrainingModel(bert_config, electra.generator_hidden_fraction,
+                                       sampling_seed=seed)
+
+    return {"model_fn": model_fn,
+            "objective": ElectraObjective(bert_config.vocab_size, electra.disc_weight)}
