@@ -23,7 +23,8 @@ def run_cli(*args, cwd=None, env_extra=None):
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
     return subprocess.run([sys.executable, "-m", "data_tools.build_vocab", *args],
-                          capture_output=True, text=True, cwd=cwd or root, env=env)
+                          capture_output=True, text=True, cwd=cwd or root, env=env,
+                          timeout=600)  # a hang fails this test, not the whole suite
 
 
 def _articles(lines):

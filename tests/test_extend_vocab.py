@@ -327,7 +327,7 @@ def test_the_job_imports_no_tensorflow(tmp_path, corpus_lines, google_vocab_path
         "print(sorted(m for m in sys.modules if m.split('.')[0] in "
         "('tensorflow', 'keras', 'keras_hub', 'tensorflow_text')))\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          cwd=REPO_ROOT, env=dict(os.environ, PYTHONPATH=REPO_ROOT))
+                          cwd=REPO_ROOT, env=dict(os.environ, PYTHONPATH=REPO_ROOT), timeout=600)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
     assert len((tmp_path / "v.txt").read_text(encoding="utf-8").splitlines()) == 30522

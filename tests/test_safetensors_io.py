@@ -171,6 +171,6 @@ def test_reading_holds_each_tensor_once(tmp_path):
                              path)
     size = os.path.getsize(path)
     out = subprocess.run([sys.executable, "-c", _PEAK_SCRIPT, path], check=True,
-                         capture_output=True, text=True).stdout
+                         capture_output=True, text=True, timeout=600).stdout
     growth = int(out.split()[-1])
     assert growth < 1.4 * size, (growth, size)

@@ -217,5 +217,5 @@ def test_squad_modules_do_not_import_tensorflow():
     code = ("import sys; import bert_tf.finetune.squad_data, bert_tf.finetune.squad_postprocess;"
             " print('tensorflow' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True)
+                         check=True, timeout=600)
     assert out.stdout.strip() == "False"

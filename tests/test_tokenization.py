@@ -172,7 +172,8 @@ def test_errors_are_one_line_for_the_cli(tmp_path):
             "from bert_tf.core.errors import cli_main\n"
             "app.run(cli_main(lambda argv: "
             f"tokenization.FullTokenizer({str(tmp_path)!r} + '/v')))\n")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=600)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [f"error: vocab file not found: {tmp_path}/v"]
 
