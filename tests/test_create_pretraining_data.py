@@ -246,10 +246,14 @@ def test_bad_vocab(case, tmp_path, small_corpus, google_vocab_path, repo_root):
     out = tmp_path / "o" / "out.tfrecord"
     proc = _run(_base(small_corpus, out, vocab), repo_root)
     assert proc.returncode == 2
-    line = _error_line(proc)
-    assert str(vocab) in line or "vocab" in line
-    assert {"missing": "not found", "not_utf8": "not UTF-8", "no_mask": "[MASK]",
-            "empty": "empty"}[case] in line
+    assert _error_line(proc) == {
+        "missing": f"error: vocab file not found: {vocab}",
+        # The bundled vocab's 30,522 lines, the empty line its final newline leaves, then
+        # the bad bytes.
+        "not_utf8": f"error: vocab file {vocab} is not UTF-8 (line 30524)",
+        "no_mask": f"error: vocab file {vocab} lacks special token(s) [MASK]",
+        "empty": f"error: vocab file {vocab} is empty",
+    }[case]
     assert not (tmp_path / "o").exists() or os.listdir(tmp_path / "o") == []
 
 
