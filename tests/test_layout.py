@@ -143,6 +143,28 @@ def test_utilities_import_no_layer(graph):
     assert wrong == []
 
 
+# bert_tf/finetune: the parts every task shares (heads, inputs, objectives, the runner, warm
+# start) at its top, and one folder per task family. The classification, tagging, SQuAD and
+# scorecard modules still sit at the top (prefixed by their family); retrieval is the first
+# folder. A family imports the shared parts, never another family.
+FINETUNE_FAMILIES = ("bert_tf.finetune.retrieval",)
+
+
+def test_finetune_folders_are_task_families_that_import_no_other(repo_root, graph):
+    root = repo_root / "bert_tf" / "finetune"
+    folders = sorted(f"bert_tf.finetune.{p.name}" for p in root.iterdir()
+                     if (p / "__init__.py").is_file())
+    assert folders == sorted(FINETUNE_FAMILIES)
+
+    def family(module: str) -> str:
+        return next((f for f in FINETUNE_FAMILIES if module == f or module.startswith(f + ".")),
+                    "")
+
+    wrong = [f"{m} -> {t}" for m, targets in graph.items() if family(m)
+             for t in targets if family(t) and family(t) != family(m)]
+    assert wrong == []
+
+
 def module_level_imports(path: pathlib.Path) -> List[str]:
     """The modules `path` imports outside any function (also under if/try at the top)."""
     names: List[str] = []
