@@ -201,19 +201,31 @@ def write_submission(output_dir: str, doc: Dict[str, object], glue_dir: str) -> 
 
 
 def difference(a: Dict[str, object], b: Dict[str, object]) -> Dict[str, Optional[float]]:
-    """a − b and its standard error, paired over the seeds both have (else unpaired).
+    """a − b over seeds, and its standard error.
 
-    The standard error is None when either side has one seed: there is no spread to estimate
-    it from (the unpaired formula would give 0).
+    Paired when the two share at least two seeds: the mean and the standard error of the
+    per-seed differences over the shared seeds only. A seed that one side lacks (e.g. a
+    diverged run) is left out of both, so that each seed's own effect (data order, the new
+    head's initialisation) cancels. Otherwise unpaired: the difference of the means over all
+    seeds, with standard error sqrt(std_a² / n_a + std_b² / n_b).
+
+    Args:
+        a: a `stats` summary.
+        b: another.
+
+    Returns:
+        {"diff", "se", "paired": how many seeds the difference is paired over (0:
+        unpaired)}. "se" is None for an unpaired difference where a side has one seed:
+        there is no spread to estimate it from (the formula would give 0).
     """
     pa, pb = a["per_seed"], b["per_seed"]
-    if min(len(pa), len(pb)) < 2:
-        return {"diff": a["mean"] - b["mean"], "se": None}
     common = sorted(set(pa) & set(pb))
-    if len(common) > 1 and len(common) == len(pa) == len(pb):
+    if len(common) > 1:
         diffs = [pa[s] - pb[s] for s in common]
         return {"diff": statistics.fmean(diffs),
-                "se": statistics.stdev(diffs) / math.sqrt(len(diffs))}
+                "se": statistics.stdev(diffs) / math.sqrt(len(diffs)), "paired": len(common)}
+    if min(len(pa), len(pb)) < 2:
+        return {"diff": a["mean"] - b["mean"], "se": None, "paired": 0}
     na, nb = len(pa), len(pb)
     return {"diff": a["mean"] - b["mean"],
-            "se": math.sqrt(a["std"] ** 2 / na + b["std"] ** 2 / nb)}
+            "se": math.sqrt(a["std"] ** 2 / na + b["std"] ** 2 / nb), "paired": 0}
