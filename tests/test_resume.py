@@ -168,12 +168,10 @@ def test_two_workers_resume_from_their_own_positions_on_the_same_trajectory(two_
     output_dir, first = run["output_dir"], run["first"]
     for worker in range(2):
         position = output_dir / "split" / resume.POSITIONS_DIR / f"worker-{worker}-of-2"
-        layout = tf.train.load_checkpoint(os.fspath(position / f"ckpt-{SPLIT}")).get_tensor(
-            resume._LAYOUT_KEY).decode()
+        layout = resume.saved_layout(os.fspath(position / f"ckpt-{SPLIT}"))
         assert layout.startswith(f"worker {worker} of 2, 2 replica(s)"), layout
     # The chief's training checkpoint holds no input position: each worker has its own.
-    assert not tf.train.load_checkpoint(
-        os.fspath(output_dir / "split" / f"ckpt-{SPLIT}")).has_tensor(resume._LAYOUT_KEY)
+    assert resume.saved_layout(os.fspath(output_dir / "split" / f"ckpt-{SPLIT}")) is None
 
     # Worker i read part-i; the records of its steps 1-2 were made unreadable before the
     # resume, so a skip would have failed.

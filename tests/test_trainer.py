@@ -172,8 +172,8 @@ def test_resume_restores_dropout_rng_and_input_position_without_reading_consumed
     part1 = make_trainer(tmp_path / "split", dropout=0.2, max_steps_per_run=2).train(
         tfrecord_dataset_fn(split_file))
     assert (part1.start_step, part1.final_step) == (0, 2)
-    saved = tf.train.load_checkpoint(os.fspath(tmp_path / "split" / "ckpt-2"))
-    assert saved.has_tensor(resume._LAYOUT_KEY)
+    layout = resume.saved_layout(os.fspath(tmp_path / "split" / "ckpt-2"))
+    assert layout.startswith("1 replica(s), per-replica batches "), layout
     corrupt_records(split_file, 2 * BATCH)
     # The file really is unreadable there: the pipeline fails at its first batch with the
     # error the trainer reports (Trainer._call's conversion).
@@ -201,8 +201,7 @@ def test_a_checkpoint_without_input_position_resumes_by_skipping(tmp_path, examp
     monkeypatch.setattr(resume, "unsupported_reason", lambda strategy: "not here")
     part1 = make_trainer(tmp_path / "split", max_steps_per_run=2).train(
         blocks_dataset_fn(examples))
-    assert not tf.train.load_checkpoint(
-        os.fspath(tmp_path / "split" / "ckpt-2")).has_tensor(resume._LAYOUT_KEY)
+    assert resume.saved_layout(os.fspath(tmp_path / "split" / "ckpt-2")) is None
     monkeypatch.undo()
     caplog.set_level("INFO", logger="absl")  # whatever an earlier test left
     part2 = make_trainer(tmp_path / "split", max_steps_per_run=1).train(
@@ -210,8 +209,7 @@ def test_a_checkpoint_without_input_position_resumes_by_skipping(tmp_path, examp
     assert ("input position not restored (the checkpoint has no input position): skipping "
             "the 2 steps' batches already consumed") in caplog.text
     # The new checkpoints hold the input position again, and the next resume restores it.
-    assert tf.train.load_checkpoint(
-        os.fspath(tmp_path / "split" / "ckpt-3")).has_tensor(resume._LAYOUT_KEY)
+    assert resume.saved_layout(os.fspath(tmp_path / "split" / "ckpt-3")) is not None
     caplog.clear()
     part3 = make_trainer(tmp_path / "split").train(blocks_dataset_fn(examples))
     assert "input position not restored" not in caplog.text

@@ -82,8 +82,21 @@ def positions_dir(output_dir: str, worker_index: int, num_workers: int) -> str:
     return os.path.join(output_dir, POSITIONS_DIR, f"worker-{worker_index}-of-{num_workers}")
 
 
-def _saved_layout(path: str) -> Optional[str]:
-    """The input layout string saved in checkpoint `path`, None if it has none."""
+def saved_layout(path: str) -> Optional[str]:
+    """The input layout saved with the input position in checkpoint `path`.
+
+    What a resumed run compares with its own before restoring the saved iterator, e.g.
+    "worker 0 of 2, 2 replica(s), per-replica batches {...}" (the worker part only with
+    several workers; then `path` is one of `positions_dir`'s checkpoints).
+
+    Args:
+        path: a checkpoint prefix (".../ckpt-<step>").
+
+    Returns:
+        The layout string, or None if the checkpoint holds no input position (saved by a
+        strategy whose input cannot be saved, `unsupported_reason`, or by the chief of
+        several workers, whose training checkpoint leaves the positions to each worker).
+    """
     reader = tf.train.load_checkpoint(path)
     if not reader.has_tensor(_LAYOUT_KEY):
         return None
@@ -178,7 +191,7 @@ class TrainInput:
             path = self._own_path(path)
             if not tf.io.gfile.exists(path + ".index"):
                 return f"worker {self.worker_index} saved no input position at this step"
-        saved = _saved_layout(path)
+        saved = saved_layout(path)
         if saved is None:
             return "the checkpoint has no input position"
         if saved != self.state.layout.numpy().decode("utf-8"):
