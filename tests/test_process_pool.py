@@ -73,24 +73,50 @@ def test_a_dead_worker_is_reported():
 # reads a worker's pipe only when it wants a result, so here the kill surely lands mid-send
 # and half a message stays in the pipe: it must give a UserError, not a hang or a result.
 # (ProcessPoolExecutor's reader thread hung on exactly that, 1 run in 10 of the killed-worker
-# test of create_pretraining_data under load.)
+# test of create_pretraining_data under load.) No sleeps: call 1 starts its result only once
+# the consumer has call 0's (else the parent could read both while it waits), and the kill
+# waits until the start of that result is in the parent's end of the pipe.
 KILLED_MID_SEND = textwrap.dedent("""
-    import os, signal, sys, time
+    import fcntl, os, signal, stat, struct, sys, termios, time
     from bert_tf.core.errors import UserError
     from data_tools.runtime import process_pool
 
-    def call(i, pid_file):
+    def call(i, folder):
         if i == 0:
             return "small"
-        with open(pid_file, "w") as f:
+        while not os.path.exists(os.path.join(folder, "go")):  # call 0's result is taken
+            time.sleep(0.01)
+        with open(os.path.join(folder, "pid.tmp"), "w") as f:
             f.write(str(os.getpid()))
-        time.sleep(0.3)
+        os.replace(os.path.join(folder, "pid.tmp"), os.path.join(folder, "pid"))
         return b"x" * (64 << 20)  # blocks in send: the parent is not reading
 
-    pid_file = sys.argv[1]
-    results = process_pool.map_ordered(call, [(0, pid_file), (1, pid_file)], 2)
+    def waiting_bytes():
+        # Bytes ready to read on this process's pipes and sockets (FIONREAD).
+        total = 0
+        for fd in range(3, 256):
+            try:
+                mode = os.fstat(fd).st_mode
+                if stat.S_ISSOCK(mode) or stat.S_ISFIFO(mode):
+                    total += struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\\0" * 4))[0]
+            except OSError:  # not an open file
+                continue
+        return total
+
+    def wait_for(condition, what):
+        deadline = time.monotonic() + 60
+        while not condition():
+            assert time.monotonic() < deadline, what
+            time.sleep(0.01)
+
+    folder = sys.argv[1]
+    results = process_pool.map_ordered(call, [(0, folder), (1, folder)], 2)
     assert next(results) == "small"
-    time.sleep(1.5)  # the consumer is busy; call 1 is stuck half-sent
+    assert waiting_bytes() == 0  # nothing of call 1 is sent yet
+    open(os.path.join(folder, "go"), "w").close()
+    pid_file = os.path.join(folder, "pid")
+    wait_for(lambda: os.path.exists(pid_file), "call 1 never started")
+    wait_for(lambda: waiting_bytes() > 0, "call 1's result never started")  # mid-send now
     os.kill(int(open(pid_file).read()), signal.SIGKILL)
     try:
         next(results)
@@ -100,9 +126,9 @@ KILLED_MID_SEND = textwrap.dedent("""
 
 
 def test_a_worker_killed_while_sending_is_an_error_not_a_hang(tmp_path):
-    proc = subprocess.run([sys.executable, "-c", KILLED_MID_SEND, str(tmp_path / "pid")],
+    proc = subprocess.run([sys.executable, "-c", KILLED_MID_SEND, str(tmp_path)],
                           cwd=REPO, env={**os.environ, "PYTHONPATH": REPO},
-                          capture_output=True, text=True, timeout=60)
+                          capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("error: a worker process died"), proc.stdout
 
