@@ -98,6 +98,13 @@ def test_reads_the_corpus_block_by_block_once():
     np.testing.assert_array_equal(indices, brute_force(queries, corpus, 6)[0])
 
 
+def test_nan_scores_are_no_hits():
+    corpus = np.array([[1.0, 0.0], [np.nan, 0.0], [0.5, 0.0]], np.float32)
+    indices, scores = search.top_k(np.array([[1.0, 0.0]], np.float32), corpus, 3, block_size=2)
+    assert indices.tolist() == [[0, 2, search.NO_HIT]]
+    assert scores[0, :2].tolist() == [1.0, 0.5] and np.isneginf(scores[0, 2])
+
+
 def test_bad_arguments():
     with pytest.raises(ValueError, match="must be >= 1"):
         search.top_k(np.zeros((1, 2)), np.zeros((3, 2)), 0)

@@ -74,7 +74,7 @@ def top_k(queries: np.ndarray, corpus: Corpus, k: int, block_size: int = 16384,
     Returns:
         (indices int64 [queries, k'], scores float32 [queries, k']), k' = min(k, corpus
         rows), each row ranked by score descending, equal scores by corpus row ascending.
-        Slots that no row could fill (every row skipped) hold NO_HIT and -inf.
+        Slots that no row could fill (every row skipped, or NaN scores) hold NO_HIT and -inf.
 
     Raises:
         ValueError: k or a block size below 1, or dimensions that differ.
@@ -102,6 +102,8 @@ def top_k(queries: np.ndarray, corpus: Corpus, k: int, block_size: int = 16384,
             for q0 in range(0, num_queries, query_block_size):
                 q1 = min(q0 + query_block_size, num_queries)
                 scores = queries[q0:q1] @ block.T  # [q, b]
+                # A NaN (an all-zero vector left unnormalised) would sort above every score.
+                scores[np.isnan(scores)] = -np.inf
                 if skip is not None:
                     local = skip[q0:q1] - start
                     hit = np.nonzero((local >= 0) & (local < block.shape[0]))[0]
