@@ -31,6 +31,7 @@ import numpy as np
 
 from bert_tf.core import fileio
 from bert_tf.core.errors import UserError
+from bert_tf.modeling import modern_config, modern_layout
 from bert_tf.modeling.config import BertConfig
 
 # ------------------------------------------------------------------ activation spellings
@@ -122,8 +123,11 @@ def expected_shapes(config: BertConfig, use_nsp: bool = True) -> Dict[str, Tuple
     """{canonical name: shape} of every weight of a pretraining model with this config.
 
     The same names and order as `weight_map.pretraining_weight_map` (a test checks it), but
-    computed from the config alone, so converters need not build a Keras model.
+    computed from the config alone, so converters need not build a Keras model. A modern
+    config (ModernBERT's options) has the names of `bert_tf.modeling.modern_layout`.
     """
+    if modern_config.is_modern(config):
+        return modern_layout.expected_shapes(config, use_nsp)
     h, ff, v = config.hidden_size, config.intermediate_size, config.vocab_size
     shapes: Dict[str, Tuple[int, ...]] = {
         "embeddings/word_embeddings": (v, h),

@@ -5,7 +5,10 @@
 Modules: `config` (BertConfig, no TensorFlow), `activations`, `encoder` (BertEncoder),
 `embeddings` (its embedding step), `heads` (MLM and NSP heads), `pretraining_model`
 (BertPretrainingModel), `electra` (ElectraPretrainingModel: generator and discriminator),
-`weight_map` (canonical weight names for checkpoint converters).
+`weight_map` (canonical weight names for checkpoint converters). The modern encoder
+(ModernBERT's and Cramming's options): `modern_config` (its bert_config keys), `rotary`,
+`modern_encoder` (ModernEncoder, `build_encoder`), `modern_head`, `modern_layout` and
+`modern_weights` (its canonical weight names).
 
 The Keras names are imported lazily, so `from bert_tf.modeling import BertConfig` (or
 `bert_tf.modeling.config`) does not pay for importing TensorFlow.
@@ -21,6 +24,8 @@ from bert_tf.modeling.config import BertConfig
 _LAZY = {
     "BertEncoder": "bert_tf.modeling.encoder",
     "BertTransformerBlock": "bert_tf.modeling.encoder",
+    "ModernEncoder": "bert_tf.modeling.modern_encoder",
+    "build_encoder": "bert_tf.modeling.modern_encoder",
     "BertPretrainingModel": "bert_tf.modeling.pretraining_model",
     "ElectraPretrainingModel": "bert_tf.modeling.electra",
     "MappedWeight": "bert_tf.modeling.weight_map",

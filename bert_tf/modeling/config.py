@@ -15,6 +15,7 @@ Activation names (`hidden_act`):
                          exact GELU, x * Phi(x) with the erf (what Hugging Face's config.json
                          and keras call "gelu"; the checkpoint converter translates).
     "relu", "tanh"
+    "geglu"              gated GELU (erf), for the modern encoder (`modern_config`).
 
 Why "gelu" means the tanh form: a `bert_config.json` is the original release's file format,
 and google-research/bert's `gelu` function was the tanh approximation, so Google's configs and
@@ -34,6 +35,7 @@ from typing import Any, Dict, Mapping, Optional
 
 from bert_tf.core import fileio
 from bert_tf.core.errors import UserError
+from bert_tf.modeling import modern_config
 
 # hidden_act name -> canonical name understood by `bert_tf.modeling.activations`.
 ACTIVATIONS: Dict[str, str] = {
@@ -46,6 +48,8 @@ ACTIVATIONS: Dict[str, str] = {
     "gelu_pytorch_tanh": "gelu_approximate",
     "relu": "relu",
     "tanh": "tanh",
+    # Gated GELU (ModernBERT, Cramming); only the modern encoder computes it (modern_config).
+    "geglu": "geglu",
 }
 
 # Keys found in some of Google's released configs (multilingual, Chinese) that the original
@@ -96,6 +100,10 @@ class BertConfig:
             means hidden_size. When it differs, a Dense projection E -> hidden follows the
             embeddings' LayerNorm and dropout (`embeddings_project`, as ELECTRA-Small's
             128 -> 256).
+        position_embedding_type, rope_theta, local_rope_theta, pre_layer_norm, norm_eps,
+            use_bias, global_attn_every_n_layers, local_attention_window,
+            tie_word_embeddings: the modern encoder's options (ModernBERT, Cramming),
+            documented in `bert_tf.modeling.modern_config`; the defaults are BERT's.
     """
 
     vocab_size: int
@@ -110,6 +118,17 @@ class BertConfig:
     type_vocab_size: int = 16
     initializer_range: float = 0.02
     embedding_size: Optional[int] = None
+    # The modern encoder's keys (ModernBERT, Cramming): `bert_tf.modeling.modern_config`
+    # documents and checks them; these defaults are BERT's.
+    position_embedding_type: str = "absolute"
+    rope_theta: float = 10000.0
+    local_rope_theta: Optional[float] = None
+    pre_layer_norm: bool = False
+    norm_eps: float = 1e-12
+    use_bias: bool = True
+    global_attn_every_n_layers: int = 1
+    local_attention_window: Optional[int] = None
+    tie_word_embeddings: bool = True
 
     def __post_init__(self) -> None:
         self.validate()
@@ -132,7 +151,8 @@ class BertConfig:
                 raise UserError(
                     f"{source}: {name} must be an integer, got {value!r}"
                 )
-            if value <= 0:
+            # type_vocab_size 0: no segment embedding (a modern config, as ModernBERT).
+            if value <= 0 and not (name == "type_vocab_size" and value == 0):
                 raise UserError(f"{source}: {name} must be positive, got {value}")
         size = self.embedding_size
         if size is not None and (isinstance(size, bool) or not isinstance(size, int)
@@ -163,6 +183,7 @@ class BertConfig:
                 f"{source}: hidden_size {self.hidden_size} is not divisible by "
                 f"num_attention_heads {self.num_attention_heads}"
             )
+        modern_config.validate(self, source)
 
     # ------------------------------------------------------------------ derived values
 
@@ -236,9 +257,10 @@ class BertConfig:
     def to_dict(self) -> Dict[str, Any]:
         """The original key names and values (a plain, JSON-serializable dict).
 
-        embedding_size appears only when set, so a BERT config writes the original's keys.
+        embedding_size appears only when set, and the modern keys only when they differ
+        from BERT's, so a BERT config writes the original's keys.
         """
-        d = dataclasses.asdict(self)
+        d = modern_config.drop_defaults(dataclasses.asdict(self))
         if d["embedding_size"] is None:
             del d["embedding_size"]
         return d

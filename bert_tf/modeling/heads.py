@@ -17,9 +17,11 @@ from __future__ import annotations
 import keras
 import keras_hub
 
+from bert_tf.modeling import modern_config
 from bert_tf.modeling.activations import get_activation
 from bert_tf.modeling.config import BertConfig
 from bert_tf.modeling.encoder import LAYER_NORM_EPSILON, bert_initializer
+from bert_tf.modeling.modern_head import ModernMaskedLMHead
 
 NUM_NSP_CLASSES = 2
 
@@ -38,7 +40,11 @@ def build_masked_lm_head(
         A layer called as `head(sequence_output, mask_positions=masked_lm_positions)` with
         sequence_output [batch, seq_len, hidden] and masked_lm_positions int32
         [batch, num_predictions], returning float32 logits [batch, num_predictions, vocab_size].
+        A modern config (`modern_config.is_modern`) gets ModernBERT's head
+        (`modern_head.ModernMaskedLMHead`), called the same way.
     """
+    if modern_config.is_modern(config):
+        return ModernMaskedLMHead(config, token_embedding, name=name)
     return keras_hub.layers.MaskedLMHead(
         token_embedding=token_embedding,
         intermediate_activation=get_activation(config.hidden_act),

@@ -13,8 +13,9 @@ import keras
 import numpy as np
 
 from bert_tf.modeling.config import BertConfig
-from bert_tf.modeling.encoder import INPUT_NAMES, BertEncoder, constructor_args
+from bert_tf.modeling.encoder import INPUT_NAMES, constructor_args
 from bert_tf.modeling.heads import build_masked_lm_head, build_next_sentence_head
+from bert_tf.modeling.modern_encoder import build_encoder
 
 MODEL_INPUT_NAMES = INPUT_NAMES + ("masked_lm_positions",)
 
@@ -42,7 +43,8 @@ class BertPretrainingModel(keras.Model):
          "sequence_output": [batch, seq_len, hidden], "pooled_output": [batch, hidden]}.
 
     Attributes:
-        encoder: the `BertEncoder` (export or fine-tune it alone).
+        encoder: the `BertEncoder` (a `ModernEncoder` for a modern config; export or
+            fine-tune it alone).
         mlm_head: the keras-hub `MaskedLMHead`.
         nsp_head: the NSP Dense layer, or None.
     """
@@ -57,7 +59,8 @@ class BertPretrainingModel(keras.Model):
     ) -> None:
         if isinstance(config, dict):  # from_config
             config = BertConfig.from_dict(config)
-        encoder = BertEncoder(config, dtype=dtype)
+        # A modern config (ModernBERT's options) gets the modern encoder and MLM head.
+        encoder = build_encoder(config, dtype=dtype)
         mlm_head = build_masked_lm_head(config, encoder.token_embedding)
         nsp_head = build_next_sentence_head(config) if use_nsp else None
 

@@ -42,45 +42,14 @@ name of its own.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Dict, Mapping, Tuple
 
 import keras
 import numpy as np
 
 from bert_tf.core.errors import UserError
-
-
-@dataclasses.dataclass(frozen=True)
-class MappedWeight:
-    """One model variable seen in its canonical shape.
-
-    Attributes:
-        variable: the Keras variable.
-        shape: the canonical shape (a reshape of `variable.shape`).
-    """
-
-    variable: keras.Variable
-    shape: Tuple[int, ...]
-
-    def numpy(self) -> np.ndarray:
-        """The value in the canonical shape (float32 numpy)."""
-        value = keras.ops.convert_to_numpy(self.variable.value)
-        return np.reshape(value, self.shape)
-
-    def assign(self, value: np.ndarray, name: str = "weight") -> None:
-        """Sets the variable from a value in the canonical shape.
-
-        Raises:
-            UserError: the value has the wrong shape.
-        """
-        value = np.asarray(value)
-        if tuple(value.shape) != tuple(self.shape):
-            raise UserError(
-                f"weight {name}: shape {tuple(value.shape)} does not match the model's "
-                f"{tuple(self.shape)}"
-            )
-        self.variable.assign(np.reshape(value, self.variable.shape).astype(self.variable.dtype))
+from bert_tf.modeling import modern_config, modern_weights
+from bert_tf.modeling.mapped_weight import MappedWeight
 
 
 def _plain(variable: keras.Variable) -> MappedWeight:
@@ -109,8 +78,11 @@ def encoder_weight_map(encoder) -> Dict[str, MappedWeight]:
 
     Returns:
         An insertion-ordered dict (embeddings, layers in order, pooler); see the module
-        docstring for names and shapes.
+        docstring for names and shapes. A `ModernEncoder` has the names of
+        `modern_layout` (`modern_weights`).
     """
+    if modern_config.is_modern(encoder.config):
+        return modern_weights.encoder_weight_map(encoder)
     hidden = encoder.config.hidden_size
     weights: Dict[str, MappedWeight] = {
         "embeddings/word_embeddings": _plain(encoder.token_embedding.embeddings),
@@ -151,6 +123,8 @@ def pretraining_weight_map(model) -> Dict[str, MappedWeight]:
 
     The NSP names are present only when the model has an NSP head.
     """
+    if modern_config.is_modern(model.config):
+        return modern_weights.pretraining_weight_map(model)
     weights = encoder_weight_map(model.encoder)
     head = model.mlm_head
     weights.update(_dense("mlm/transform", head._intermediate_dense))
