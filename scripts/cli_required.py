@@ -5,7 +5,8 @@ A flag is required when the command marks it with absl's `flags.mark_flag_as_req
 in the entry module or any bert_tf / data_tools module that module imports (at its top or
 inside a function). Most entry points check their flags themselves, to give the project's
 one-line error rather than absl's, so the messages are where the truth is. The text after
-"is required" ("with --do_train") is the condition under which the flag is needed.
+"is required", when it names another flag ("with --do_train"), is the condition under
+which the flag is needed.
 
 The names in a message are read when the code states them plainly: a string literal, or an
 f-string over a loop variable of a literal tuple (`for name in ("a", "b"):`) or over a
@@ -156,8 +157,19 @@ def required_in_module(tree: ast.AST) -> List[Tuple[str, str]]:
             for text in _message_texts(node.args[0], parents, tree):
                 match = REQUIRED_MESSAGE.match(text)
                 if match:
-                    found.append((match["name"], " ".join(match["when"].split())))
+                    found.append((match["name"], condition(match["when"])))
     return found
+
+
+def condition(when: str) -> str:
+    """The condition in the text after "is required", "" when it states none.
+
+    A condition names another flag ("with --do_train", "(no vocab.txt beside
+    --init_checkpoint)"); a remark that names none ("(true for uncased vocabularies)") is
+    advice on the value, and the flag is required always.
+    """
+    when = " ".join(when.split())
+    return when if re.search(r"--[A-Za-z0-9_]", when) else ""
 
 
 def required_flags(entry: str, flag_names: Set[str],

@@ -34,10 +34,11 @@ def test_requirements_read_from_literals_loops_helpers_and_absl():
                 if not FLAGS[name].value:
                     raise UserError(f"--{name} is required")
             raise UserError("--f is required with --do_train")
+            raise UserError("--h is required (true for uncased vocabularies)")
             raise UserError("--g must be positive")
             raise UserError(f"{flag} is required")
         """) == [("a", ""), ("b", ""), ("c", ""), ("d", ""), ("e", ""),
-                 ("f", "with --do_train")]
+                 ("f", "with --do_train"), ("h", "")]
 
 
 def test_required_flags_keep_only_the_commands_own(tmp_path):
