@@ -17,6 +17,9 @@ counts as their mean).
   dev score over seeds is kept, as the BERT paper did.
 * --max_train_examples=N: a seeded subset of each training set, for screening on a budget
   (the report says so).
+* --classifier_readout=pooler|cls|mean: the classification head's sentence vector (the
+  pooled [CLS], [CLS] without the pooler, or the mean over the real tokens), for every
+  classification task; a suite's task may name its own.
 * --reference_checkpoint adds a second row with the identical protocol (`random`: the same
   architecture from random weights, to see what pretraining bought).
 * --do_predict: the GLUE server's files from each task's selected run, and submission.zip.
@@ -33,6 +36,7 @@ from absl import flags
 from bert_tf import install_check
 from bert_tf.core import errors
 from bert_tf.core.errors import UserError, cli_main
+from bert_tf.finetune import cli
 from bert_tf.training import distribution_flags
 
 FLAGS = flags.FLAGS
@@ -71,6 +75,7 @@ flags.DEFINE_integer("max_train_examples", 0, "Train on a seeded subset of at mo
 flags.DEFINE_integer("subset_seed", 0, "Seed of the --max_train_examples subsets.")
 flags.DEFINE_bool("do_predict", False, "Write the GLUE server's files and submission.zip.")
 flags.DEFINE_bool("keep_checkpoints", False, "Keep every run's fine-tuned checkpoint.")
+cli.define_classifier_readout_flag()
 distribution_flags.define_flags()
 
 
@@ -94,7 +99,7 @@ def _config():
         train_batch_size=FLAGS.train_batch_size, eval_batch_size=FLAGS.eval_batch_size,
         num_train_epochs=FLAGS.num_train_epochs, warmup_proportion=FLAGS.warmup_proportion,
         max_seq_length=FLAGS.max_seq_length, max_train_examples=FLAGS.max_train_examples,
-        subset_seed=FLAGS.subset_seed)
+        subset_seed=FLAGS.subset_seed, classifier_readout=FLAGS.classifier_readout)
     init = FLAGS.init_checkpoint or ""
     name = FLAGS.name or (os.path.basename(os.path.normpath(init)) if init else "random")
     model = Model(name, init, FLAGS.bert_config_file or "", FLAGS.vocab_file or "",

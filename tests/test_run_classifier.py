@@ -144,7 +144,7 @@ def test_cli_output_dir_holds_the_model_assets(binary_run, google_vocab_path):
     assert json.loads((out / "label_list.json").read_text()) == ["neg", "pos"]
     task = json.loads((out / runner.TASK_FILE).read_text())
     assert task == {"kind": "classifier", "num_labels": 2, "do_lower_case": True,
-                    "max_seq_length": 32}
+                    "max_seq_length": 32, "classifier_readout": "pooler"}
     assert json.loads((out / "bert_config.json").read_text())["hidden_size"] == 64
     assert (out / "vocab.txt").read_bytes() == pathlib.Path(google_vocab_path).read_bytes()
     steps = int(300 / 16 * BINARY_EPOCHS)
@@ -157,6 +157,72 @@ def test_cli_output_dir_holds_the_model_assets(binary_run, google_vocab_path):
 def test_sentence_pair_task_overfits_snli(tmp_path, bert_config, google_vocab_path):
     snli = DATA / "snli_tiny"
     data_dir = _data_dir(tmp_path / "data", {"train.jsonl": snli / "train.jsonl",
+@pytest.fixture(scope="module")
+def mean_run(tmp_path_factory, bert_config, google_vocab_path, cli):
+    """The CLI run of `binary_run` with --classifier_readout=mean (and a test set to predict)."""
+    root = tmp_path_factory.mktemp("mean")
+    binary = DATA / "vader_tiny" / "binary"
+    data_dir = _data_dir(root / "data", {"train.tsv": binary / "train.tsv",
+                                         "dev.tsv": binary / "train.tsv",
+                                         "test.tsv": binary / "test.tsv"})
+    out = root / "out"
+    proc = cli.run(MODULE, [
+        "--task_name=tsv", f"--data_dir={data_dir}", "--text_column=sentence",
+        "--label_column=label", f"--bert_config_file={bert_config}",
+        f"--vocab_file={google_vocab_path}", f"--output_dir={out}", "--do_train", "--do_eval",
+        "--do_predict", "--max_seq_length=32", f"--num_train_epochs={BINARY_EPOCHS}",
+        "--learning_rate=2e-3", "--train_batch_size=16", "--eval_batch_size=32",
+        "--classifier_readout=mean"])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return out, data_dir
+
+
+def test_mean_readout_trains_and_predicts_with_the_mean(mean_run):
+    out, data_dir = mean_run
+    assert _eval_results(out)["eval_accuracy"] >= 0.95
+    # Export rebuilds the head from finetune_task.json (test_task_serving serves a mean one).
+    task = json.loads((out / runner.TASK_FILE).read_text())
+    assert task["classifier_readout"] == "mean"
+    with open(out / "test_results.tsv", encoding="utf-8", newline="") as f:
+        rows = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))[1:]
+    written = np.array([[float(r[1]), float(r[2])] for r in rows])
+    with open(pathlib.Path(data_dir) / "test.tsv", encoding="utf-8", newline="") as f:
+        texts = [r["sentence"] for r in csv.DictReader(f, delimiter="\t",
+                                                        quoting=csv.QUOTE_NONE)]
+    checkpoint = tf.train.latest_checkpoint(os.fspath(out))
+    models = {r: BertClassifier(BertConfig.from_dict(TINY), 2, readout=r)
+              for r in ("mean", "pooler")}
+    for model in models.values():
+        tf.train.Checkpoint(model=model).read(checkpoint).expect_partial()
+    assert written.shape == (50, 2)
+    # The predictions are the mean's; the same weights through the pooler give others.
+    np.testing.assert_allclose(_softmax_of(models["mean"], texts, out), written, atol=2e-6)
+    assert not np.allclose(_softmax_of(models["pooler"], texts, out), written, atol=1e-2)
+
+
+def _softmax_of(model, texts, out):
+    from bert_tf.core.tokenization import FullTokenizer
+    from bert_tf.finetune import classification_data
+
+    tokenizer = FullTokenizer(os.fspath(out / "vocab.txt"), do_lower_case=True)
+    examples = [classification_data.Example(str(i), t, None, None) for i, t in enumerate(texts)]
+    arrays = classification_data.featurize(examples, ["neg", "pos"], tokenizer, 32).arrays
+    logits = model({k: arrays[k] for k in ("input_ids", "input_mask", "segment_ids")})
+    return tf.nn.softmax(logits["logits"]).numpy()
+
+
+def test_evaluating_with_another_readout_than_trained_is_refused(mean_run):
+    out, data_dir = mean_run
+    settings = ClassificationSettings("tsv", data_dir, text_column="sentence",
+                                      label_column="label", classifier_readout="pooler")
+    with pytest.raises(UserError, match=f"^{out} was fine-tuned with --classifier_readout=mean; "
+                       "evaluate and predict with the same, not pooler$"):
+        _run(out, settings, do_train=False)
+    with pytest.raises(UserError, match="^--classifier_readout must be one of pooler, cls, "
+                       "mean, got 'max'$"):
+        ClassificationSettings("tsv", data_dir, classifier_readout="max")
+
+
                                              "dev.jsonl": snli / "train.jsonl"})
     settings = ClassificationSettings("jsonl", data_dir, text_column="sentence1",
                                       text_pair_column="sentence2", label_column="gold_label")

@@ -235,10 +235,14 @@ def test_suite_scores_tagging_and_classification(tmp_path, tiny_config, google_v
          "eval_file": os.fspath(DATA / "conll_tiny" / "dev.txt")},
         {"name": "nli", "kind": "classification", "data_dir": os.fspath(DATA / "snli_tiny"),
          "task_name": "jsonl", "text_column": "sentence1", "text_pair_column": "sentence2",
-         "label_column": "gold_label"}]}))
+         "label_column": "gold_label", "classifier_readout": "mean"}]}))
     model = Model("m", "", tiny_config, google_vocab_path)
     doc = scorecard.run(_config(tmp_path / "out", suite_file=tmp_path / "suite.json",
-                                models=(model,)), say=lambda _: None)
+                                models=(model,), classifier_readout="cls"),
+                        say=lambda _: None)
+    # The task's own readout wins over the protocol's.
+    task_file = tmp_path / "out" / "runs" / "m" / "nli" / "lr0.002-seed1" / "finetune_task.json"
+    assert json.loads(task_file.read_text())["classifier_readout"] == "mean"
     assert doc["score_name"] == "average score"
     tasks = doc["rows"][0]["tasks"]
     for name, key in (("ner", "eval_f1"), ("nli", "eval_accuracy")):
@@ -259,6 +263,41 @@ def test_bad_suite_entries_are_one_line(tmp_path, entry, message):
     with pytest.raises(UserError, match=message) as info:
         suite.read_suite(os.fspath(path))
     assert str(info.value).startswith(f"{path}: task 1")
+
+
+def test_classifier_readout_reaches_classification_tasks_and_their_fingerprints(tmp_path):
+    write_sst2(tmp_path / "glue")
+    (tmp_path / "suite.json").write_text(json.dumps({"tasks": [
+        {"name": "own", "kind": "glue", "task": "sst2", "glue_dir": "glue",
+         "classifier_readout": "cls"},
+        {"name": "ner", "kind": "tagging", "train_file": "t.txt", "eval_file": "d.txt"}]}))
+    own, ner = suite.read_suite(os.fspath(tmp_path / "suite.json"))
+    (plain,) = suite.glue_tasks(os.fspath(tmp_path / "glue"), ["sst2"])
+    evaluation = plain.evaluations[0]
+    assert plain.build(evaluation, 0, 0, True, "mean").settings.classifier_readout == "mean"
+    assert own.build(evaluation, 0, 0, True, "mean").settings.classifier_readout == "cls"
+    model = Model("m", "", "c.json", "v.txt")
+
+    def print_of(task, readout):
+        protocol = Protocol("fixed", (1e-4,), (1,), classifier_readout=readout)
+        return scorecard_runs.fingerprint(scorecard_runs.Run(model, task, 1e-4, 1), protocol)
+
+    # At its default the readout is left out, so that records written before it resume.
+    assert "classifier_readout" not in print_of(plain, "pooler")["protocol"]
+    assert print_of(plain, "mean")["protocol"]["classifier_readout"] == "mean"
+    assert print_of(plain, "mean") != print_of(plain, "cls")
+    # Where it does not apply (tagging) or the task names its own, the protocol's is left out.
+    assert print_of(ner, "mean") == print_of(ner, "pooler")
+    assert print_of(own, "mean") == print_of(own, "pooler")
+    with pytest.raises(UserError, match="^--classifier_readout must be one of pooler, cls, "
+                       "mean, got 'max'$"):
+        Protocol("fixed", (1e-4,), (1,), classifier_readout="max")
+    (tmp_path / "bad.json").write_text(json.dumps({"tasks": [
+        {"name": "own", "kind": "glue", "task": "sst2", "glue_dir": "glue",
+         "classifier_readout": "max"}]}))
+    with pytest.raises(UserError, match=r"^.*bad.json: task 1 \('own'\): "
+                       "--classifier_readout must be one of pooler, cls, mean, got 'max'$"):
+        suite.read_suite(os.fspath(tmp_path / "bad.json"))
 
 
 def test_dev_file_without_labels_stops_before_training(tmp_path, tiny_config,

@@ -49,10 +49,10 @@ LONG_SENTENCE = ("The µ-meson (muon), discovered in 1936 by Carl D. Anderson & 
                  "predicted 東京 and 北京 would differ—they didn't! " * 2)
 
 
-def _task_model(kind, num_labels, seed):
+def _task_model(kind, num_labels, seed, readout="pooler"):
     """A task model with random weights, larger than the initializer's so that predictions
     vary with the input."""
-    model = heads.model_of_kind(kind, CONFIG, num_labels)
+    model = heads.model_of_kind(kind, CONFIG, num_labels, readout)
     rng = np.random.default_rng(seed)
     for weight in model.weights:
         if weight.path.split("/")[-1] not in ("gamma", "beta"):
@@ -62,7 +62,7 @@ def _task_model(kind, num_labels, seed):
 
 def _model_dir(tmp_path, vocab, kind, num_labels, labels, settings, seed):
     """A fine-tuned output dir as the runner leaves it; returns (dir, the model)."""
-    model = _task_model(kind, num_labels, seed)
+    model = _task_model(kind, num_labels, seed, settings.get("classifier_readout", "pooler"))
     path = tmp_path / f"{kind}_{num_labels}"
     path.mkdir()
     tf.train.Checkpoint(model=model).save(str(path / "ckpt"))
@@ -98,10 +98,15 @@ def _host_logits(model, arrays):
 
 @pytest.fixture(scope="module")
 def classifier(tmp_path_factory, google_vocab_path, cli):
-    """A 3-class classifier's output dir, exported by `python -m bert_tf.export`."""
+    """A 3-class classifier's output dir, exported by `python -m bert_tf.export`.
+
+    Its head reads the mean over the real tokens (`--classifier_readout=mean`): the export
+    rebuilds the readout named in finetune_task.json, and the served rows, cut to their
+    longest, must average the same tokens as the host's rows padded to 32.
+    """
     tmp_path = tmp_path_factory.mktemp("classifier")
     model_dir, model = _model_dir(tmp_path, google_vocab_path, "classifier", 3, LABELS,
-                                  {"max_seq_length": 32}, seed=3)
+                                  {"max_seq_length": 32, "classifier_readout": "mean"}, seed=9)
     export_dir = str(tmp_path / "export" / "1")
     result = cli.run("bert_tf.export", [f"--output_dir={model_dir}",
                                         f"--export_dir={export_dir}"], timeout=600)
@@ -319,4 +324,12 @@ def test_bad_directories_are_one_line_errors(tmp_path, google_vocab_path):
                               {"max_seq_length": 32}, seed=6)
     save_label_list(os.path.join(model_dir, "label_list.json"), ["O", "B-X"])
     with pytest.raises(UserError, match="label_list.json does not fit the tagger of 7"):
+        task_serving.export_finetuned(model_dir, str(tmp_path / "out"))
+    save_label_list(os.path.join(model_dir, "label_list.json"), TAGS)
+    info = json.loads(open(os.path.join(model_dir, "finetune_task.json")).read())
+    with open(os.path.join(model_dir, "finetune_task.json"), "w") as f:
+        json.dump({**info, "classifier_readout": "max"}, f)
+    with pytest.raises(UserError, match="^" + re.escape(
+            f"{model_dir}/finetune_task.json: unknown classifier_readout 'max' (expected one "
+            "of pooler, cls, mean)") + "$"):
         task_serving.export_finetuned(model_dir, str(tmp_path / "out"))

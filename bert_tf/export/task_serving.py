@@ -5,8 +5,9 @@
 
 The fine-tuned output directory holds what is needed: its latest checkpoint, bert_config.json,
 vocab.txt, label_list.json and finetune_task.json (head kind, do_lower_case, max_seq_length,
-and for QA the window and answer settings). Text is tokenized in the graph, exactly as the
-host featurizers do (`bert_tf.text.tf_tokenization`). Signatures, every batch dynamic:
+a classifier's readout, and for QA the window and answer settings). Text is tokenized in the
+graph, exactly as the host featurizers do (`bert_tf.text.tf_tokenization`). Signatures, every
+batch dynamic:
 
     classifier   serving_default / classify   text_a: string [batch]
                  classify_pair                text_a, text_b: string [batch]
@@ -262,7 +263,7 @@ class TaggerServingModule(tf.Module):
         }
 
 
-def _restore(model_dir: str, kind: str, config, num_labels: int):
+def _restore(model_dir: str, kind: str, config, num_labels: int, readout: str):
     """The task model with the latest checkpoint of `model_dir` read into it."""
     from bert_tf.finetune import heads
     from bert_tf.training.checkpoint_paths import read_strictly
@@ -270,7 +271,7 @@ def _restore(model_dir: str, kind: str, config, num_labels: int):
     latest = tf.train.latest_checkpoint(model_dir)
     if not latest:
         raise UserError(f"{model_dir}: no fine-tuned checkpoint to export")
-    model = heads.model_of_kind(kind, config, num_labels)
+    model = heads.model_of_kind(kind, config, num_labels, readout)
     read_strictly(latest, {"model": model}, what="export")
     return model
 
@@ -329,9 +330,14 @@ def export_finetuned(model_dir: str, export_dir: str, model=None, *,
         if expected != num_labels or (kind == "tagger" and label_list is None):
             raise UserError(f"{model_dir}: {LABEL_LIST_FILE} does not fit the {kind} of "
                             f"{num_labels} labels in {runner.TASK_FILE}")
+    # A classifier's sentence vector (`heads.READOUTS`); files from before the option: pooler.
+    readout = str(info.get("classifier_readout", "pooler"))
+    if readout not in heads.READOUTS:
+        raise UserError(f"{model_dir}/{runner.TASK_FILE}: unknown classifier_readout "
+                        f"{readout!r} (expected one of {', '.join(heads.READOUTS)})")
     check_new_directory(export_dir)  # before the (slow) restore
     if model is None:
-        model = _restore(model_dir, kind, config, num_labels)
+        model = _restore(model_dir, kind, config, num_labels, readout)
     tokenizer = TFBertTokenizer(vocab_file, bool(_setting(info, "do_lower_case")))
     if kind == "classifier":
         module = ClassifierServingModule(model, tokenizer, length, label_list)

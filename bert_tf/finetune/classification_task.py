@@ -18,7 +18,7 @@ from bert_tf.core import fileio
 from bert_tf.core.errors import UserError
 from bert_tf.finetune import classification_data as data
 from bert_tf.finetune import classification_metrics as metrics
-from bert_tf.finetune import heads, subset
+from bert_tf.finetune import heads, runner, subset
 from bert_tf.finetune import label_list as labels_io
 from bert_tf.finetune.objectives import ClassificationObjective
 from bert_tf.modeling.config import BertConfig
@@ -43,6 +43,8 @@ class ClassificationSettings:
         predictions_file: the file name --do_predict writes in the output directory.
         max_train_examples: train on a seeded subset of this many examples (0 = all).
         subset_seed: the subset's seed (`bert_tf.finetune.subset`).
+        classifier_readout: the head's sentence vector, "pooler", "cls" or "mean"
+            (`bert_tf.finetune.heads`).
     """
 
     task_name: str
@@ -56,6 +58,12 @@ class ClassificationSettings:
     predictions_file: str = TEST_RESULTS_FILE
     max_train_examples: int = 0
     subset_seed: int = 0
+    classifier_readout: str = "pooler"
+
+    def __post_init__(self) -> None:
+        if self.classifier_readout not in heads.READOUTS:
+            raise UserError(f"--classifier_readout must be one of {', '.join(heads.READOUTS)}, "
+                            f"got {self.classifier_readout!r}")
 
 
 class ClassificationTask:
@@ -89,7 +97,12 @@ class ClassificationTask:
 
     def build_model(self, config: BertConfig):
         """The model this task fine-tunes: the encoder of `config` and this task's head."""
-        return heads.BertClassifier(config, self.num_labels())
+        return heads.BertClassifier(config, self.num_labels(),
+                                    readout=self.settings.classifier_readout)
+
+    def serving_settings(self) -> Dict[str, object]:
+        """finetune_task.json's head settings: export rebuilds the same readout."""
+        return {"classifier_readout": self.settings.classifier_readout}
 
     def objective(self) -> ClassificationObjective:
         return ClassificationObjective(regression=self.regression)
@@ -114,6 +127,14 @@ class ClassificationTask:
             dev = data.read_split(self.spec, s.data_dir, s.eval_split)
             data.require_labels(dev)
             if self.label_list is not None:  # now, not after training (featurize checks too)
+            # Another readout would restore the same variables and score other logits.
+            task_file = os.path.join(model_dir, runner.TASK_FILE)
+            trained = (runner.read_task_file(model_dir).get("classifier_readout", "pooler")
+                       if fileio.exists(task_file) else s.classifier_readout)
+            if trained != s.classifier_readout:
+                raise UserError(f"{model_dir} was fine-tuned with --classifier_readout="
+                                f"{trained}; evaluate and predict with the same, not "
+                                f"{s.classifier_readout}")
                 known = set(self.label_list)
                 bad = next((e for e in dev.examples if str(e.label) not in known), None)
                 if bad is not None:

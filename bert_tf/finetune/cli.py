@@ -1,8 +1,9 @@
 """The flags the three fine-tuning entry points share, and their common main.
 
-Only the `python -m` entry points (bert_tf.run_classifier, run_tagging, run_squad) import
-this module: it defines absl flags, which are parsed there and turned at once into a frozen
-`runner.FinetuneConfig`. Names are the original release's where it had the flag.
+Only the `python -m` entry points (bert_tf.run_classifier, run_tagging, run_squad; run_glue
+for `--classifier_readout`) import this module: it defines absl flags, which are parsed
+there and turned at once into a frozen `runner.FinetuneConfig`. Names are the original
+release's where it had the flag.
 """
 
 from __future__ import annotations
@@ -52,6 +53,19 @@ def define_common_flags(max_seq_length: int = 128, learning_rate: float = 5e-5,
     flags.DEFINE_integer("max_steps_per_run", 0, "Stop after N steps with a checkpoint.")
     flags.DEFINE_string("export_dir", None, "Also write a serving SavedModel (raw text in) "
                         "there.")
+
+
+# bert_tf.finetune.heads.READOUTS, spelt out: defining a flag must not import Keras.
+READOUTS = ("pooler", "cls", "mean")
+
+
+def define_classifier_readout_flag() -> None:
+    """--classifier_readout: the sentence vector the classification head reads."""
+    flags.DEFINE_enum("classifier_readout", "pooler", list(READOUTS),
+                      "The classifier's input: pooler = the pooled [CLS] output (BERT's head; "
+                      "its pooler is trained only by NSP), cls = the [CLS] row of the "
+                      "sequence output without the pooler, mean = the mean of the sequence "
+                      "output over the real tokens.")
 
 
 def config_from_flags():

@@ -1,8 +1,12 @@
 """Fine-tuning models: the pretraining `BertEncoder` with one task head each.
 
-* `BertClassifier`: dropout + Dense(num_labels) on the pooled [CLS] output (the original
-  run_classifier's head); num_labels 1 is regression (STS-B). Its last block computes the
-  [CLS] row only.
+* `BertClassifier`: dropout + Dense(num_labels) on a sentence vector; num_labels 1 is
+  regression (STS-B). The vector is its `readout`: "pooler" (the pooled [CLS] output, the
+  original run_classifier's head), "cls" (the [CLS] row of the sequence output, without the
+  pooler) or "mean" (the mean of the sequence output over the real tokens). A pooler trains
+  only with NSP, so a checkpoint pretrained without it (or a format without one, filled in
+  at random) starts fine-tuning from an untrained tanh layer; "cls" and "mean" read what
+  pretraining did train. With "pooler" and "cls" the last block computes the [CLS] row only.
 * `BertTagger`: dropout + Dense(num_labels) on every position of the sequence output.
 * `BertSpanExtractor`: Dense(2) on the sequence output -> start and end logits (run_squad's
   head has no dropout of its own).
@@ -26,6 +30,7 @@ from bert_tf.modeling.config import BertConfig
 from bert_tf.modeling.encoder import INPUT_NAMES, BertEncoder, constructor_args
 
 KINDS = ("classifier", "tagger", "span")
+READOUTS = ("pooler", "cls", "mean")  # BertClassifier's sentence vectors (module docstring)
 
 
 def head_initializer(config: BertConfig) -> keras.initializers.Initializer:
@@ -84,28 +89,59 @@ class _DropoutDenseModel(_TaskModel):
         self.head = dense
 
 
+def mean_over_tokens(sequence: Any, input_mask: Any) -> Any:
+    """The mean of `sequence` over the positions where `input_mask` is 1, in float32.
+
+    Args:
+        sequence: [batch, seq_len, hidden] (any float dtype).
+        input_mask: int [batch, seq_len], 1 for real tokens.
+
+    Returns:
+        float32 [batch, hidden]; a row without real tokens gives zeros.
+    """
+    weights = keras.ops.cast(input_mask, "float32")[:, :, None]  # [batch, seq_len, 1]
+    total = keras.ops.sum(keras.ops.cast(sequence, "float32") * weights, axis=1)
+    return total / keras.ops.maximum(keras.ops.sum(weights, axis=1), 1.0)
+
+
 @keras.saving.register_keras_serializable(package="bert_tf")
 class BertClassifier(_DropoutDenseModel):
-    """Sentence(-pair) classification or regression, on the pooled [CLS] output.
+    """Sentence(-pair) classification or regression on the `readout` sentence vector.
+
+    Args:
+        readout: "pooler", "cls" or "mean" (module docstring).
 
     Returns:
         {"logits": float32 [batch, num_labels]} (num_labels 1: the regression output).
     """
 
     def __init__(self, config: BertConfig, num_labels: int, name: str = "bert_classifier",
-                 dtype: Optional[Any] = None, **kwargs: Any) -> None:
+                 dtype: Optional[Any] = None, readout: str = "pooler", **kwargs: Any) -> None:
+        if readout not in READOUTS:
+            raise ValueError(f"unknown classifier readout {readout!r} (expected one of "
+                             f"{', '.join(READOUTS)})")
         super().__init__(config, num_labels, name, dtype, "pooled_output", "classifier",
                          **kwargs)
+        self.readout = readout
+
+    def get_config(self) -> Dict[str, Any]:
+        return {**super().get_config(), "readout": self.readout}
 
     def call(self, inputs, training=None, mask=None):
-        # Only [CLS] feeds the pooler, so the last block computes that row alone, its keys and
-        # values still from every position (`BertEncoder.encode_at`): the same logits as the
+        if self.readout == "mean":  # every row of the last block is read
+            sequence = self.encoder({k: inputs[k] for k in INPUT_NAMES},
+                                    training=training)["sequence_output"]
+            vector = mean_over_tokens(sequence, inputs["input_mask"])  # [batch, hidden]
+            return {"logits": self.head(self.head_dropout(vector, training=training))}
+        # Only [CLS] is read, so the last block computes that row alone, its keys and values
+        # still from every position (`BertEncoder.encode_at`): the same logits as the
         # functional graph with 1/seq_len of the last block's queries, feed-forward and
         # LayerNorms (MiniLM-L6 at seq 128: 14% of the training FLOPs).
         cls_position = keras.ops.zeros_like(inputs["input_ids"][:, :1])  # [batch, 1]
-        hidden = self.encoder.encode_at(inputs, cls_position, training=training)
-        pooled = self.encoder.pooler(hidden[:, 0, :])  # [batch, hidden]
-        return {"logits": self.head(self.head_dropout(pooled, training=training))}
+        vector = self.encoder.encode_at(inputs, cls_position, training=training)[:, 0, :]
+        if self.readout == "pooler":
+            vector = self.encoder.pooler(vector)  # [batch, hidden]
+        return {"logits": self.head(self.head_dropout(vector, training=training))}
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -145,11 +181,13 @@ class BertSpanExtractor(_TaskModel):
         self.head = dense
 
 
-def model_of_kind(kind: str, config: BertConfig, num_labels: int) -> _TaskModel:
+def model_of_kind(kind: str, config: BertConfig, num_labels: int,
+                  readout: str = "pooler") -> _TaskModel:
     """The task model a fine-tuned directory names in its finetune_task.json ("classifier",
-    "tagger" or "span"), for export. A task being trained builds its own (`build_model`)."""
+    "tagger" or "span"; a classifier's `readout` too), for export. A task being trained
+    builds its own (`build_model`)."""
     if kind == "classifier":
-        return BertClassifier(config, num_labels)
+        return BertClassifier(config, num_labels, readout=readout)
     if kind == "tagger":
         return BertTagger(config, num_labels)
     if kind == "span":

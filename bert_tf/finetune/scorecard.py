@@ -1,6 +1,7 @@
 """The scorecard job: score a checkpoint (and a reference) on GLUE or a suite of tasks.
 
     tasks (glue / suite)  ->  check their data  ->  scorecard_runs.run_all (resumable)
+        ->  scorecard_baselines: each task's majority-class or chance level
         ->  scorecard_report: scorecard.json, scorecard.md, printed; GLUE submission files
 
 `python -m bert_tf.run_glue` is its entry point; see there for the protocols.
@@ -14,7 +15,7 @@ from typing import Callable, Dict, Optional, Tuple
 
 from bert_tf.core import fileio
 from bert_tf.core.errors import UserError
-from bert_tf.finetune import scorecard_report, scorecard_runs, suite
+from bert_tf.finetune import scorecard_baselines, scorecard_report, scorecard_runs, suite
 from bert_tf.finetune.scorecard_runs import Model, Protocol
 from bert_tf.training import distribution
 
@@ -104,7 +105,9 @@ def run(config: ScorecardConfig, say: Callable[[str], None] = print) -> Dict[str
     records = scorecard_runs.run_all(runs, config.protocol, config.output_dir,
                                      config.do_predict, config.keep_checkpoints,
                                      config.distribution, say)
-    doc = scorecard_report.summarize(models, tasks, config.protocol, records)
+    doc = scorecard_report.summarize(
+        models, tasks, config.protocol, records,
+        scorecard_baselines.levels(tasks, config.models[0].do_lower_case))
     if config.do_predict:
         if any(not t.glue_task for t in tasks):
             say("scorecard: --do_predict writes GLUE server files for GLUE tasks only; the "

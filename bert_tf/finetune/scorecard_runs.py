@@ -30,7 +30,7 @@ from absl import logging
 
 from bert_tf.core import fileio
 from bert_tf.core.errors import UserError
-from bert_tf.finetune import runner
+from bert_tf.finetune import heads, runner
 from bert_tf.finetune.suite import ScoredTask, results_name
 from bert_tf.training import distribution
 
@@ -70,6 +70,8 @@ class Protocol:
     """
 
     name: str
+        classifier_readout: the classification tasks' sentence vector ("pooler", "cls",
+            "mean": `bert_tf.finetune.heads`); a suite's classification task may set its own.
     learning_rates: Tuple[float, ...]
     seeds: Tuple[int, ...]
     train_batch_size: int = 32
@@ -84,6 +86,7 @@ class Protocol:
     def __post_init__(self) -> None:
         if self.name not in ("fixed", "grid"):
             raise UserError(f"--protocol must be fixed or grid, got {self.name!r}")
+    classifier_readout: str = "pooler"
         if not self.learning_rates or any(not lr > 0 for lr in self.learning_rates):
             raise UserError("learning rates must be positive numbers")
         if self.name == "fixed" and len(self.learning_rates) != 1:
@@ -97,6 +100,9 @@ class Protocol:
 
 @dataclasses.dataclass(frozen=True)
 class Run:
+        if self.classifier_readout not in heads.READOUTS:
+            raise UserError(f"--classifier_readout must be one of {', '.join(heads.READOUTS)}, "
+                            f"got {self.classifier_readout!r}")
     """One fine-tuning run of the scorecard."""
 
     model: Model
@@ -152,6 +158,10 @@ def fingerprint(run: Run, protocol: Protocol) -> Dict[str, object]:
 
 def read_eval_results(path: str) -> Dict[str, float]:
     """The `key = value` lines of an eval_results.txt file.
+    # Only where it applies, and not at its default, so that earlier records still match.
+    if (run.task.kind != "classification" or protocol.classifier_readout == "pooler"
+            or "classifier_readout" in dict(run.task.settings)):
+        proto.pop("classifier_readout")
 
     Raises:
         ValueError: a line that is not `key = number`.
@@ -258,7 +268,7 @@ def execute(run: Run, protocol: Protocol, output_dir: str, do_predict: bool,
             continue  # AX without --do_predict or without GLUE's diagnostic folder
         task = run.task.build(evaluation, protocol.max_train_examples if
                               run.task.subsettable else 0, protocol.subset_seed,
-                              run.model.do_lower_case)
+                              run.model.do_lower_case, protocol.classifier_readout)
         config = _finetune_config(run, protocol, folder, index, bool(evaluation.eval_split),
                                   predict_path is not None, strategy)
         with _output_to(log):

@@ -18,6 +18,8 @@ kind, so a domain user can score a model on their own benchmarks (a BLURB-like s
 Relative paths are relative to the suite file. Optional keys of every entry: "metrics" (the
 eval_results.txt keys whose mean is the task's score) and "max_seq_length". The other keys
 are the task's own settings (`ClassificationSettings`, `TaggingSettings`, `SquadSettings`).
+A "classification" or "glue" task may name its own "classifier_readout" ("pooler", "cls",
+"mean"); the others take run_glue's --classifier_readout.
 """
 
 from __future__ import annotations
@@ -62,8 +64,12 @@ class ScoredTask:
     subsettable: bool = True
 
     def build(self, evaluation: glue.Evaluation, max_train_examples: int, subset_seed: int,
-              do_lower_case: bool):
-        """The fine-tuning task object for one evaluation (see `runner.Task`)."""
+              do_lower_case: bool, classifier_readout: str = "pooler"):
+        """The fine-tuning task object for one evaluation (see `runner.Task`).
+
+        `classifier_readout` is the protocol's, for classification tasks whose settings do
+        not name their own.
+        """
         settings = dict(self.settings)
         if self.kind == "classification":
             from bert_tf.finetune.classification_task import (
@@ -76,6 +82,7 @@ class ScoredTask:
                 settings["predict_file"] = os.path.join(settings["data_dir"], predict)
                 settings["predictions_file"] = results_name("test_results", evaluation, "tsv")
             settings["eval_split"] = evaluation.eval_split or "dev"
+            settings.setdefault("classifier_readout", classifier_readout)
             return ClassificationTask(ClassificationSettings(
                 max_train_examples=max_train_examples, subset_seed=subset_seed, **settings))
         if self.kind == "tagging":
@@ -154,10 +161,19 @@ def _suite_entry(path: str, number: int, entry: Any) -> List[ScoredTask]:
     if kind == "glue":
         glue_dir = entry.pop("glue_dir", "")
         task_name = entry.pop("task", name)
+        readout = entry.pop("classifier_readout", None)
         if entry:
             raise UserError(f"{where}: unknown keys for kind glue: {', '.join(sorted(entry))}")
         (scored,) = glue_tasks(glue_dir, [task_name])
-        return [dataclasses.replace(scored, name=name, max_seq_length=max_seq_length)]
+        scored = dataclasses.replace(scored, name=name, max_seq_length=max_seq_length)
+        if readout is not None:
+            scored = dataclasses.replace(scored, settings=scored.settings + (
+                ("classifier_readout", readout),))
+            try:  # checks the readout's name now
+                scored.build(glue.Evaluation("", "dev", "", ""), 0, 0, True)
+            except UserError as e:
+                raise UserError(f"{where}: {e}") from None
+        return [scored]
     if kind == "classification":
         classification_data.get_task(entry.get("task_name", ""), entry.get("text_column"),
                                      entry.get("text_pair_column"), entry.get("label_column"),
@@ -174,6 +190,8 @@ def _suite_entry(path: str, number: int, entry: Any) -> List[ScoredTask]:
             glue.Evaluation("", "dev", "", ""), 0, 0, True)
     except TypeError as e:
         raise UserError(f"{where}: {reason(e)}") from None
+    except UserError as e:
+        raise UserError(f"{where}: {e}") from None
     return [ScoredTask(name, kind, tuple(sorted(entry.items())), pairs,
                        scale=1.0 if kind == "squad" else 100.0, max_seq_length=max_seq_length,
                        subsettable=kind != "squad")]
