@@ -69,6 +69,11 @@ def main() -> None:
     parser.add_argument("--output_dir", required=True)
     parser.add_argument("--use_xla", type=int, default=0)
     args = parser.parse_args()
+    # The strategies are compared over CPU devices: on a machine with a GPU, create_strategy
+    # would put the replicas on the GPUs instead (and one GPU would make one replica).
+    import tensorflow as tf
+
+    tf.config.set_visible_devices([], "GPU")
     arrays = {}
     for name in args.strategies.split(","):
         out = train(name, os.path.join(args.output_dir, name), args.num_cpu_devices,
