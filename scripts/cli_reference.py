@@ -236,11 +236,13 @@ def render_command(command: Command, commands: Sequence[Command]) -> str:
             out += ["## Flags", ""]
         else:
             others = [other for other in _users(module, commands) if other is not command]
-            out += [f"## Shared flags: `{module}`", "",
-                    "Defined in `" + module + "`" + (
-                        "; the same flags are taken by " + ", ".join(
-                            f"[`{other.script}`]({other.page})" for other in others)
-                        if others else "") + ".", ""]
+            if others:
+                out += [f"## Shared flags: `{module}`", "",
+                        f"Defined in `{module}`; the same flags are taken by " + ", ".join(
+                            f"[`{other.script}`]({other.page})" for other in others) + ".",
+                        ""]
+            else:
+                out += [f"## Flags from `{module}`", ""]
         out += ['<div class="cli-flags" markdown>', ""]
         for row in rows:
             out += render_flag(row)

@@ -127,3 +127,18 @@ def test_docstring_split_and_flag_rows(ref):
     assert ref.render_flag(ref.FlagRow("x", "integer", "`1`", "Steps.", "m", "")) == [
         '<code class="cli-flag">--x</code> <span class="cli-required">required</span>',
         ":   integer, default `1`. Steps.", ""]
+
+
+def test_a_module_only_one_command_takes_flags_from_is_not_called_shared(ref):
+    def command(script, *modules):
+        rows = tuple(ref.FlagRow(f"f{i}", "string", "", "Help.", module)
+                     for i, module in enumerate(modules))
+        return ref.Command(script, modules[0], "Does it.", "", rows)
+
+    a = command("bert-tf-a", "pkg.a", "pkg.shared", "pkg.only_a")
+    b = command("bert-tf-b", "pkg.b", "pkg.shared")
+    page = ref.render_command(a, [a, b])
+    assert ("\n## Shared flags: `pkg.shared`\n\nDefined in `pkg.shared`; the same flags are "
+            "taken by [`bert-tf-b`](bert-tf-b.md).\n" in page)
+    assert "\n## Flags from `pkg.only_a`\n\n<div" in page
+    assert "\nNo flag is required.\n" in page
