@@ -151,12 +151,6 @@ def test_cli_output_dir_holds_the_model_assets(binary_run, google_vocab_path):
     assert tf.train.latest_checkpoint(os.fspath(out)).endswith(f"ckpt-{steps}")
 
 
-# ------------------------------------------------------------------ in-process tasks
-
-
-def test_sentence_pair_task_overfits_snli(tmp_path, bert_config, google_vocab_path):
-    snli = DATA / "snli_tiny"
-    data_dir = _data_dir(tmp_path / "data", {"train.jsonl": snli / "train.jsonl",
 @pytest.fixture(scope="module")
 def mean_run(tmp_path_factory, bert_config, google_vocab_path, cli):
     """The CLI run of `binary_run` with --classifier_readout=mean (and a test set to predict)."""
@@ -223,6 +217,12 @@ def test_evaluating_with_another_readout_than_trained_is_refused(mean_run):
         ClassificationSettings("tsv", data_dir, classifier_readout="max")
 
 
+# ------------------------------------------------------------------ in-process tasks
+
+
+def test_sentence_pair_task_overfits_snli(tmp_path, bert_config, google_vocab_path):
+    snli = DATA / "snli_tiny"
+    data_dir = _data_dir(tmp_path / "data", {"train.jsonl": snli / "train.jsonl",
                                              "dev.jsonl": snli / "train.jsonl"})
     settings = ClassificationSettings("jsonl", data_dir, text_column="sentence1",
                                       text_pair_column="sentence2", label_column="gold_label")

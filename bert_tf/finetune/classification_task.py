@@ -123,10 +123,6 @@ class ClassificationTask:
         else:
             self.label_list = labels_io.load_label_list(
                 os.path.join(model_dir, labels_io.LABEL_LIST_FILE))
-        if do_eval:
-            dev = data.read_split(self.spec, s.data_dir, s.eval_split)
-            data.require_labels(dev)
-            if self.label_list is not None:  # now, not after training (featurize checks too)
             # Another readout would restore the same variables and score other logits.
             task_file = os.path.join(model_dir, runner.TASK_FILE)
             trained = (runner.read_task_file(model_dir).get("classifier_readout", "pooler")
@@ -135,6 +131,10 @@ class ClassificationTask:
                 raise UserError(f"{model_dir} was fine-tuned with --classifier_readout="
                                 f"{trained}; evaluate and predict with the same, not "
                                 f"{s.classifier_readout}")
+        if do_eval:
+            dev = data.read_split(self.spec, s.data_dir, s.eval_split)
+            data.require_labels(dev)
+            if self.label_list is not None:  # now, not after training (featurize checks too)
                 known = set(self.label_list)
                 bad = next((e for e in dev.examples if str(e.label) not in known), None)
                 if bad is not None:

@@ -104,6 +104,7 @@ def summarize(models: Sequence[Model], tasks: Sequence[ScoredTask], protocol: Pr
         "protocol": {**{k: v for k, v in vars(protocol).items()},
                      "learning_rates": list(protocol.learning_rates),
                      "seeds": list(protocol.seeds)},
+        "chance_levels": dict(chance_levels or {}),
         "machine": install_check.describe_cpu(),
         "date": datetime.date.today().isoformat(),
         "rows": rows,
@@ -124,7 +125,6 @@ def markdown(doc: Dict[str, object]) -> str:
         "# Scorecard", "",
         f"- protocol: {p['name']} (learning rate{'s' if len(p['learning_rates']) > 1 else ''} "
         f"{lrs}; batch {p['train_batch_size']}, {p['num_train_epochs']:g} epochs, warmup "
-        "chance_levels": dict(chance_levels or {}),
         f"{p['warmup_proportion']:g}, max_seq_length {p['max_seq_length']}, classifier readout "
         f"{p.get('classifier_readout', 'pooler')}), seeds "
         f"{', '.join(str(s) for s in p['seeds'])}",
@@ -142,6 +142,7 @@ def markdown(doc: Dict[str, object]) -> str:
     for row in rows:
         cells = [_cell(row["glue_score"])] + [_cell(row["tasks"][n]["score"]) for n in tasks]
         lines.append(f"| {row['name']} | " + " | ".join(cells) + " |")
+    lines += _chance_lines(doc, tasks)
     lines += ["", "Per task (the selected learning rate; each metric over seeds):", "",
               "| model | task | lr | metric | mean ± std | median | per seed |",
               "|---|---|---|---|---|---|---|"]
@@ -164,11 +165,29 @@ def markdown(doc: Dict[str, object]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _chance_lines(doc: Dict[str, object], tasks: List[str]) -> List[str]:
+    """The summary table's "majority / chance" row, then which level each task's is."""
+    levels = doc.get("chance_levels") or {}
+    if not any(levels.get(n) for n in tasks):
+        return []
+    known = [levels[n]["level"] for n in tasks if levels.get(n)]
+    overall = f"{statistics.fmean(known):.2f}" if len(known) == len(tasks) else "—"
+    cells = [overall] + [f"{levels[n]['level']:.2f}" if levels.get(n) else "—" for n in tasks]
+    lines = ["| *majority / chance* | " + " | ".join(cells) + " |", "",
+             "What a model that learned nothing scores (the majority class of the dev labels, "
+             "scored with the task's metrics; 0 for MCC and correlations):", "",
+             "| task | level | which |", "|---|---|---|"]
+    for name in tasks:
+        level = levels.get(name)
+        lines.append(f"| {name} | {level['level']:.2f} | {level['kind']} |" if level
+                     else f"| {name} | — | none for this kind of task |")
+    return lines
+
+
 def write_report(output_dir: str, doc: Dict[str, object]) -> List[str]:
     """Writes scorecard.json and scorecard.md atomically; returns their paths."""
     paths = []
     for name, text in ((SCORECARD_JSON, json.dumps(doc, indent=2, sort_keys=True) + "\n"),
-    lines += _chance_lines(doc, tasks)
                        (SCORECARD_MD, markdown(doc))):
         path = os.path.join(output_dir, name)
         with fileio.atomic_output(path, "wb") as f:
@@ -197,25 +216,6 @@ def write_submission(output_dir: str, doc: Dict[str, object], glue_dir: str) -> 
                                                 os.path.join(output_dir, path))
     wnli = glue.GLUE_TASKS["wnli"]
     if ("WNLI.tsv" not in files and glue_dir
-def _chance_lines(doc: Dict[str, object], tasks: List[str]) -> List[str]:
-    """The summary table's "majority / chance" row, then which level each task's is."""
-    levels = doc.get("chance_levels") or {}
-    if not any(levels.get(n) for n in tasks):
-        return []
-    known = [levels[n]["level"] for n in tasks if levels.get(n)]
-    overall = f"{statistics.fmean(known):.2f}" if len(known) == len(tasks) else "—"
-    cells = [overall] + [f"{levels[n]['level']:.2f}" if levels.get(n) else "—" for n in tasks]
-    lines = ["| *majority / chance* | " + " | ".join(cells) + " |", "",
-             "What a model that learned nothing scores (the majority class of the dev labels, "
-             "scored with the task's metrics; 0 for MCC and correlations):", "",
-             "| task | level | which |", "|---|---|---|"]
-    for name in tasks:
-        level = levels.get(name)
-        lines.append(f"| {name} | {level['level']:.2f} | {level['kind']} |" if level
-                     else f"| {name} | — | none for this kind of task |")
-    return lines
-
-
             and fileio.exists(os.path.join(glue.task_dir(glue_dir, wnli), "test.tsv"))):
         files["WNLI.tsv"] = glue.majority_predictions(glue_dir, "wnli")
     for name, lines in files.items():

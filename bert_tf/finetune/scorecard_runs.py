@@ -66,12 +66,12 @@ class Protocol:
         seeds: fine-tuning seeds (head, dropout, order).
         max_train_examples: train on a seeded subset of at most this many examples per task
             (0 = all); subset_seed seeds it, the same for every model and seed.
+        classifier_readout: the classification tasks' sentence vector ("pooler", "cls",
+            "mean": `bert_tf.finetune.heads`); a suite's classification task may set its own.
         The rest: as run_classifier's flags.
     """
 
     name: str
-        classifier_readout: the classification tasks' sentence vector ("pooler", "cls",
-            "mean": `bert_tf.finetune.heads`); a suite's classification task may set its own.
     learning_rates: Tuple[float, ...]
     seeds: Tuple[int, ...]
     train_batch_size: int = 32
@@ -82,11 +82,11 @@ class Protocol:
     max_seq_length: int = 128
     max_train_examples: int = 0
     subset_seed: int = 0
+    classifier_readout: str = "pooler"
 
     def __post_init__(self) -> None:
         if self.name not in ("fixed", "grid"):
             raise UserError(f"--protocol must be fixed or grid, got {self.name!r}")
-    classifier_readout: str = "pooler"
         if not self.learning_rates or any(not lr > 0 for lr in self.learning_rates):
             raise UserError("learning rates must be positive numbers")
         if self.name == "fixed" and len(self.learning_rates) != 1:
@@ -96,13 +96,13 @@ class Protocol:
             raise UserError("--seeds must name at least one seed, each once")
         if self.max_train_examples < 0:
             raise UserError("--max_train_examples must be >= 0")
+        if self.classifier_readout not in heads.READOUTS:
+            raise UserError(f"--classifier_readout must be one of {', '.join(heads.READOUTS)}, "
+                            f"got {self.classifier_readout!r}")
 
 
 @dataclasses.dataclass(frozen=True)
 class Run:
-        if self.classifier_readout not in heads.READOUTS:
-            raise UserError(f"--classifier_readout must be one of {', '.join(heads.READOUTS)}, "
-                            f"got {self.classifier_readout!r}")
     """One fine-tuning run of the scorecard."""
 
     model: Model
@@ -151,6 +151,10 @@ def fingerprint(run: Run, protocol: Protocol) -> Dict[str, object]:
     if not run.task.subsettable:
         proto.pop("max_train_examples")
         proto.pop("subset_seed")
+    # Only where it applies, and not at its default, so that earlier records still match.
+    if (run.task.kind != "classification" or protocol.classifier_readout == "pooler"
+            or "classifier_readout" in dict(run.task.settings)):
+        proto.pop("classifier_readout")
     return {"model": model, "task": {"name": run.task.name, "kind": run.task.kind,
                                      "settings": [list(kv) for kv in run.task.settings]},
             "learning_rate": run.learning_rate, "seed": run.seed, "protocol": proto}
@@ -158,10 +162,6 @@ def fingerprint(run: Run, protocol: Protocol) -> Dict[str, object]:
 
 def read_eval_results(path: str) -> Dict[str, float]:
     """The `key = value` lines of an eval_results.txt file.
-    # Only where it applies, and not at its default, so that earlier records still match.
-    if (run.task.kind != "classification" or protocol.classifier_readout == "pooler"
-            or "classifier_readout" in dict(run.task.settings)):
-        proto.pop("classifier_readout")
 
     Raises:
         ValueError: a line that is not `key = number`.
