@@ -3,12 +3,16 @@ bert_tf.training.eval_history (evaluation during training, eval_history.jsonl).
 
 - the spike detector on hand-made loss sequences: no trip during warmup or on ordinary
   noise, a trip on a 3x jump after warmup and on NaN/Inf, the last good checkpoint chosen;
+- the absolute bound (3 x the uniform-guess loss + 5, hand-computed): a trip from step 2 on,
+  warmup or not, history or not (a resumed run's first loss), never on a healthy start;
 - eval_history.jsonl: append, torn lines, a step evaluated twice, the schedule and timing;
 - in-process: periodic evaluation leaves the trajectory (losses and final weights, dropout
   on) exactly as without it, lands on multiples of N and agrees with `Trainer.evaluate`;
-- end to end (`python -m bert_tf.run_pretraining`): a learning rate that really diverges
-  stops with one `error:` line naming the step, the kept checkpoint (which restores, and
-  which a rerun at a sane learning rate resumes from) and the advice;
+- end to end (`python -m bert_tf.run_pretraining`): the learning rate 50 of the issue's
+  run stops in its first loop with one `error:` line that names no checkpoint good, and a
+  rerun of the same command starts from the initial weights and stops with the same line; a
+  healthy run whose learning rate is raised at a resume stops naming its last good
+  checkpoint (which restores, and which a rerun at a sane learning rate resumes from);
   `--eval_every_n_steps` with `--dynamic_masking --masked_lm_prob=0.4` writes the history,
   console lines and summaries, and evaluates masks drawn at 15%.
 """
@@ -38,7 +42,14 @@ from _pretraining_helpers import (
 from bert_tf.core import masking_rules
 from bert_tf.core.errors import UserError
 from bert_tf.modeling.pretraining_model import BertPretrainingModel
-from bert_tf.training import checkpoint_paths, eval_history, health, optimization, trainer
+from bert_tf.training import (
+    checkpoint_health,
+    checkpoint_paths,
+    eval_history,
+    health,
+    optimization,
+    trainer,
+)
 from bert_tf.training.health import Divergence, DivergenceDetector
 
 MODULE = "bert_tf.run_pretraining"
@@ -152,11 +163,69 @@ def test_the_last_good_checkpoint_is_the_newest_whose_next_loss_was_healthy():
         "loss diverged at step 7: 30, 10.0x its recent level 3; stopped without saving it "
         f"(last good checkpoint: /run/ckpt-4, kept; a rerun resumes from it); {health.ADVICE}")
     assert Divergence(step=8, loss=30.0, level=3.0).last_good_checkpoint(saved) == "/run/ckpt-6"
+    # Only checkpoints whose next loss was seen healthy (the record's vouched step) are good.
+    assert spike.last_good_checkpoint(saved, vouched_step=2) == "/run/ckpt-2"
+    assert spike.last_good_checkpoint(saved, vouched_step=-1) is None
     nan = Divergence(step=3, loss=math.nan)
+    assert nan.condemned(["/run/ckpt-1", "/run/ckpt-2"]) == ["/run/ckpt-2"]
     assert nan.message(["/run/ckpt-2"]) == (
-        "non-finite loss (nan) at step 3; stopped without saving it (last checkpoint: "
-        f"/run/ckpt-2, the state that gave this loss); {health.ADVICE}")
-    assert "(no checkpoint saved before it)" in nan.message([])
+        "non-finite loss (nan) at step 3; stopped without saving it (no good checkpoint: "
+        "ckpt-2 held diverged states, deleted; a rerun starts from the initial weights); "
+        f"{health.ADVICE}")
+    assert nan.message([]) == (
+        "non-finite loss (nan) at step 3; stopped without saving it (no good checkpoint: it "
+        "diverged before any checkpoint; a rerun starts from the initial weights); "
+        f"{health.ADVICE}")
+
+
+# BERT-base's heads: ln 30522 + ln 2 = 10.32620 + 0.69315 = 11.01935.
+BERT_UNIFORM = math.log(30522) + math.log(2)
+
+
+def test_the_absolute_bound_is_three_times_the_uniform_loss_plus_five():
+    assert BERT_UNIFORM == pytest.approx(11.01935, abs=1e-5)
+    assert health.absolute_bound(BERT_UNIFORM) == pytest.approx(38.05805, abs=1e-5)
+    assert health.absolute_bound(math.log(2)) == pytest.approx(7.07944, abs=1e-5)  # binary
+    with pytest.raises(ValueError, match="uniform_loss"):
+        DivergenceDetector(uniform_loss=0.0)
+
+
+def test_the_absolute_bound_trips_in_the_first_loop_warmup_or_not():
+    # The issue's run: 17,651 at step 5 of a 5-step loop, inside a 5-step warmup, no
+    # history. The first step above 38.06 is the divergence (step 1 is never judged).
+    detector = DivergenceDetector(warmup_steps=5, uniform_loss=BERT_UNIFORM)
+    found = detector.observe(1, [11.1, 12.0, 39.0, 900.0, 17651.0])
+    assert found == Divergence(step=3, loss=39.0, uniform=BERT_UNIFORM)
+    assert found.message([]) == (
+        "loss diverged at step 3: 39, above 38.1 (3 x 11.02, the loss of a uniform guess, + 5);"
+        " stopped without saving it (no good checkpoint: it diverged before any checkpoint; a "
+        f"rerun starts from the initial weights); {health.ADVICE}")
+    assert Divergence(5, 17651.0, uniform=BERT_UNIFORM).message([]).startswith(
+        "loss diverged at step 5: 17,651, above 38.1 ")
+    # Step 1's loss is the starting weights', which the run did not make.
+    assert DivergenceDetector(uniform_loss=BERT_UNIFORM).observe(1, [500.0]) is None
+    # Just under the bound, a healthy start (and a high one) does not trip, with the spike
+    # rule off or on.
+    for threshold in (0, 2.0):
+        detector = DivergenceDetector(threshold, warmup_steps=3, uniform_loss=BERT_UNIFORM)
+        assert feed(detector, [11.2, 11.5, 38.0, 10.9, 10.5, 10.0]) is None
+    # The first bad step wins, whichever rule.
+    assert DivergenceDetector(uniform_loss=BERT_UNIFORM).observe(1, [11.0, math.nan]).non_finite
+    assert DivergenceDetector(uniform_loss=BERT_UNIFORM).observe(
+        1, [11.0, 40.0, math.nan]).step == 2
+
+
+def test_a_resumed_run_is_judged_by_its_first_loss():
+    # The rerun of the issue: resumed from ckpt-40, whose state gives about 200,000; no
+    # history, and the recent level would be as high anyway.
+    detector = DivergenceDetector(uniform_loss=BERT_UNIFORM)
+    found = detector.observe(41, [2.0e5, 1.9e5, 2.1e5])
+    assert (found.step, found.loss) == (41, 2.0e5)
+    assert found.last_good_checkpoint(["/run/ckpt-20", "/run/ckpt-40"], vouched_step=-1) is None
+    assert found.condemned(["/run/ckpt-20", "/run/ckpt-40"]) == ["/run/ckpt-40"]
+    # A healthy resumed loop vouches for the state it resumed from.
+    detector = DivergenceDetector(uniform_loss=BERT_UNIFORM)
+    assert detector.observe(41, [2.5, 2.4]) is None and detector.vouches()
 
 
 # ----------------------------------------------------------------- eval_history.jsonl
@@ -247,14 +316,14 @@ def plain(tmp_path_factory):
     (one step per loop); the checkpoint files on disk at every save."""
     output_dir = tmp_path_factory.mktemp("plain")
     seen = []
-    original = health.CheckpointRetention.saved
+    original = checkpoint_health.CheckpointRetention.saved
 
-    def record(retention):  # the files on disk at every save
+    def record(retention, step):  # the files on disk at every save
         seen.append(sorted(p.name for p in output_dir.glob("ckpt-*.index")))
-        original(retention)
+        original(retention, step)
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(health.CheckpointRetention, "saved", record)
+        patch.setattr(checkpoint_health.CheckpointRetention, "saved", record)
         t = make_trainer(output_dir, keep_checkpoint_max=1, save_checkpoints_steps=1,
                          steps_per_loop=1)
         result = t.train(blocks_dataset_fn(synthetic_examples(64, seed=3)))
@@ -326,35 +395,64 @@ def cli_flags(data, output_dir, **overrides):
                              **dict({"do_eval": None}, **overrides))
 
 
-def test_a_diverging_learning_rate_stops_with_one_line_and_keeps_a_good_checkpoint(
+def test_the_learning_rate_of_the_issue_stops_in_the_first_loop_with_no_good_checkpoint(
         data, tmp_path, cli):
-    # lr 10 without clipping: the loss passes 40 within the 3 warmup steps (no stop there)
-    # and goes to the thousands after them.
+    # The issue's flags: lr 50, 5 warmup steps, loops of 5 steps, a save every 20. Before the
+    # absolute bound this run trained on, saving checkpoints at losses in the thousands and
+    # calling them good; now it stops in its first loop and saves nothing.
     out = tmp_path / "out"
-    proc = cli.run(MODULE, cli_flags(data, out, learning_rate=10, clip_norm=0,
-                                     num_warmup_steps=3, num_train_steps=30,
-                                     save_checkpoints_steps=1, keep_checkpoint_max=1))
+    flags = cli_flags(data, out, learning_rate=50, num_warmup_steps=5, steps_per_loop=5,
+                      save_checkpoints_steps=20, num_train_steps=40)
+    proc = cli.run(MODULE, flags)
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr
     lines = error_lines(proc.stderr)
     assert len(lines) == 1, proc.stderr[-3000:]
-    match = re.fullmatch(rf"error: loss diverged at step (\d+): (\S+), (\S+)x its recent level "
-                         rf"(\S+); stopped without saving it \(last good checkpoint: (\S+), "
-                         rf"kept; a rerun resumes from it\); {ADVICE}", lines[0])
+    # Tiny model: 3 x (ln 128 + ln 2) + 5 = 21.6.
+    match = re.fullmatch(r"error: loss diverged at step (\d+): (\S+), above 21\.6 \(3 x 5\.545, "
+                         r"the loss of a uniform guess, \+ 5\); stopped without saving it \(no "
+                         r"good checkpoint: it diverged before any checkpoint; a rerun starts "
+                         rf"from the initial weights\); {ADVICE}", lines[0])
     assert match, lines[0]
-    step, loss, level = int(match.group(1)), float(match.group(2)), float(match.group(4))
-    assert step > 3 and loss > 2 * level
-    good = match.group(5)
-    assert good == os.fspath(out / f"ckpt-{step - 2}")
-    # Nothing saved from the step that confirmed the spike on (step, or up to 2 one-step
-    # loops later: two of three steps above the bar); keep_checkpoint_max=1 still kept the
-    # good one and the condemned ones after it, and the good one is the latest of the index.
+    assert 2 <= int(match.group(1)) <= 5 and float(match.group(2).replace(",", "")) > 21.6
+    assert not list(out.glob("ckpt-*")) and not (out / "checkpoint").exists()
+    # The same command again: nothing to resume from, so it starts from the initial weights
+    # and stops on the same step with the same line.
+    rerun = cli.run(MODULE, flags)
+    assert rerun.returncode == 2 and error_lines(rerun.stderr) == lines, rerun.stderr[-3000:]
+    assert "resuming from" not in rerun.stderr
+    assert not list(out.glob("ckpt-*"))
+
+
+def test_a_spike_after_a_resume_names_the_last_good_checkpoint_which_a_rerun_resumes_from(
+        data, tmp_path, cli):
+    out = tmp_path / "out"
+    # A healthy run to step 4 (checkpoints 2 and 4; the loss of step 3 vouched for ckpt-2).
+    healthy = cli.run(MODULE, cli_flags(data, out, num_train_steps=4, save_checkpoints_steps=2))
+    assert healthy.returncode == 0, healthy.stderr[-3000:]
+    assert checkpoint_health.read_vouched_step(os.fspath(out)) == 2
+    # The learning rate raised to 50 at the resume, saving every step: step 5's loss (of
+    # ckpt-4's weights) is healthy and vouches for ckpt-4; the updates from step 5 on blow
+    # the loss up within a few steps.
+    proc = cli.run(MODULE, cli_flags(data, out, learning_rate=50, num_warmup_steps=0,
+                                     clip_norm=0, num_train_steps=12, save_checkpoints_steps=1))
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "resuming from " + os.fspath(out / "ckpt-4") in proc.stderr
+    lines = error_lines(proc.stderr)
+    assert len(lines) == 1, proc.stderr[-3000:]
+    match = re.fullmatch(r"error: (?:loss diverged|non-finite loss \(\S+\)) at step (\d+)\b.*; "
+                         r"stopped without saving it \(last good checkpoint: (\S+), kept; a "
+                         rf"rerun resumes from it\); {ADVICE}", lines[0])
+    assert match, lines[0]
+    step, good = int(match.group(1)), match.group(2)
+    assert step >= 6 and good == os.fspath(out / f"ckpt-{step - 2}")
+    # Nothing of a diverged state is left: the checkpoints of steps step - 1 and later
+    # (saved before the loss that condemned them) are deleted, the good one is the latest
+    # of the index, and the record vouches for it.
     saved = sorted(int(p.name[5:-6]) for p in out.glob("ckpt-*.index"))
-    assert saved == list(range(step - 2, saved[-1] + 1)) and step - 1 <= saved[-1] <= step + 1
-    assert len(saved) <= 1 + health.EXTRA_CHECKPOINTS
+    assert saved[-1] == step - 2 and set(range(4, step - 1)) <= set(saved)
     assert tf.train.latest_checkpoint(os.fspath(out)) == good
-    assert list(tf.train.get_checkpoint_state(os.fspath(out)).all_model_checkpoint_paths) == [
-        good]
+    assert checkpoint_health.read_vouched_step(os.fspath(out)) == step - 2
     # The good checkpoint restores into the model (every variable), at its step, with
     # finite weights.
     model = BertPretrainingModel(tiny_bert_config())
@@ -363,12 +461,11 @@ def test_a_diverging_learning_rate_stops_with_one_line_and_keeps_a_good_checkpoi
     assert int(step_var.numpy()) == step - 2
     assert all(np.isfinite(w.numpy()).all() for w in model.weights)
     # The advice taken: a rerun at a sane learning rate resumes from it and trains on.
-    rerun = cli.run(MODULE, cli_flags(data, out, learning_rate=1e-3, clip_norm=0,
-                                      num_warmup_steps=3, num_train_steps=step + 2,
-                                      save_checkpoints_steps=1, keep_checkpoint_max=1))
+    rerun = cli.run(MODULE, cli_flags(data, out, num_train_steps=step + 1,
+                                      save_checkpoints_steps=1))
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     assert f"resuming from {good} at step {step - 2}" in rerun.stderr
-    assert progress_steps(rerun.stderr) == list(range(step - 1, step + 3))
+    assert progress_steps(rerun.stderr) == list(range(step - 1, step + 2))
 
 
 def expected_predictions(examples, masking):

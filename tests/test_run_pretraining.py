@@ -249,11 +249,12 @@ def test_non_finite_loss_stops_with_one_line_naming_the_step(cli, data, tmp_path
     bad_step = int(match.group(2))
     assert bad_step >= 2  # step 1 starts from the finite initial weights
     saved = sorted(int(p.name[5:-6]) for p in tmp_path.glob("ckpt-*.index"))
-    assert saved == list(range(1, bad_step))  # every step before, nothing from the bad one
-    # The state saved at bad_step - 1 gave the bad loss: the one before is the good one.
+    # The state saved at bad_step - 1 gave the bad loss (deleted): the one before is the good
+    # one; nothing is saved from the bad step on.
+    assert saved == list(range(1, bad_step - 1))
     if bad_step == 2:
-        assert re.fullmatch(r"last checkpoint: .*ckpt-1, the state that gave this loss",
-                            match.group(3)), match.group(3)
+        assert match.group(3) == ("no good checkpoint: ckpt-1 held diverged states, deleted; a "
+                                  "rerun starts from the initial weights"), match.group(3)
     else:
         assert re.fullmatch(rf"last good checkpoint: .*ckpt-{bad_step - 2}, kept; a rerun "
                             r"resumes from it", match.group(3)), match.group(3)

@@ -219,9 +219,11 @@ def test_a_checkpoint_without_input_position_resumes_by_skipping(tmp_path, examp
 
 def test_non_finite_loss_stops_naming_the_step_without_saving(tmp_path, examples):
     poisoned = {k: v.copy() for k, v in examples.items()}
-    poisoned["masked_lm_weights"][2 * BATCH + 3, 0] = np.nan  # in the batch of step 3
+    poisoned["masked_lm_weights"][3 * BATCH + 3, 0] = np.nan  # in the batch of step 4
     t = make_trainer(tmp_path, num_train_steps=6)
-    with pytest.raises(UserError, match=r"non-finite loss \(nan\) at step 3;.*ckpt-2"):
+    # Step 3's loss was healthy: ckpt-2 (saved before it) is good.
+    with pytest.raises(UserError, match=r"non-finite loss \(nan\) at step 4;.*last good "
+                                        r"checkpoint: .*ckpt-2, kept"):
         t.train(blocks_dataset_fn(poisoned))
     assert tf.train.latest_checkpoint(os.fspath(tmp_path)).endswith("ckpt-2")
 

@@ -8,6 +8,11 @@ Per-example losses, reduced over the GLOBAL batch only through the all-reduced d
     tagging         sum(w * CE) / global sum(w)   w = 1 at the scored first pieces
     span (QA)       sum((CE_start + CE_end) / 2) / global examples       (run_squad's loss)
 
+`uniform_loss` (the absolute divergence bound's reference, `bert_tf.training.health`) is the
+loss of a head that guesses uniformly: ln(num_labels) for classification and tagging,
+ln(seq_len) for each of the span's start and end (so ln(seq_len) for their mean); for
+regression the loss of predicting 0, where the fresh head starts: the mean squared label.
+
 Batches may carry an "example_index" feature (int32 [batch], -1 for padding rows); eval sums
 skip padding rows and `predictions` passes the index on, so the host can put predictions
 back in input order whatever the replica layout.
@@ -15,7 +20,8 @@ back in input order whatever the replica layout.
 
 from __future__ import annotations
 
-from typing import Dict
+import math
+from typing import Dict, Optional
 
 import tensorflow as tf
 
@@ -50,13 +56,29 @@ class _FineTuneObjective(Objective):
         return out
 
 
+def _log_of(choices: Optional[int]) -> Optional[float]:
+    return math.log(choices) if choices and choices > 1 else None
+
+
 class ClassificationObjective(_FineTuneObjective):
-    """Softmax cross-entropy over `num_labels` classes, or squared error when regression."""
+    """Softmax cross-entropy over `num_labels` classes, or squared error when regression.
+
+    Args:
+        regression: squared error on one float output.
+        num_labels: the classes, for `uniform_loss` (None: no absolute bound).
+        label_mean_square: regression: the training labels' mean square, the zero guess's
+            loss, for `uniform_loss` (None: no absolute bound).
+    """
 
     sum_keys = ("loss_sum", "correct", "num_examples")
 
-    def __init__(self, regression: bool = False):
+    def __init__(self, regression: bool = False, num_labels: Optional[int] = None,
+                 label_mean_square: Optional[float] = None):
         self.regression = regression
+        if regression:
+            self.uniform_loss = label_mean_square if label_mean_square else None
+        else:
+            self.uniform_loss = _log_of(num_labels)
 
     def loss_and_sums(self, outputs, batch, global_denominators):
         real = _real(batch)
@@ -84,9 +106,16 @@ class ClassificationObjective(_FineTuneObjective):
 
 
 class TaggingObjective(_FineTuneObjective):
-    """Token cross-entropy at the weighted positions (first pieces of words)."""
+    """Token cross-entropy at the weighted positions (first pieces of words).
+
+    Args:
+        num_labels: the tags, for `uniform_loss` (None: no absolute bound).
+    """
 
     sum_keys = ("weighted_ce", "weight", "correct", "num_examples")
+
+    def __init__(self, num_labels: Optional[int] = None):
+        self.uniform_loss = _log_of(num_labels)
 
     def denominators(self, batch):
         weights = tf.cast(batch["label_weights"], tf.float32) * _real(batch)[:, None]
@@ -111,9 +140,17 @@ class TaggingObjective(_FineTuneObjective):
 
 
 class SpanObjective(_FineTuneObjective):
-    """Mean of the start and end cross-entropies (position 0, [CLS], means no answer)."""
+    """Mean of the start and end cross-entropies (position 0, [CLS], means no answer).
+
+    Args:
+        seq_length: the positions each softmax covers (the padding included), for
+            `uniform_loss` (None: no absolute bound).
+    """
 
     sum_keys = ("loss_sum", "start_correct", "end_correct", "num_examples")
+
+    def __init__(self, seq_length: Optional[int] = None):
+        self.uniform_loss = _log_of(seq_length)
 
     def loss_and_sums(self, outputs, batch, global_denominators):
         real = _real(batch)

@@ -65,7 +65,8 @@ class SquadTask:
         return heads.BertSpanExtractor(config)
 
     def objective(self) -> SpanObjective:
-        return SpanObjective()
+        train = self.features.get("train")  # its windows are max_seq_length long, untrimmed
+        return SpanObjective(train.arrays["input_ids"].shape[1] if train is not None else None)
 
     def serving_settings(self) -> Dict[str, object]:
         s = self.settings

@@ -69,7 +69,7 @@ class TaggingTask:
         return heads.BertTagger(config, self.num_labels())
 
     def objective(self) -> TaggingObjective:
-        return TaggingObjective()
+        return TaggingObjective(self.num_labels())
 
     def read(self, do_train: bool, do_eval: bool, do_predict: bool, model_dir: str) -> None:
         s = self.settings

@@ -1,9 +1,15 @@
 """Run health: stop a run whose training loss diverges, and say what to do.
 
 The trainer hands every host loop's per-step losses to a `DivergenceDetector` before it
-saves anything. Two things stop the run:
+saves anything. Three things stop the run:
 
 - a NaN or Inf loss, at any step (the warmup included): nothing sensible follows it;
+- a loss far above what a uniform guess costs (`Objective.uniform_loss`: ln of the
+  vocabulary size for the MLM head, + ln 2 for NSP, ln of the number of labels when
+  fine-tuning, ...), whatever the recent level, from step 2 on (the warmup included): above
+  `absolute_bound(uniform)` = ABSOLUTE_FACTOR x uniform + ABSOLUTE_MARGIN. A run that blows
+  up in its first steps has no healthy recent level to be compared with; this bound needs
+  none, and it judges the first loss of a resumed run too;
 - a spike: after warmup, the mean loss of a loop (the steps between two host boundaries,
   `--steps_per_loop` or fewer) above `threshold` times the run's recent level, and at least
   `min_increase` nats above it. A loop shorter than `spike_steps` (3) steps is judged by
@@ -30,16 +36,13 @@ the same step, so none is left waiting in a collective while another stops.
 
 Which checkpoint is good. The loss of step s is computed on the weights after s - 1 updates,
 so the first bad loss, at step b, already condemns the state saved at step b - 1: the last
-good checkpoint is the newest one saved at step b - 2 or before (its next loss was healthy).
+good checkpoint is the newest one saved at step b - 2 or before whose next loss was seen
+healthy (`bert_tf.training.checkpoint_health` records which, beside the checkpoints).
 The run stops without saving the state of the loop that holds the step that confirms the
-spike (b itself, or up to `spike_steps - 1` steps later for short loops). Rotation must not
-have deleted the good one either when the newest checkpoints turn out to be condemned
-states: the trainer's checkpoint manager keeps `EXTRA_CHECKPOINTS` more than
-`keep_checkpoint_max`, and `CheckpointRetention` deletes those only once the detector
-vouches for the newest state (no step a later window could date a spike at is above the
-bar), or when the run ends. `stop_message` makes the good checkpoint the latest of the
-run's index (the condemned files stay on disk, out of it), so that a rerun with the same
-output_dir, at a lower learning rate say, resumes from the good state.
+spike (b itself, or up to `spike_steps - 1` steps later for short loops): a state already
+judged diverged is never written. What happens to the checkpoints on disk (retention until
+the detector vouches for the newest, the index a rerun resumes from, the condemned files)
+is `bert_tf.training.checkpoint_health`'s concern.
 """
 
 from __future__ import annotations
@@ -66,6 +69,21 @@ DEFAULT_MIN_INCREASE = 1.0
 DEFAULT_SPIKE_STEPS = 3
 # Checkpoints kept beyond keep_checkpoint_max until the detector vouches for the newest.
 EXTRA_CHECKPOINTS = DEFAULT_SPIKE_STEPS
+# The absolute bound: a healthy run starts at about the uniform-guess loss (its heads are
+# initialized to near-uniform outputs; a warm-started fine-tune's head is fresh) and falls
+# from there; the overshoot of a high but workable learning rate stays within tens of
+# percent of it. Three times that cost is no noise level, and the margin keeps heads whose
+# uniform cost is small (ln 2 = 0.69 for a binary classifier, where a small batch with two
+# confident mistakes reads 2-3 nats) from stopping on a hard batch: above 0.69 x 3 + 5 = 7.1
+# nats every example of the batch is confidently wrong. A blown-up run is orders of
+# magnitude above: 17,651 at step 5 against 3 x 11.03 + 5 = 38.1 for BERT with NSP.
+ABSOLUTE_FACTOR = 3.0
+ABSOLUTE_MARGIN = 5.0
+# The absolute rule judges the losses after this many steps. Step 1's loss is that of the
+# weights the run starts from (random, or --init_checkpoint with a fresh head), which no
+# update of the run produced and no checkpoint of it holds; from step 2 on every loss is of
+# a state the run made, and it is judged, warmup or not.
+ABSOLUTE_GRACE_STEPS = 1
 ADVICE = ("try a lower --learning_rate or a longer warmup (--num_warmup_steps; "
           "--warmup_proportion when fine-tuning)")
 
@@ -76,9 +94,20 @@ def check_threshold(threshold: float) -> None:
         raise UserError(f"--divergence_threshold must be 0 (off) or above 1, got {threshold}")
 
 
-def _step_of(checkpoint_path: str) -> int:
+def absolute_bound(uniform_loss: float) -> float:
+    """The loss above which a run has diverged whatever its recent level (module doc)."""
+    return ABSOLUTE_FACTOR * uniform_loss + ABSOLUTE_MARGIN
+
+
+def step_of(checkpoint_path: str) -> int:
+    """The step of a `.../ckpt-<step>` prefix (-1 if it does not follow the pattern)."""
     match = re.search(r"-(\d+)$", checkpoint_path)
     return int(match.group(1)) if match else -1
+
+
+def format_loss(loss: float) -> str:
+    """17651.2 -> "17,651"; 30.0 -> "30"; 3.14159 -> "3.142"."""
+    return f"{loss:,.0f}" if abs(loss) >= 1000 else f"{loss:.4g}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,107 +115,71 @@ class Divergence:
     """Why a run stops.
 
     Attributes:
-        step: the first bad step: non-finite, or (a spike) above the bar by itself.
+        step: the first bad step: non-finite, above the absolute bound, or (a spike) above
+            the bar by itself.
         loss: that step's loss.
-        level: the recent level it was compared with (NaN for a non-finite loss).
+        level: the recent level a spike was compared with (NaN otherwise).
+        uniform: the uniform-guess loss whose bound the loss is above (NaN otherwise).
     """
 
     step: int
     loss: float
     level: float = math.nan
+    uniform: float = math.nan
 
     @property
     def non_finite(self) -> bool:
         return not math.isfinite(self.loss)
 
-    def last_good_checkpoint(self, checkpoints: Sequence[str]) -> Optional[str]:
-        """The newest of `checkpoints` (prefixes `.../ckpt-<step>`) saved at step - 2 or
-        before, whose next loss was healthy; None if there is none."""
-        good = [path for path in checkpoints if 0 <= _step_of(path) <= self.step - 2]
-        return max(good, key=_step_of) if good else None
+    def last_good_checkpoint(self, checkpoints: Sequence[str],
+                             vouched_step: float = math.inf) -> Optional[str]:
+        """The newest of `checkpoints` (prefixes `.../ckpt-<step>`) whose next loss was
+        healthy: saved at step - 2 or before, and at `vouched_step` or before (the newest
+        step whose next loss was seen healthy, `checkpoint_health`); None if there is none."""
+        good = [path for path in checkpoints
+                if 0 <= step_of(path) <= min(self.step - 2, vouched_step)]
+        return max(good, key=step_of) if good else None
 
-    def message(self, checkpoints: Sequence[str]) -> str:
+    def condemned(self, checkpoints: Sequence[str]) -> list:
+        """The checkpoints of states at step - 1 or later: their losses were not healthy."""
+        return [path for path in checkpoints if step_of(path) >= self.step - 1]
+
+    def message(self, checkpoints: Sequence[str], vouched_step: float = math.inf) -> str:
         """The one line of the run's `error:` (no newline).
 
         Args:
-            checkpoints: the run's checkpoint prefixes on disk.
+            checkpoints: the run's checkpoint prefixes on disk (its index).
+            vouched_step: see `last_good_checkpoint`.
         """
         if self.non_finite:
             what = f"non-finite loss ({self.loss}) at step {self.step}"
+        elif math.isfinite(self.uniform):
+            what = (f"loss diverged at step {self.step}: {format_loss(self.loss)}, above "
+                    f"{absolute_bound(self.uniform):.3g} ({ABSOLUTE_FACTOR:g} x "
+                    f"{self.uniform:.4g}, the loss of a uniform guess, + {ABSOLUTE_MARGIN:g})")
         else:
-            what = (f"loss diverged at step {self.step}: {self.loss:.4g}, "
+            what = (f"loss diverged at step {self.step}: {format_loss(self.loss)}, "
                     f"{self.loss / self.level:.1f}x its recent level {self.level:.4g}")
-        good = self.last_good_checkpoint(checkpoints)
-        before = [path for path in checkpoints if 0 <= _step_of(path) < self.step]
+        good = self.last_good_checkpoint(checkpoints, vouched_step)
+        condemned = sorted(self.condemned(checkpoints), key=step_of)
         if good:
             where = f"last good checkpoint: {good}, kept; a rerun resumes from it"
-        elif before:  # only the state that gave this loss
-            where = (f"last checkpoint: {max(before, key=_step_of)}, the state that gave this "
-                     "loss")
+        elif condemned:
+            names = ", ".join(path.rsplit("/", 1)[-1] for path in condemned)
+            where = (f"no good checkpoint: {names} held diverged states, deleted; a rerun "
+                     "starts from the initial weights")
         else:
-            where = "no checkpoint saved before it"
+            where = ("no good checkpoint: it diverged before any checkpoint; a rerun starts "
+                     "from the initial weights")
         return f"{what}; stopped without saving it ({where}); {ADVICE}"
 
 
-def stop_message(divergence: Divergence, output_dir: str, write: bool) -> str:
-    """Makes the last good checkpoint the latest of output_dir's index; returns the message.
+class Diverged(UserError):
+    """The run stopped on a diverged loss; the message is the one line (`Divergence`)."""
 
-    Args:
-        divergence: why the run stops.
-        output_dir: the run's checkpoints.
-        write: rewrite the index (the chief worker only).
-    """
-    import tensorflow as tf  # here: the detector itself does not need TensorFlow
-
-    state = tf.train.get_checkpoint_state(output_dir)
-    checkpoints = list(state.all_model_checkpoint_paths) if state else []
-    good = divergence.last_good_checkpoint(checkpoints)
-    if write and good and good != state.model_checkpoint_path:
-        tf.compat.v1.train.update_checkpoint_state(output_dir, good, [
-            path for path in checkpoints if _step_of(path) <= _step_of(good)])
-    return divergence.message(checkpoints)
-
-
-class CheckpointRetention:
-    """Deletes the checkpoints kept beyond `keep` once the newest one is vouched for.
-
-    The trainer's checkpoint manager keeps keep + EXTRA_CHECKPOINTS checkpoints; call
-    `saved` after each save and `vouched` after each loop that the detector vouches for
-    (`DivergenceDetector.vouches`) and at the end of a run: the oldest checkpoints beyond
-    `keep` are then deleted (the manager would delete them at a later save anyway, so its
-    own list and the index stay consistent).
-
-    Args:
-        output_dir: the run's checkpoints.
-        keep: keep_checkpoint_max.
-        write: delete (the chief worker only; the others keep no checkpoint).
-    """
-
-    def __init__(self, output_dir: str, keep: int, write: bool):
-        self.output_dir = output_dir
-        self.keep = keep
-        self._write = write
-        self._pending = False
-
-    def saved(self) -> None:
-        self._pending = True
-
-    def vouched(self) -> None:
-        """The newest checkpoint's state gave a healthy loss (or the run ended)."""
-        if not (self._pending and self._write):
-            return
-        self._pending = False
-        import tensorflow as tf  # here: the detector itself does not need TensorFlow
-
-        state = tf.train.get_checkpoint_state(self.output_dir)
-        paths = list(state.all_model_checkpoint_paths) if state else []
-        if len(paths) <= self.keep:
-            return
-        for old in paths[:-self.keep]:
-            for path in tf.io.gfile.glob(old + ".index") + tf.io.gfile.glob(old + ".data-*"):
-                tf.io.gfile.remove(path)
-        tf.compat.v1.train.update_checkpoint_state(self.output_dir, paths[-1],
-                                                   paths[-self.keep:])
+    def __init__(self, message: str, divergence: Divergence):
+        super().__init__(message)
+        self.divergence = divergence
 
 
 class DivergenceDetector:
@@ -201,13 +194,20 @@ class DivergenceDetector:
         min_increase: the spike must also exceed the level by this many nats.
         spike_steps: a loop of fewer steps is judged by the median of the last spike_steps
             step losses (1: every loop by its own mean).
+        uniform_loss: the objective's uniform-guess loss (`Objective.uniform_loss`); a loss
+            above `absolute_bound` of it stops the run after grace_steps, warmup or not,
+            with or without history. None: no absolute bound.
+        grace_steps: the global steps the absolute rule leaves alone (ABSOLUTE_GRACE_STEPS).
     """
 
     def __init__(self, threshold: float = DEFAULT_THRESHOLD, warmup_steps: int = 0,
                  window: int = DEFAULT_WINDOW, min_history: int = DEFAULT_MIN_HISTORY,
                  min_increase: float = DEFAULT_MIN_INCREASE,
-                 spike_steps: int = DEFAULT_SPIKE_STEPS):
+                 spike_steps: int = DEFAULT_SPIKE_STEPS, uniform_loss: Optional[float] = None,
+                 grace_steps: int = ABSOLUTE_GRACE_STEPS):
         check_threshold(threshold)
+        if uniform_loss is not None and not uniform_loss > 0:
+            raise ValueError(f"need uniform_loss > 0, got {uniform_loss}")
         if not 1 <= min_history <= window:
             raise ValueError(f"need 1 <= min_history <= window, got {min_history}, {window}")
         if spike_steps < 1:
@@ -217,6 +217,9 @@ class DivergenceDetector:
         self.min_history = min_history
         self.min_increase = min_increase
         self.spike_steps = spike_steps
+        self.uniform_loss = uniform_loss
+        self.bound = None if uniform_loss is None else absolute_bound(uniform_loss)
+        self.grace_steps = grace_steps
         self._means: Deque[float] = deque(maxlen=window)
         # The last spike_steps step losses, (step, loss), across loops.
         self._steps: Deque[Tuple[int, float]] = deque(maxlen=spike_steps)
@@ -237,7 +240,8 @@ class DivergenceDetector:
         return loss > self.threshold * level and loss - level >= self.min_increase
 
     def observe(self, first_step: int, losses: Sequence[float]) -> Optional[Divergence]:
-        """Takes one loop's losses; says whether the run must stop.
+        """Takes one loop's losses; says whether the run must stop (the NaN and absolute
+        rules look at every step, in order; then the spike rule).
 
         Args:
             first_step: the global step of losses[0] (steps count from 1).
@@ -250,9 +254,12 @@ class DivergenceDetector:
         values = [float(x) for x in losses]
         if not values:
             return None
-        for i, value in enumerate(values):
+        for i, value in enumerate(values):  # the first bad step, whichever rule
             if not math.isfinite(value):
                 return Divergence(first_step + i, value)
+            if (self.bound is not None and value > self.bound
+                    and first_step + i > self.grace_steps):
+                return Divergence(first_step + i, value, uniform=self.uniform_loss)
         mean = math.fsum(values) / len(values)
         level = self.level()
         self._vouches = True

@@ -15,6 +15,12 @@ them an `Objective`:
   eval results (always with a "loss" key: the objective minimised, as a global-batch mean).
 * `predictions(outputs, batch)`: per-example outputs for `Trainer.predict` (fine-tuning tasks
   score whole dev sets on the host: F1, MCC, span matching cannot be summed per batch).
+* `uniform_loss`: the "loss" metric of a model that has learned nothing, its heads guessing
+  uniformly: the sum over the loss's terms of ln(the number of choices of each head), times
+  the term's weight (ln vocab_size + ln 2 for MLM + NSP; a generator MLM plus 50 x a binary
+  discriminator would declare ln vocab_size + 50 ln 2). A healthy run starts near it; a
+  loss far above it is divergence whatever the recent level (`bert_tf.training.health`).
+  None: the objective declares no such bound.
 
 Losses stay per example inside each objective; the reduction over the global batch happens
 only in `loss_and_sums` with the all-reduced denominators.
@@ -22,7 +28,8 @@ only in `loss_and_sums` with the all-reduced denominators.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, Tuple
+import math
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 import tensorflow as tf
 
@@ -34,6 +41,8 @@ class Objective:
     """Base class: see the module docstring. Subclasses set `sum_keys` and override all."""
 
     sum_keys: Tuple[str, ...] = ()
+    # See the module docstring; subclasses set it when they know their heads' sizes.
+    uniform_loss: Optional[float] = None
 
     def denominators(self, batch: Mapping[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
         raise NotImplementedError
@@ -66,11 +75,17 @@ class PretrainingObjective(Objective):
 
         masked_lm_loss     = sum(w * CE) / (sum(w) + 1e-5)   over the global batch
         next_sentence_loss = sum(CE_nsp) / global_batch_size
+
+    Args:
+        use_nsp: train the next-sentence head too.
+        vocab_size: the MLM head's size, for `uniform_loss` (None: no absolute bound).
     """
 
-    def __init__(self, use_nsp: bool = True):
+    def __init__(self, use_nsp: bool = True, vocab_size: Optional[int] = None):
         self.use_nsp = use_nsp
         self.sum_keys = losses.sum_keys(use_nsp)
+        if vocab_size:
+            self.uniform_loss = math.log(vocab_size) + (math.log(2) if use_nsp else 0.0)
 
     def denominators(self, batch):
         weights = batch[schema.MASKED_LM_WEIGHTS]

@@ -12,7 +12,8 @@ killed run on the same trajectory: model, optimizer, step, dropout RNG and each 
 input position (`checkpointing`, `resume`; where none was saved, the input skips the batches).
 
 Failure handling: bad input found inside the graph becomes a one-line `UserError`; a
-diverged loss (`health`) stops the run with a `UserError` naming the step, without saving it;
+diverged loss (`health`) stops the run with a `UserError` naming the step, without saving it,
+and leaves the last good checkpoint as the one a rerun resumes from (`checkpoint_health`);
 Ctrl-C stops at once and leaves only complete checkpoints; SIGTERM (a preempted VM; to any
 worker) saves the step reached after the current call, on every worker, and stops.
 """
@@ -34,6 +35,7 @@ from bert_tf.core.errors import UserError
 from bert_tf.data import input_config, input_pipeline, input_validation
 from bert_tf.training import (
     budget,
+    checkpoint_health,
     checkpoint_paths,
     checkpointing,
     distribution,
@@ -100,7 +102,7 @@ class Trainer:
                  clock: Optional[budget.TrainingClock] = None,
                  new_rows: Optional[NewRowsOnly] = None):
         self.config = config
-        self.objective = objective or objectives.PretrainingObjective(config.use_nsp)
+        self.objective = objective  # (default: made below, with the model's vocabulary size)
         self.warm_start_fn = warm_start_fn
         self.strategy = strategy
         self.num_replicas = strategy.num_replicas_in_sync
@@ -115,6 +117,10 @@ class Trainer:
         with strategy.scope():
             keras.utils.set_random_seed(config.seed)
             self.model = model_fn()
+            if self.objective is None:
+                self.objective = objectives.PretrainingObjective(
+                    config.use_nsp, getattr(getattr(self.model, "config", None), "vocab_size",
+                                            None))
             self.optimizer = distribution.wrap_optimizer(optimizer_fn(), config.dtype_policy)
             # Slots exist before any restore, so a checkpoint fills them instead of deferring.
             self.optimizer.build(self.model.trainable_variables)
@@ -174,7 +180,7 @@ class Trainer:
         per_replica_batch = self.micro_batch_size * cfg.gradient_accumulation_steps
         arithmetic = resume.arithmetic(dataset_fn)
         unsupported = None if arithmetic else resume.unsupported_reason(self.strategy)
-        # More until the losses after the newest vouch for it (health.CheckpointRetention).
+        # More until the losses after the newest vouch for it (checkpoint_health).
         keep = cfg.keep_checkpoint_max + health.EXTRA_CHECKPOINTS
         train_input = None if arithmetic or unsupported else resume.TrainInput(
             self.strategy, dataset_fn, per_replica_batch, cfg.output_dir, keep)
@@ -247,9 +253,10 @@ class Trainer:
                                       lambda: self.clock.budget_seconds - self.clock.seconds))
         all_losses = []
         step, last_report = start, None
-        detector = health.DivergenceDetector(cfg.divergence_threshold, cfg.num_warmup_steps)
-        retention = health.CheckpointRetention(cfg.output_dir, cfg.keep_checkpoint_max,
-                                               self.is_chief)
+        detector = health.DivergenceDetector(cfg.divergence_threshold, cfg.num_warmup_steps,
+                                             uniform_loss=self.objective.uniform_loss)
+        retention = checkpoint_health.CheckpointRetention(
+            cfg.output_dir, cfg.keep_checkpoint_max, self.is_chief, start)
         periodic = eval_history.PeriodicEval(cfg.output_dir, cfg.eval_every_n_steps if
                                              eval_dataset_fn else 0, start, self.is_chief)
         if start >= cfg.num_train_steps:
@@ -275,8 +282,9 @@ class Trainer:
                     all_losses.append(step_losses)
                     diverged = detector.observe(step + 1, step_losses)
                     if diverged:  # (decided alike on every worker: the losses are reduced)
-                        raise UserError(health.stop_message(diverged, cfg.output_dir,
-                                                            self.is_chief))
+                        raise health.Diverged(checkpoint_health.stop_message(
+                            diverged, cfg.output_dir, self.is_chief, retention.vouched_step),
+                            diverged)
                     if detector.vouches():  # the newest checkpoint's state gave healthy losses
                         retention.vouched()
                     step = int(self.step.numpy())
@@ -291,7 +299,7 @@ class Trainer:
                         last_report = progress.report(step, self.learning_rate())
                     if step % cfg.save_checkpoints_steps == 0 or step == stop:
                         path = saver.save()
-                        retention.saved()
+                        retention.saved(step)
                         logging.info("saved checkpoint %s", path)
                     if periodic.due(step) and not host_loop.stopped:
                         periodic.run(step, lambda: self._eval_results(eval_dataset_fn))
@@ -305,7 +313,7 @@ class Trainer:
             raise checkpointing.Terminated(
                 f"stopped by SIGTERM at step {step} with checkpoint {saver.latest}; rerun with "
                 "the same output_dir to continue")
-        retention.vouched()  # the run's end: back to keep_checkpoint_max
+        retention.finished()  # back to keep_checkpoint_max
         self._trained = True
         run_losses = np.concatenate(all_losses) if all_losses else np.zeros([0], np.float32)
         return TrainResult(start, step, run_losses, last_report)
