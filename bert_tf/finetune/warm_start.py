@@ -24,6 +24,7 @@ from bert_tf.core import fileio
 from bert_tf.core.errors import UserError
 from bert_tf.interop import formats, vocab_resize
 from bert_tf.interop.formats import detect_format
+from bert_tf.interop.hf_tokenizer_kind import check_wordpiece
 from bert_tf.interop.model_files import ModelFiles, find_beside, vocab_size_of
 from bert_tf.modeling.config import BertConfig
 
@@ -63,6 +64,8 @@ def resolve(init_checkpoint: str, bert_config_file: str, vocab_file: str) -> Ini
     base_size = 0
     if init_checkpoint:
         fmt = detect_format(init_checkpoint)
+        if fmt == "hf":  # fine-tuning tokenizes with a WordPiece vocab.txt
+            check_wordpiece(init_checkpoint)
         config_arg = None if fmt in ("hf", "keras_hub") else (bert_config_file or None)
         own = find_beside(init_checkpoint, ("bert_config.json",)) if config_arg else None
         if own and vocab_file and _same_but_vocab_size(own, config_arg):

@@ -25,6 +25,7 @@ from absl import logging
 from bert_tf.core import fileio
 from bert_tf.core.errors import UserError
 from bert_tf.interop import formats, vocab_resize
+from bert_tf.interop.hf_tokenizer_kind import check_wordpiece
 from bert_tf.interop.model_files import copy_file, find_beside, vocab_size_of
 from bert_tf.modeling.config import BertConfig
 from bert_tf.training.new_rows_only import NewRowsOnly
@@ -146,6 +147,8 @@ def plan(init_checkpoint: Optional[str], vocab_file: Optional[str], bert_config:
                             "extended --vocab_file")
         return bert_config, None
     fmt = formats.detect_format(init_checkpoint)
+    if fmt == "hf":  # its records' ids must be WordPiece ids of the model's vocabulary
+        check_wordpiece(init_checkpoint)
     base_vocab = find_beside(init_checkpoint, (VOCAB_NAME,))  # the checkpoint's own
     if fmt == "keras_hub":  # a preset keeps it among its assets
         from bert_tf.interop.keras_hub_checkpoint import VOCAB_PATH

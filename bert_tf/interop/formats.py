@@ -12,7 +12,7 @@ from typing import Optional
 
 from bert_tf.core import fileio
 from bert_tf.core.errors import UserError
-from bert_tf.interop import vocab_resize
+from bert_tf.interop import hf_tokenizer_kind, vocab_resize
 from bert_tf.interop.model_files import ModelFiles, check_new_directory, report_missing
 from bert_tf.interop.native import find_config, read_native, write_native
 from bert_tf.modeling.config import BertConfig
@@ -159,7 +159,12 @@ def convert(
     check_new_directory(output)  # Before the (slow) read.
     # Every reader checks the vocabulary (given or found) against the word embeddings.
     files = read_model(from_format, input_path, bert_config_file, vocab_file, base_vocab_file)
-    if files.vocab_file is None:
+    kind = hf_tokenizer_kind.non_wordpiece(input_path) if from_format == "hf" else None
+    if files.vocab_file is None and kind:
+        print(f"note: {input_path} has a {kind} tokenizer (tokenizer.json), which bert_tf "
+              "does not use (WordPiece vocab.txt only): the output has no vocabulary",
+              file=sys.stderr, flush=True)
+    elif files.vocab_file is None:
         print(f"note: no vocab.txt found for {input_path}; pass --vocab_file to include one",
               file=sys.stderr, flush=True)
     report_missing(files, "freshly initialised" if to_format == "bert_tf" else "not written")

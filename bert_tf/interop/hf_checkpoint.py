@@ -1,4 +1,4 @@
-"""Hugging Face BERT directories: read and write.
+"""Hugging Face BERT directories: read and write (ModernBERT's: `hf_modernbert`).
 
 A directory holds `config.json` (model_type "bert"), the weights in `model.safetensors`
 (sharded: `model.safetensors.index.json`) or `pytorch_model.bin` (needs torch), and usually
@@ -29,7 +29,7 @@ import numpy as np
 
 from bert_tf.core import fileio, tokenization
 from bert_tf.core.errors import UserError
-from bert_tf.interop import safetensors_io
+from bert_tf.interop import hf_modernbert, safetensors_io
 from bert_tf.interop.hf_tokenizer_files import write_tokenizer_files
 from bert_tf.interop.model_files import (
     MLM_PREFIX,
@@ -45,6 +45,7 @@ from bert_tf.interop.model_files import (
     report_unused,
 )
 from bert_tf.interop.vocab_resize import infer_do_lower_case
+from bert_tf.modeling import modern_config
 from bert_tf.modeling.config import BertConfig
 from bert_tf.modeling.encoder import LAYER_NORM_EPSILON
 
@@ -216,11 +217,11 @@ def _strip(name: str) -> str:
     return name
 
 
-def read_config(path: str) -> BertConfig:
-    """The architecture of an HF BERT directory (or its weight file), from its config.json.
+def read_config_dict(path: str) -> Dict[str, Any]:
+    """The config.json of an HF directory (or of its weight file's directory), as a dict.
 
     Raises:
-        UserError: no config.json, not valid JSON, or not a BERT config.
+        UserError: no config.json, or not valid JSON.
     """
     directory = path if fileio.isdir(path) else os.path.dirname(path)
     config_file = os.path.join(directory, CONFIG_NAME)
@@ -228,9 +229,23 @@ def read_config(path: str) -> BertConfig:
         raise UserError(f"{path}: no {CONFIG_NAME} (is it a Hugging Face model directory?)")
     with fileio.open_file(config_file, "r") as f:
         try:
-            return config_from_hf(json.load(f), config_file)
+            return json.load(f)
         except json.JSONDecodeError as e:
             raise UserError(f"{config_file}: not valid JSON ({e.msg})") from None
+
+
+def read_config(path: str) -> BertConfig:
+    """The architecture of an HF BERT or ModernBERT directory (or its weight file), from its
+    config.json.
+
+    Raises:
+        UserError: no config.json, not valid JSON, or neither a BERT nor a ModernBERT config.
+    """
+    directory = path if fileio.isdir(path) else os.path.dirname(path)
+    d = read_config_dict(path)
+    if hf_modernbert.is_modernbert(d):
+        return hf_modernbert.config_from_hf(d, os.path.join(directory, CONFIG_NAME))
+    return config_from_hf(d, os.path.join(directory, CONFIG_NAME))
 
 
 def read(path: str, vocab_file: Optional[str] = None) -> ModelFiles:
@@ -250,7 +265,10 @@ def read(path: str, vocab_file: Optional[str] = None) -> ModelFiles:
             size.
     """
     directory = path if fileio.isdir(path) else os.path.dirname(path)
-    config = read_config(path)
+    d = read_config_dict(path)
+    if hf_modernbert.is_modernbert(d):  # model_type "modernbert"
+        return hf_modernbert.read(directory, d, load_tensors(directory), vocab_file)
+    config = config_from_hf(d, os.path.join(directory, CONFIG_NAME))
     vocab_file = vocab_file or find_beside(directory, (VOCAB_NAME,))
 
     table = name_table(config.num_hidden_layers)
@@ -306,6 +324,8 @@ def write(files: ModelFiles, output_dir: str, do_lower_case: Optional[bool] = No
         UserError: `output_dir` exists and is not empty.
     """
     config = files.config
+    if modern_config.is_modern(config):  # ModernBERT's layout and config.json
+        return hf_modernbert.write(files, output_dir)
     with_heads = any(_is_head(n) for n in files.weights)
     table = name_table(config.num_hidden_layers)
     tensors = {}
