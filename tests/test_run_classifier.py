@@ -10,7 +10,10 @@
 - --init_checkpoint in each format (Hugging Face MiniLM, bert_tf, Google TF1) is detected
   and gives the classifier's encoder exactly the source's weights; a short run from MiniLM;
 - a run stopped by max_steps_per_run and rerun ends exactly where an uninterrupted one does
-  (dropout on).
+  (dropout on);
+- run health: lr 50 stops at its first judged step naming no checkpoint good (3 x ln 2 + 5
+  bound), and its rerun starts again and stops alike; lr 50 after a resume names the
+  resumed checkpoint as the last good one, which restores and which a rerun resumes from.
 
 A tiny model from random weights (1 layer, hidden 64, Google's vocabulary) learns the
 training sets by heart at lr 2e-3 in seconds; the epochs are calibrated with margin.
@@ -23,6 +26,7 @@ import json
 import math
 import os
 import pathlib
+import re
 import shutil
 
 import numpy as np
@@ -44,6 +48,8 @@ from bert_tf.modeling.weight_map import (
     pretraining_weight_map,
     set_weights,
 )
+from bert_tf.training import health
+from bert_tf.training.checkpoint_paths import read_strictly
 
 MODULE = "bert_tf.run_classifier"
 DATA = pathlib.Path(__file__).resolve().parent.parent / "data" / "finetune"
@@ -536,3 +542,63 @@ def test_resumed_run_ends_where_an_uninterrupted_run_does(cola_run, tmp_path):
                                    err_msg=ours.path)
     assert resumed.eval_results["eval_loss"] == pytest.approx(
         straight.eval_results["eval_loss"], rel=1e-6)
+
+
+# ------------------------------------------------------------------ run health
+
+# A binary head's uniform-guess loss ln 2 = 0.6931: the bound is 3 x 0.6931 + 5 = 7.08.
+BINARY_BOUND = r"above 7\.08 \(3 x 0\.6931, the loss of a uniform guess, \+ 5\)"
+
+
+def test_a_diverging_fine_tune_names_no_checkpoint_good_and_its_rerun_starts_again(
+        cola_run, tmp_path):
+    _, _, run = cola_run
+    with pytest.raises(health.Diverged) as stop:
+        run(tmp_path, learning_rate=50, save_checkpoints_steps=1, do_eval=False)
+    # Step 1's update (no warmup: int(9 x 0.1) = 0 steps) blows the loss up at step 2,
+    # which condemns ckpt-1, the state that gave it.
+    assert re.fullmatch(rf"loss diverged at step 2: \S+, {BINARY_BOUND}; stopped without saving "
+                        r"it \(no good checkpoint: ckpt-1 held diverged states, deleted; a rerun "
+                        rf"starts from the initial weights\); {re.escape(health.ADVICE)}",
+                        str(stop.value)), str(stop.value)
+    assert stop.value.divergence.loss > 7.08
+    assert _checkpoints(tmp_path) == [] and tf.train.latest_checkpoint(os.fspath(tmp_path)) is None
+    # The same command again starts from the initial weights and stops alike.
+    with pytest.raises(health.Diverged) as again:
+        run(tmp_path, learning_rate=50, save_checkpoints_steps=1, do_eval=False)
+    assert str(again.value) == str(stop.value)
+
+
+def test_a_fine_tune_spiking_after_a_resume_keeps_the_resumed_checkpoint_as_good(
+        cola_run, tmp_path, caplog):
+    _, straight, run = cola_run
+    first = run(tmp_path, do_eval=False, max_steps_per_run=5)  # healthy, to ckpt-5
+    # Resumed at lr 50, saving every step: step 6's loss (ckpt-5's weights) is healthy and
+    # vouches for ckpt-5; the updates from step 6 on blow the loss up.
+    with pytest.raises(health.Diverged) as stop:
+        run(tmp_path, learning_rate=50, save_checkpoints_steps=1, do_eval=False)
+    found = stop.value.divergence
+    assert found.step >= 7 and found.loss > 7.08
+    good = os.fspath(tmp_path / "ckpt-5")
+    assert str(stop.value).endswith(f"; stopped without saving it (last good checkpoint: {good}"
+                                    f", kept; a rerun resumes from it); {health.ADVICE}")
+    assert _checkpoints(tmp_path) == ["ckpt-5.index"]  # ckpt-6 on: diverged states, deleted
+    assert tf.train.latest_checkpoint(os.fspath(tmp_path)) == good
+    # It restores, every variable, to the healthy run's weights at step 5.
+    model = BertClassifier(BertConfig.from_dict(TINY), 2)
+    model({key: tf.zeros([1, 16], tf.int32)
+           for key in ("input_ids", "input_mask", "segment_ids")})
+    step = tf.Variable(0, dtype=tf.int64)
+    read_strictly(good, {"model": model, "step": step})
+    assert int(step.numpy()) == 5
+    for ours, ref in zip(model.weights, first.model.weights):
+        np.testing.assert_array_equal(ours.numpy(), ref.numpy(), err_msg=ours.path)
+    # A rerun at the sane learning rate resumes from it and ends exactly where the
+    # uninterrupted run does: nothing of the diverged run is left in the trajectory.
+    caplog.set_level("INFO", logger="absl")
+    resumed = run(tmp_path, do_eval=False)
+    assert f"resuming from {good} at step 5" in caplog.text
+    assert _checkpoints(tmp_path) == ["ckpt-9.index"]
+    for ours, ref in zip(resumed.model.weights, straight.model.weights):
+        np.testing.assert_allclose(ours.numpy(), ref.numpy(), rtol=1e-6, atol=1e-6,
+                                   err_msg=ours.path)

@@ -105,7 +105,11 @@ class ClassificationTask:
         return {"classifier_readout": self.settings.classifier_readout}
 
     def objective(self) -> ClassificationObjective:
-        return ClassificationObjective(regression=self.regression)
+        train = self.features.get("train")
+        mean_square = (float(np.mean(np.square(train.arrays["label_ids"])))
+                       if self.regression and train is not None and len(train.guids) else None)
+        return ClassificationObjective(regression=self.regression, num_labels=self.num_labels(),
+                                       label_mean_square=mean_square)
 
     def read(self, do_train: bool, do_eval: bool, do_predict: bool, model_dir: str) -> None:
         """Reads the files the run needs and settles the label list (before any TF work).
