@@ -191,3 +191,16 @@ def test_is_an_init_checkpoint_for_pretraining(cli, tmp_path):
     assert f"init_checkpoint {DATA} (hf): restored 23 weights" in proc.stderr
     results = (tmp_path / "out" / "eval_results.txt").read_text()
     assert "masked_lm_loss" in results and "nan" not in results
+
+
+def test_transformers_4_config_reads_the_same():
+    """transformers 4.x wrote global_rope_theta/local_rope_theta and no layer_types (as
+    answerdotai/ModernBERT-base's config.json): the same architecture."""
+    with open(os.path.join(DATA, "config.json")) as f:
+        d = json.load(f)
+    new = hf_modernbert.config_from_hf(d, "new")
+    for key in ("layer_types", "rope_parameters"):
+        del d[key]
+    d.update(global_rope_theta=160000.0, local_rope_theta=10000.0, reference_compile=None,
+             position_embedding_type="absolute", layer_norm_eps=1e-5)
+    assert hf_modernbert.config_from_hf(d, "old") == new

@@ -203,7 +203,7 @@ def check_writable(config: BertConfig) -> None:
 
 
 def config_to_hf(config: BertConfig, with_heads: bool,
-                 special_ids: Optional[Mapping[str, int]] = None) -> Dict[str, Any]:
+                 special_ids: Optional[Mapping[str, Optional[int]]] = None) -> Dict[str, Any]:
     """A transformers ModernBERT config.json dict for `config` (`check_writable` first)."""
     every = config.global_attn_every_n_layers
     local_theta = config.local_rope_theta if config.local_rope_theta is not None \
@@ -227,14 +227,17 @@ def config_to_hf(config: BertConfig, with_heads: bool,
         "embedding_dropout": config.hidden_dropout_prob, "classifier_pooling": "cls",
     })
     d.update({k: config.use_bias for k in _BIAS_KEYS})
-    d.update(special_ids or {"pad_token_id": 0})
+    d.update(special_ids or special_token_ids(None))
     return dict(sorted(d.items()))
 
 
-def special_token_ids(vocab_file: Optional[str]) -> Dict[str, int]:
-    """pad/cls/sep/bos/eos ids from a WordPiece vocabulary's [PAD], [CLS], [SEP] (0 for a
-    missing pad: transformers' embedding needs a padding id inside the vocabulary)."""
-    ids = {"pad_token_id": 0}
+def special_token_ids(vocab_file: Optional[str]) -> Dict[str, Optional[int]]:
+    """pad/cls/sep/bos/eos ids from a WordPiece vocabulary's [PAD], [CLS], [SEP]; without
+    one, None (transformers' defaults are ModernBERT's ids, outside a smaller vocabulary),
+    and 0 for the pad (transformers' embedding needs a padding id inside the vocabulary)."""
+    ids: Dict[str, Optional[int]] = {"pad_token_id": 0, "cls_token_id": None,
+                                     "bos_token_id": None, "sep_token_id": None,
+                                     "eos_token_id": None}
     if not vocab_file:
         return ids
     from bert_tf.core.tokenization import load_vocab
