@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import TYPE_CHECKING, Optional
+import time
+from typing import TYPE_CHECKING, Callable, Optional
 
 from absl import flags, logging
 
@@ -330,8 +331,14 @@ def config_from_flags() -> RunConfig:
                      FLAGS.do_train, FLAGS.do_eval, FLAGS.input_position, start, electra)
 
 
-def run(config: RunConfig) -> Optional[dict]:
+def run(config: RunConfig, wall_clock: Callable[[], float] = time.perf_counter
+        ) -> Optional[dict]:
     """Runs training and/or evaluation as configured.
+
+    Args:
+        config: the run's settings.
+        wall_clock: seconds, monotonic, that the train calls are timed with (the
+            --max_train_minutes budget counts them; `trainer.Trainer`). Tests pass a fake one.
 
     Returns:
         The eval results, if evaluated.
@@ -356,6 +363,7 @@ def run(config: RunConfig) -> Optional[dict]:
     runner = trainer.Trainer(
         trainer_config, strategy,
         optimizer_fn=lambda: optimization.create_optimizer(config.optimizer, clock=clock),
+        wall_clock=wall_clock,
         clock=clock, **objective_flags.trainer_args(config.bert_config, config.electra,
                                                     trainer_config.use_nsp, trainer_config.seed),
         **(config.start.trainer_args(eval_only=not config.do_train) if config.start else {}),

@@ -4,10 +4,11 @@
   the second call's pace, and a spent budget ends the loop in progress (fake clock);
 - with two replicas the agreement hands every worker the chief's call time (a process
   of its own);
-- end to end, `python -m bert_tf.run_pretraining --lr_schedule=wsd --max_train_minutes`:
-  a run stopped by --max_steps_per_run saves the clock in its checkpoint, the rerun resumes
-  the clock from it, stops when the budget is spent, and its last learning rate is end_lr
-  (console and TensorBoard);
+- end to end, run_pretraining's flags and `run` with `--lr_schedule=wsd --max_train_minutes`
+  on a fake wall clock (every train call takes 0.4375 s): a run stopped by
+  --max_steps_per_run saves the clock in its checkpoint, the rerun resumes the clock from it
+  and stops at the step where the budget is spent, computed by hand, and its last learning
+  rate is end_lr (console and TensorBoard); a third run finds the budget spent;
 - configs/budget.flags parses.
 
 The schedule's values for given clock readings are in tests/test_optimization.py.
@@ -18,7 +19,6 @@ from __future__ import annotations
 import glob
 import json
 import os
-import re
 
 import numpy as np
 import pytest
@@ -149,40 +149,63 @@ def summary_scalars(output_dir, tag):
     return values
 
 
+# run_pretraining's entry point with a fake wall clock: each reading is CALL_SECONDS later
+# than the one before, so every train call takes exactly CALL_SECONDS (one process, one
+# worker: the host loop reads the clock only before and after each call).
+CALL_SECONDS = 0.4375  # 7/16: every sum below is exact in binary
+_FAKE_CLOCK_RUN = f"""
+import itertools
+from absl import app, logging
+from bert_tf import run_pretraining
+from bert_tf.core.errors import cli_main
+
+readings = itertools.count()
+
+def main(argv):
+    logging.set_verbosity(logging.INFO)
+    run_pretraining.run(run_pretraining.config_from_flags(),
+                        wall_clock=lambda: {CALL_SECONDS} * next(readings))
+
+app.run(cli_main(main))
+"""
+
+
 def test_a_budget_run_resumes_its_clock_and_ends_at_end_lr_when_the_time_is_spent(
         cli, data, tmp_path):
-    # Stopped after 3 steps by --max_steps_per_run: the clock is in the checkpoint.
-    first = cli.run(MODULE, flags(data, tmp_path, max_steps_per_run=3, steps_per_loop=1,
-                                  log_every_n_steps=1))
+    # Stopped after 3 steps by --max_steps_per_run, one step per call: the first call (it
+    # traces) counts 0 s and its step is counted at the second call's pace, so the clock
+    # reads 0 + 2 x 0.4375 + 0.4375 = 1.3125 s of the 3 s budget; it is in the checkpoint.
+    first = cli.run_code(_FAKE_CLOCK_RUN, flags(data, tmp_path, max_steps_per_run=3,
+                                                steps_per_loop=1, log_every_n_steps=1))
     assert first.returncode == 0, first.stderr[-3000:]
     assert progress_steps(first.stderr) == [1, 2, 3]
-    t1 = trained_seconds(tmp_path / "ckpt-3")
-    assert 0 < t1 < 3.0
-    # The peak rate after the 2 warmup steps: nowhere near the decay phase (the last half).
-    assert re.search(r"training clock \S+ s of the 3 s budget at step 3; learning rate "
-                     r"1\.000000e-03", first.stderr), first.stderr[-3000:]
+    assert trained_seconds(tmp_path / "ckpt-3") == 1.3125
+    # The peak rate after the 2 warmup steps: 1.3125 / 3 of the budget is before the decay
+    # phase (the last half).
+    assert ("training clock 1.31 s of the 3 s budget at step 3; learning rate 1.000000e-03"
+            in first.stderr), first.stderr[-3000:]
 
-    # The rerun continues the clock from the checkpoint and trains until 3 s are spent.
-    second = cli.run(MODULE, flags(data, tmp_path, steps_per_loop=1000,
-                                   log_every_n_steps=1_000_000))
+    # The rerun continues the clock from the checkpoint. Its calls of a 1000-step loop grow
+    # from 1 step, at most doubling: 1 (counted 0), 2 (3 steps at its pace: 0.65625 s), 4, 8
+    # and 16 steps (0.4375 s each): 1.3125 -> 1.96875 -> 2.40625 -> 2.84375 -> 3.28125 s,
+    # past 3 s at the end of the 16-step call, step 3 + 31 = 34.
+    second = cli.run_code(_FAKE_CLOCK_RUN, flags(data, tmp_path, steps_per_loop=1000,
+                                                 log_every_n_steps=1_000_000))
     assert second.returncode == 0, second.stderr[-3000:]
-    assert f"training clock resumed at {t1:.3f} s of 3 s" in second.stderr
-    stop = re.search(r"--max_train_minutes=0.05 reached at step (\d+): saving a checkpoint "
-                     r"and stopping training \((\S+) s trained\)", second.stderr)
-    assert stop, second.stderr[-3000:]
-    final = int(stop.group(1))
-    assert final > 3 and tf.train.latest_checkpoint(os.fspath(tmp_path)).endswith(
-        f"ckpt-{final}")
-    assert trained_seconds(tmp_path / f"ckpt-{final}") >= 3.0
+    assert "training clock resumed at 1.312 s of 3 s" in second.stderr, second.stderr[-3000:]
+    assert ("--max_train_minutes=0.05 reached at step 34: saving a checkpoint and stopping "
+            "training (3.28 s trained)") in second.stderr, second.stderr[-3000:]
+    assert tf.train.latest_checkpoint(os.fspath(tmp_path)).endswith("ckpt-34")
+    assert trained_seconds(tmp_path / "ckpt-34") == 3.28125
     # The decay is complete: the last report and the run's end give end_lr.
-    assert progress_steps(second.stderr)[-1] == final
-    last_line = [line for line in second.stderr.splitlines() if f"step {final}/" in line][-1]
+    assert progress_steps(second.stderr)[-1] == 34
+    last_line = [line for line in second.stderr.splitlines() if "step 34/" in line][-1]
     assert "| lr 1.000e-05 |" in last_line
-    assert re.search(rf"training clock \S+ s of the 3 s budget at step {final}; learning "
-                     r"rate 1\.000000e-05", second.stderr)
+    assert ("training clock 3.28 s of the 3 s budget at step 34; learning rate 1.000000e-05"
+            in second.stderr)
     rates = summary_scalars(tmp_path, "learning_rate")
     assert rates[3] == pytest.approx(1e-3, rel=1e-6)
-    assert rates[final] == pytest.approx(1e-5, rel=1e-6)
+    assert rates[34] == pytest.approx(1e-5, rel=1e-6)
 
     # A third run finds the budget spent and trains nothing.
     third = cli.run(MODULE, flags(data, tmp_path))

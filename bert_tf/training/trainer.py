@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import time
 from typing import Callable, Dict, Optional
 
 import keras
@@ -92,6 +93,9 @@ class Trainer:
             checkpoint, by object graph).
         clock: the `budget.TrainingClock` of config.max_train_minutes that the optimizer's
             schedule reads, made under the scope (default: the trainer makes its own).
+        wall_clock: seconds, monotonic, that the train calls are timed with: the
+            --max_train_minutes clock counts them and the calls' size follows them
+            (`preemption.HostLoop`). Tests pass a fake one to drive the budget.
         new_rows: the first steps train only the new vocabulary rows (`new_rows_only`).
     """
 
@@ -100,10 +104,12 @@ class Trainer:
                  objective: Optional[objectives.Objective] = None,
                  warm_start_fn: Optional[Callable[[keras.Model], None]] = None,
                  clock: Optional[budget.TrainingClock] = None,
-                 new_rows: Optional[NewRowsOnly] = None):
+                 new_rows: Optional[NewRowsOnly] = None,
+                 wall_clock: Callable[[], float] = time.perf_counter):
         self.config = config
         self.objective = objective  # (default: made below, with the model's vocabulary size)
         self.warm_start_fn = warm_start_fn
+        self.wall_clock = wall_clock
         self.strategy = strategy
         self.num_replicas = strategy.num_replicas_in_sync
         # Check the batch sizes before building anything.
@@ -269,7 +275,7 @@ class Trainer:
                 if self.num_workers == 1 else contextlib.nullcontext(lambda: None)) as disarm:
             host_loop = preemption.HostLoop(
                 self.strategy, self.num_workers, lambda: bool(sigterm), on_first_call=disarm,
-                count_seconds=self.clock.add if self.clock else None)
+                clock=self.wall_clock, count_seconds=self.clock.add if self.clock else None)
             logging.info("training steps %d to %d (the first call traces the step)",
                          start + 1, stop)
             try:
