@@ -9,7 +9,9 @@ with google-research/bert's original script.
 Each run is a fresh process (start-up included), timed end to end. Prints instances/s, MB/s
 (of output), wall seconds and peak RSS (main process and largest worker, from the job's own
 `resource.getrusage` summary line, plus `RUSAGE_CHILDREN` of this script), and the ratio of
-peak RSS on an 8x corpus to the 1x corpus (streaming: should stay near 1).
+peak RSS on an 8x corpus to the 1x corpus (streaming: should stay near 1). Then the peak RSS
+of a job on one line of `--long_line_mb` MB (10: ~2.2M tokens, which the tests' ten-megabyte
+line case runs too): hundreds of MB, not the GB that copies of the line's tokens would take.
 
 The reference needs TF1 APIs: its `create_pretraining_data.py` and `tokenization.py` (which
 must sit beside it) are copied to a temporary directory with `import tensorflow.compat.v1 as
@@ -49,6 +51,19 @@ def scaled_corpus(src: pathlib.Path, scale: int, tmp: pathlib.Path) -> pathlib.P
         text = text.rstrip(b"\n") + b"\n\n"
     out = tmp / f"corpus-x{scale}.txt"
     out.write_bytes(text * scale)
+    return out
+
+
+def long_line_corpus(src: pathlib.Path, megabytes: float, tmp: pathlib.Path) -> pathlib.Path:
+    """40 lines of `src`, one line of `megabytes` MB (its first 400 lines' words, repeated)
+    as a document of its own, then 40 more lines."""
+    lines = [x for x in src.read_text(encoding="utf-8").splitlines() if x.strip()]
+    words = " ".join(lines[:400])
+    size = int(megabytes * 1e6)
+    line = (words + " ") * (size // (len(words) + 1) + 1)
+    out = tmp / f"long-line-{megabytes:g}mb.txt"
+    out.write_text("\n".join(lines[:40]) + "\n\n" + line[:size] + "\n\n"
+                   + "\n".join(lines[40:80]) + "\n", encoding="utf-8")
     return out
 
 
@@ -153,7 +168,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=1, help="runs of ours (best is shown)")
     parser.add_argument("--reference_script", type=pathlib.Path, default=None)
     parser.add_argument("--skip_memory", action="store_true",
-                        help="skip the 1x vs 8x peak-RSS comparison")
+                        help="skip the 1x vs 8x peak-RSS comparison and the long line")
+    parser.add_argument("--long_line_mb", type=float, default=10.0,
+                        help="MB of the one-line document whose peak RSS is printed (0: none)")
     args = parser.parse_args()
     if not args.corpus.is_file():
         args.corpus = REPO / "data" / "corpus" / "wikitext2.bert.txt"
@@ -187,6 +204,14 @@ def main() -> None:
                 if key in r1 and key in r8:
                     print(f"peak RSS 8x/1x corpus ({key}): {r8[key]:.0f} / {r1[key]:.0f} MB "
                           f"= {float(r8[key]) / float(r1[key]):.2f}")
+            if args.long_line_mb > 0:
+                long = long_line_corpus(args.corpus, args.long_line_mb, tmp)
+                res = run_ours(long, args.vocab, tmp / "long.tfrecord", args)
+                print(f"one line of {args.long_line_mb:g} MB: peak RSS main "
+                      f"{res.get('main_peak_mb', float('nan')):.0f} MB, largest worker "
+                      f"{res.get('worker_peak_mb', float('nan')):.0f} MB, largest process "
+                      f"{res['child_peak_mb']:.0f} MB; {res['instances']} instances, "
+                      f"{float(res['wall']):.1f} s wall")
             print(f"self (benchmark) RUSAGE_CHILDREN peak: "
                   f"{resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024:.0f} MB")
     finally:
