@@ -3,8 +3,8 @@
 Scores are test entity F1 points (0-100) per NER set: mean ± sample std (n - 1) over the
 fine-tuning seeds, as bert_tf's scorecard gives them (`scorecard_report.stats`; the
 transformers arm's runs are summarised by the same function). The standard error of a
-difference is `scorecard_report.difference`'s: paired over the seeds when both arms have the
-same seeds, else sqrt(sa^2 / na + sb^2 / nb).
+difference is `scorecard_report.difference`'s: paired over the seeds both arms have (at least
+two), else sqrt(sa^2 / na + sb^2 / nb).
 """
 
 from __future__ import annotations
@@ -42,7 +42,9 @@ def differences(scores: Dict[str, Dict[str, dict]]) -> List[dict]:
                 d = difference(a, b)
                 out.append({"arm": arm, "reference": ref, "set": name, "diff": d["diff"],
                             "se": d["se"],
-                            "seeds": min(len(a["per_seed"]), len(b["per_seed"]))})
+                            # The seeds paired, else the fewer of the two arms'.
+                            "seeds": d["paired"] or min(len(a["per_seed"]),
+                                                        len(b["per_seed"]))})
     return out
 
 
