@@ -204,3 +204,24 @@ def test_transformers_4_config_reads_the_same():
     d.update(global_rope_theta=160000.0, local_rope_theta=10000.0, reference_compile=None,
              position_embedding_type="absolute", layer_norm_eps=1e-5)
     assert hf_modernbert.config_from_hf(d, "old") == new
+
+
+def test_fine_tuning_models_take_the_modern_encoder(loaded):
+    """A task model of a ModernBERT config holds the modern encoder, loads the directory's
+    encoder weights, and its [CLS] readout is transformers' hidden state at [CLS]."""
+    from bert_tf.finetune.heads import BertClassifier, BertSpanExtractor
+    from bert_tf.finetune.warm_start import load_encoder_weights
+    from bert_tf.modeling.modern_encoder import ModernEncoder
+
+    files, _, golden = loaded
+    classifier = BertClassifier(files.config, 3, readout="cls")
+    assert isinstance(classifier.encoder, ModernEncoder)
+    assert isinstance(BertSpanExtractor(files.config).encoder, ModernEncoder)
+    load_encoder_weights(classifier, files)
+    ids, mask = golden["input_ids"], golden["attention_mask"]
+    vector = classifier.encoder.encode_at(
+        {"input_ids": ids, "input_mask": mask, "segment_ids": np.zeros_like(ids)},
+        np.zeros((3, 1), np.int32))[:, 0].numpy()
+    assert np.abs(vector - golden["last_hidden_state"][:, 0]).max() < TOLERANCE
+    assert classifier({"input_ids": ids, "input_mask": mask, "segment_ids": np.zeros_like(ids)}
+                      )["logits"].shape == (3, 3)

@@ -28,6 +28,7 @@ import keras
 
 from bert_tf.modeling.config import BertConfig
 from bert_tf.modeling.encoder import INPUT_NAMES, BertEncoder, constructor_args
+from bert_tf.modeling.modern_encoder import build_encoder
 
 KINDS = ("classifier", "tagger", "span")
 READOUTS = ("pooler", "cls", "mean")  # BertClassifier's sentence vectors (module docstring)
@@ -76,7 +77,7 @@ class _DropoutDenseModel(_TaskModel):
                  source: str, head_name: str, **kwargs: Any) -> None:
         if isinstance(config, dict):
             config = BertConfig.from_dict(config)
-        encoder = BertEncoder(config, dtype=dtype)
+        encoder = build_encoder(config, dtype=dtype)  # ModernEncoder for a modern config
         dropout = keras.layers.Dropout(config.hidden_dropout_prob, name=f"{head_name}_dropout")
         dense = keras.layers.Dense(num_labels, kernel_initializer=head_initializer(config),
                                    dtype="float32", name=head_name)
@@ -170,7 +171,7 @@ class BertSpanExtractor(_TaskModel):
                  dtype: Optional[Any] = None, **kwargs: Any) -> None:
         if isinstance(config, dict):
             config = BertConfig.from_dict(config)
-        encoder = BertEncoder(config, dtype=dtype)
+        encoder = build_encoder(config, dtype=dtype)  # ModernEncoder for a modern config
         dense = keras.layers.Dense(2, kernel_initializer=head_initializer(config),
                                    dtype="float32", name="span")
         inputs = _inputs()
