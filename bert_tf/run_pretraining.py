@@ -11,11 +11,13 @@ one-line `error: ...` and a non-zero exit.
 Run health: `--eval_every_n_steps=N` evaluates `--max_eval_steps` batches of
 `--eval_input_file` at every multiple of N (a console line, `eval/` summaries and a line of
 `output_dir/eval_history.jsonl`, read by `bert_tf.training.eval_history.read_eval_history`).
-A NaN/Inf loss, or after warmup a loop's loss above `--divergence_threshold` times its recent
-level, stops the run with one `error:` line naming the step, the last checkpoint (kept) and
-what to try (`bert_tf.training.health`). With `--dynamic_masking`, masked-LM evaluation
-(periodic and `--do_eval`) masks each eval record once at 15% with a fixed seed, whatever
-`--masked_lm_prob` is, so runs compare; on static records it uses the records' own masks.
+A NaN/Inf loss, a loss above 3 x what uniform guesses of the heads cost + 5 (from step 2,
+warmup included), or after warmup a loop's loss above `--divergence_threshold` times its
+recent level, stops the run with one `error:` line naming the step, the last good checkpoint
+(kept; or that there is none) and what to try (`bert_tf.training.health`). With
+`--dynamic_masking`, masked-LM evaluation (periodic and `--do_eval`) masks each eval record
+once at 15% with a fixed seed, whatever `--masked_lm_prob` is, so runs compare; on static
+records it uses the records' own masks.
 """
 
 from __future__ import annotations
@@ -133,7 +135,8 @@ flags.DEFINE_float("divergence_threshold", 2.0,
                    "Stop the run when, after --num_warmup_steps, a loop's mean loss exceeds "
                    "this factor times its recent level (median of the last 10 loops) and is "
                    "1 nat above it (a loop of under 3 steps: the median of the last 3 step "
-                   "losses); 0 = off. A NaN or Inf loss always stops it.")
+                   "losses); 0 = off. A NaN or Inf loss always stops it, and so does a loss "
+                   "above 3 x the loss of uniform guesses + 5 (ln vocab_size, + ln 2 with NSP).")
 flags.DEFINE_float("max_train_minutes", 0,
                    "Training-time budget of the run (0 = none): minutes of train calls, summed "
                    "over resumes (start-up, graph tracing, checkpoint saves and eval do not "

@@ -312,3 +312,35 @@ def test_dev_file_without_labels_stops_before_training(tmp_path, tiny_config,
         scorecard.run(_config(tmp_path / "out", glue, tasks=["sst2"], models=(model,)),
                       say=lambda _: None)
     assert not (tmp_path / "out" / "runs").exists()
+
+
+def test_a_diverged_run_is_reported_as_diverged_and_counts_as_finished(
+        tmp_path, tiny_config, google_vocab_path):
+    """At lr 50 the run stops on its loss (bert_tf.training.health): the scorecard records it
+    as diverged, goes on, and the grid keeps the rate that did not diverge."""
+    write_sst2(tmp_path / "glue")
+    model = Model("m", "", tiny_config, google_vocab_path)
+    config = dataclasses.replace(
+        _config(tmp_path / "out", tmp_path / "glue", tasks=["sst2"], models=(model,),
+                name="grid", learning_rates=(2e-3, 50.0), train_batch_size=8,
+                max_seq_length=16, max_train_examples=32), do_predict=False)
+    lines = []
+    doc = scorecard.run(config, say=lines.append)
+    run = tmp_path / "out" / "runs" / "m" / "sst2" / "lr50-seed1"
+    record = json.loads((run / scorecard_runs.RUN_RECORD_FILE).read_text())
+    assert record["diverged"].startswith("loss diverged at step ")
+    assert record["metrics"] == {} and record["predictions"] == {}
+    assert f"error: {record['diverged']}" in (run / "run.log").read_text()
+    assert not list(run.glob("ckpt-*"))
+    assert "[2/2] m sst2 lr=50 seed=1: diverged (see its run.log)" in " ".join(lines)
+    task = doc["rows"][0]["tasks"]["sst2"]
+    accuracy = _eval_results(tmp_path / "out" / "runs" / "m" / "sst2" / "lr0.002-seed1" /
+                             "eval_results.txt")["eval_accuracy"]
+    assert task["learning_rate"] == 2e-3 and task["grid"]["50"] is None
+    assert task["score"]["mean"] == pytest.approx(100 * accuracy)
+    assert (f"| m | sst2 | {100 * accuracy:.2f} | diverged |"
+            in (tmp_path / "out" / "scorecard.md").read_text().splitlines())
+    # A diverged run is a result: the rerun does not train it again.
+    again = []
+    scorecard.run(config, say=again.append)
+    assert "scorecard: 2 of 2 runs already finished" in again[1]

@@ -1,5 +1,6 @@
 """scorecard_report's statistics, against values computed by hand."""
 
+import json
 import math
 
 import pytest
@@ -73,3 +74,52 @@ def test_standard_error_is_std_over_root_n_and_none_for_one_seed():
     assert scorecard_report.standard_error(three) == pytest.approx(math.sqrt(13) / math.sqrt(3))
     assert scorecard_report.standard_error(three) == pytest.approx(2.0817, abs=1e-4)
     assert scorecard_report.standard_error(scorecard_report.stats({1: 70.0})) is None
+
+
+def test_diverged_runs_are_reported_as_diverged_not_scored():
+    from bert_tf.finetune import suite
+    from bert_tf.finetune.scorecard_runs import Model, Protocol, Run, RunRecord
+
+    a, b = (suite.ScoredTask(name, "tagging", (), (("eval_f1", "F1"),)) for name in "ab")
+    protocol = Protocol("grid", (1e-4, 1e-3), (1, 2))
+    m, m2 = Model("m"), Model("m2")
+    diverged = "loss diverged at step 2: ..."
+
+    def record(f1):
+        return (RunRecord({}, {}, 1.0, (4, 4), diverged) if f1 is None
+                else RunRecord({"eval_f1": f1}, {}, 1.0, (4, 4)))
+
+    # Per (task, lr): the F1 of seeds 1 and 2, None where the run diverged.
+    f1s = {(a, 1e-4): (0.8, 0.9), (a, 1e-3): (0.95, None),
+           (b, 1e-4): (None, 0.7), (b, 1e-3): (None, None)}
+    records = {Run(model, task, lr, seed): record(values[seed - 1])
+               for model in (m, m2) for (task, lr), values in f1s.items() for seed in (1, 2)
+               if model is m or task is a}
+    records.update({Run(m2, b, lr, seed): record(None) for lr in (1e-4, 1e-3)
+                    for seed in (1, 2)})
+    doc = scorecard_report.summarize([m, m2], [a, b], protocol, records)
+    row, row2 = doc["rows"]
+    # a: 1e-3 scores 95 on its one healthy seed, but 1e-4 diverged on none: 1e-4 (80, 90).
+    assert row["tasks"]["a"]["learning_rate"] == 1e-4
+    assert row["tasks"]["a"]["grid"] == {"0.0001": pytest.approx(85.0), "0.001": 95.0}
+    # b: seed 1 diverged at both rates; seed 2 scores 70 at 1e-4.
+    assert row["tasks"]["b"]["diverged_seeds"] == [1]
+    assert row["tasks"]["b"]["score"]["per_seed"] == {"2": 70.0}
+    assert row["tasks"]["b"]["grid"] == {"0.0001": 70.0, "0.001": None}
+    # The average score only over seed 2, the one seed whose every task is scored: (90+70)/2.
+    assert row["glue_score"]["per_seed"] == {"2": 80.0}
+    assert row2["tasks"]["b"]["score"] is None and row2["glue_score"] is None
+    assert row2["tasks"]["b"]["predictions"] == {} and row2["tasks"]["b"]["selected_seed"] is None
+    lines = scorecard_report.markdown(doc).splitlines()
+    first = lines.index("| model | average score | a F1 | b F1 |")
+    # 80 and 90: std sqrt(50) = 7.07.
+    assert lines[first + 2:first + 4] == [
+        "| m | 80.00 ± 0.00 | 85.00 ± 7.07 | 70.00 ± 0.00 (1 of 2 seeds diverged) |",
+        "| m2 | diverged | 85.00 ± 7.07 | diverged |"]
+    assert "| m | b | 0.0001 | score | 70.00 ± 0.00 | 70.00 | 70.00; seed 1 diverged |" in lines
+    assert "| m2 | b | 0.0001 | score | diverged (every seed) | | |" in lines
+    grid = lines.index("Grid (mean score over seeds per learning rate):")
+    assert lines[grid + 4:grid + 8] == ["| m | a | 85.00 | 95.00 |", "| m | b | 70.00 | diverged |",
+                                        "| m2 | a | 85.00 | 95.00 |",
+                                        "| m2 | b | diverged | diverged |"]
+    json.dumps(doc, allow_nan=False)  # scorecard.json stays strict JSON

@@ -194,7 +194,8 @@ def run(config: FinetuneConfig, task: Task) -> Outcome:
         log_every_n_steps=config.log_every_n_steps, max_steps_per_run=config.max_steps_per_run,
         use_nsp=False, seed=config.seed, use_xla=use_xla,
         dtype_policy=config.distribution.dtype_policy,
-        # The divergence rule waits for warmup, as in pretraining (training.health).
+        # The spike rule waits for warmup, as in pretraining; the NaN and absolute rules do
+        # not (training.health; the bound comes from task.objective().uniform_loss).
         num_warmup_steps=int(steps * config.warmup_proportion))
     optimizer = optimization.OptimizerConfig(
         learning_rate=config.learning_rate, num_train_steps=steps,

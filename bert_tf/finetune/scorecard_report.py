@@ -8,6 +8,11 @@ task scores, and the report gives mean ± std (sample std, n - 1) and the median
 Under the grid protocol each task keeps the learning rate with the best mean score over seeds
 (ties go to the smaller rate); its GLUE server predictions come from that rate's best seed on
 dev, as the BERT paper selected.
+
+A run whose loss diverged (`RunRecord.diverged`) is not scored: the model it left is not the
+model's result. Its task's figures are over the other seeds, marked "k of n seeds diverged",
+or "diverged" when no seed is left; the GLUE score is over the seeds whose every task is
+scored. The grid prefers a rate at which fewer runs diverged, whatever the others' scores.
 """
 
 from __future__ import annotations
@@ -47,14 +52,27 @@ def standard_error(summary: Dict[str, object]) -> Optional[float]:
     return summary["std"] / math.sqrt(n) if n > 1 else None
 
 
+def healthy_records(task: ScoredTask, model: Model, lr: float, protocol: Protocol,
+                    records: Dict[Run, RunRecord]) -> Dict[int, RunRecord]:
+    """seed -> record of the runs at `lr` that did not diverge."""
+    runs = {s: records[Run(model, task, lr, s)] for s in protocol.seeds}
+    return {s: r for s, r in runs.items() if not r.diverged}
+
+
+def _mean_score(task: ScoredTask, chosen: Dict[int, RunRecord]) -> Optional[float]:
+    return statistics.fmean(task_score(r, task) for r in chosen.values()) if chosen else None
+
+
 def _best_lr(task: ScoredTask, model: Model, protocol: Protocol,
              records: Dict[Run, RunRecord]) -> float:
-    def mean_score(lr: float) -> float:
-        return statistics.fmean(task_score(records[Run(model, task, lr, s)], task)
-                                for s in protocol.seeds)
+    def key(lr: float):
+        chosen = healthy_records(task, model, lr, protocol, records)
+        mean = _mean_score(task, chosen)
+        return (len(chosen), -math.inf if mean is None else mean, -lr)
 
-    # max over (score, -lr): the best mean, the smaller rate on a tie.
-    return max(protocol.learning_rates, key=lambda lr: (mean_score(lr), -lr))
+    # max over (runs that did not diverge, score, -lr): the best mean, the smaller rate on a
+    # tie.
+    return max(protocol.learning_rates, key=key)
 
 
 def summarize(models: Sequence[Model], tasks: Sequence[ScoredTask], protocol: Protocol,
@@ -72,33 +90,35 @@ def summarize(models: Sequence[Model], tasks: Sequence[ScoredTask], protocol: Pr
         per_seed_glue: Dict[int, List[float]] = {s: [] for s in protocol.seeds}
         for task in tasks:
             lr = _best_lr(task, model, protocol, records)
-            chosen = {s: records[Run(model, task, lr, s)] for s in protocol.seeds}
+            chosen = healthy_records(task, model, lr, protocol, records)
             scores = {s: task_score(r, task) for s, r in chosen.items()}
             for s, value in scores.items():
                 per_seed_glue[s].append(value)
-            best_seed = max(protocol.seeds, key=lambda s: (scores[s], -s))
-            grid = {f"{x:g}": statistics.fmean(
-                task_score(records[Run(model, task, x, s)], task) for s in protocol.seeds)
-                for x in protocol.learning_rates}
-            first = next(iter(chosen.values()))
+            best_seed = max(scores, key=lambda s: (scores[s], -s)) if scores else None
+            grid = {f"{x:g}": _mean_score(task, healthy_records(task, model, x, protocol,
+                                                                records))
+                    for x in protocol.learning_rates}
+            first = records[Run(model, task, lr, protocol.seeds[0])]
             row_tasks[task.name] = {
                 "metric": " / ".join(label for _, label in task.metrics),
-                "learning_rate": lr, "score": stats(scores),
+                "learning_rate": lr, "score": stats(scores) if scores else None,
                 "metrics": {key: stats({s: task.scale * r.metrics[key]
                                         for s, r in chosen.items()})
-                            for key, _ in task.metrics},
+                            for key, _ in task.metrics} if scores else {},
+                "diverged_seeds": [s for s in protocol.seeds if s not in chosen],
                 "grid": grid, "selected_seed": best_seed,
                 "train_examples": list(first.train_examples),
                 "predictions": {name: os.path.join(Run(model, task, lr, best_seed).folder(""),
                                                    path)
-                                for name, path in chosen[best_seed].predictions.items()},
+                                for name, path in (chosen[best_seed].predictions
+                                                   if scores else {}).items()},
                 "glue_task": task.glue_task,
                 "fine_tuning_seconds": sum(r.seconds for r in chosen.values()),
             }
+        # Over the seeds whose every task is scored (none diverged).
+        full = {s: statistics.fmean(v) for s, v in per_seed_glue.items() if len(v) == len(tasks)}
         rows.append({"name": model.name, "init_checkpoint": model.init_checkpoint,
-                     "tasks": row_tasks,
-                     "glue_score": stats({s: statistics.fmean(v)
-                                          for s, v in per_seed_glue.items()})})
+                     "tasks": row_tasks, "glue_score": stats(full) if full else None})
     return {
         "score_name": "GLUE score" if all(t.glue_task for t in tasks) else "average score",
         "protocol": {**{k: v for k, v in vars(protocol).items()},
@@ -111,8 +131,11 @@ def summarize(models: Sequence[Model], tasks: Sequence[ScoredTask], protocol: Pr
     }
 
 
-def _cell(s: Dict[str, object]) -> str:
-    return f"{s['mean']:.2f} ± {s['std']:.2f}"
+def _cell(s: Optional[Dict[str, object]], diverged: Sequence[int] = (), seeds: int = 0) -> str:
+    if s is None:
+        return "diverged"
+    note = f" ({len(diverged)} of {seeds} seeds diverged)" if diverged else ""
+    return f"{s['mean']:.2f} ± {s['std']:.2f}{note}"
 
 
 def markdown(doc: Dict[str, object]) -> str:
@@ -139,8 +162,11 @@ def markdown(doc: Dict[str, object]) -> str:
               f"- machine: {doc['machine']}; {doc['date']}", ""]
     head = [doc["score_name"]] + [f"{n} {rows[0]['tasks'][n]['metric']}" for n in tasks]
     lines += ["| model | " + " | ".join(head) + " |", "|---" * (len(head) + 1) + "|"]
+    n_seeds = len(p["seeds"])
     for row in rows:
-        cells = [_cell(row["glue_score"])] + [_cell(row["tasks"][n]["score"]) for n in tasks]
+        cells = [_cell(row["glue_score"])] + [
+            _cell(row["tasks"][n]["score"], row["tasks"][n].get("diverged_seeds", ()), n_seeds)
+            for n in tasks]
         lines.append(f"| {row['name']} | " + " | ".join(cells) + " |")
     lines += _chance_lines(doc, tasks)
     lines += ["", "Per task (the selected learning rate; each metric over seeds):", "",
@@ -149,8 +175,14 @@ def markdown(doc: Dict[str, object]) -> str:
     for row in rows:
         for name in tasks:
             t = row["tasks"][name]
+            diverged = t.get("diverged_seeds", ())
+            if t["score"] is None:
+                lines.append(f"| {row['name']} | {name} | {t['learning_rate']:g} | score | "
+                             f"diverged (every seed) | | |")
+                continue
             for key, s in [("score", t["score"])] + list(t["metrics"].items()):
-                seeds = ", ".join(f"{v:.2f}" for v in s["per_seed"].values())
+                seeds = ", ".join(f"{v:.2f}" for v in s["per_seed"].values()) + (
+                    f"; seed {', '.join(str(d) for d in diverged)} diverged" if diverged else "")
                 lines.append(f"| {row['name']} | {name} | {t['learning_rate']:g} | {key} | "
                              f"{_cell(s)} | {s['median']:.2f} | {seeds} |")
     if len(p["learning_rates"]) > 1:
@@ -160,8 +192,8 @@ def markdown(doc: Dict[str, object]) -> str:
         for row in rows:
             for name in tasks:
                 grid = row["tasks"][name]["grid"]
-                lines.append(f"| {row['name']} | {name} | "
-                             + " | ".join(f"{v:.2f}" for v in grid.values()) + " |")
+                lines.append(f"| {row['name']} | {name} | " + " | ".join(
+                    "diverged" if v is None else f"{v:.2f}" for v in grid.values()) + " |")
     return "\n".join(lines) + "\n"
 
 

@@ -9,6 +9,10 @@ Each run is the one fine-tuning flow (`bert_tf.finetune.runner.run`) with its ow
 folder: no second trainer. Runs go seed by seed, so a scorecard stopped early already holds
 whole seeds, and every task has a measured time for the ETA after the first round.
 
+A run whose loss diverges (`bert_tf.training.health`) is finished too: its record says so,
+with the run's one-line reason, and the report shows it as diverged instead of scoring the
+model it left.
+
 Resume: a run counts as finished only when its `scorecard_run.json` exists, describes the
 same run (model, task, learning rate, seed, protocol) and agrees with the eval_results files
 beside it. Anything else in its folder (a killed run, a damaged file, another protocol) is
@@ -32,7 +36,7 @@ from bert_tf.core import fileio
 from bert_tf.core.errors import UserError
 from bert_tf.finetune import heads, runner
 from bert_tf.finetune.suite import ScoredTask, results_name
-from bert_tf.training import distribution
+from bert_tf.training import distribution, health
 
 RUN_RECORD_FILE = "scorecard_run.json"
 
@@ -124,12 +128,15 @@ class RunRecord:
         predictions: GLUE submission file name -> the run's test_results file.
         seconds: fine-tuning time (every evaluation included).
         train_examples: (examples trained on, examples in the training file).
+        diverged: the divergence stop's line when the run diverged ("" otherwise: then
+            metrics and predictions are empty).
     """
 
     metrics: Dict[str, float]
     predictions: Dict[str, str]
     seconds: float
     train_examples: Tuple[int, int]
+    diverged: str = ""
 
 
 def plan(models: List[Model], tasks: List[ScoredTask], protocol: Protocol) -> List[Run]:
@@ -195,8 +202,8 @@ def load_record(run: Run, protocol: Protocol, output_dir: str) -> Optional[RunRe
         if doc["fingerprint"] != json.loads(json.dumps(fingerprint(run, protocol))):
             return None
         record = RunRecord(doc["metrics"], doc["predictions"], doc["seconds"],
-                           tuple(doc["train_examples"]))
-        if _results_metrics(folder, run.task) != record.metrics:
+                           tuple(doc["train_examples"]), doc.get("diverged", ""))
+        if not record.diverged and _results_metrics(folder, run.task) != record.metrics:
             return None
         if any(not fileio.exists(os.path.join(folder, p)) for p in record.predictions.values()):
             return None
@@ -248,6 +255,8 @@ def execute(run: Run, protocol: Protocol, output_dir: str, do_predict: bool,
     fine-tuned checkpoint is deleted once its predictions are written (a scorecard of 5
     tasks x 4 learning rates x 5 seeds would otherwise keep 100 models).
 
+    A run that diverges is recorded as such (`RunRecord.diverged`), without metrics.
+
     Raises:
         UserError: from the run (bad data, a checkpoint that does not fit).
     """
@@ -261,6 +270,7 @@ def execute(run: Run, protocol: Protocol, output_dir: str, do_predict: bool,
     start = time.monotonic()
     predictions: Dict[str, str] = {}
     train_examples = (0, 0)
+    diverged = ""
     log = io.StringIO()
     for index, evaluation in enumerate(run.task.evaluations):
         predict_path = run.task.predict_path(evaluation) if do_predict else None
@@ -271,10 +281,17 @@ def execute(run: Run, protocol: Protocol, output_dir: str, do_predict: bool,
                               run.model.do_lower_case, protocol.classifier_readout)
         config = _finetune_config(run, protocol, folder, index, bool(evaluation.eval_split),
                                   predict_path is not None, strategy)
-        with _output_to(log):
-            runner.run(config, task)
+        try:
+            with _output_to(log):
+                runner.run(config, task)
+        except health.Diverged as e:  # a result of the protocol, not a failure of the job
+            diverged = str(e)
+            log.write(f"error: {diverged}\n")
         if index == 0:
             train_examples = getattr(task, "train_sizes", (0, 0))
+        if diverged:
+            keras.backend.clear_session()
+            break
         if predict_path is not None and evaluation.submission_file:
             predictions[evaluation.submission_file] = results_name(
                 "test_results", evaluation, "tsv")
@@ -285,8 +302,9 @@ def execute(run: Run, protocol: Protocol, output_dir: str, do_predict: bool,
         for name in fileio.listdir(folder):
             if name.startswith("ckpt-") or name == "checkpoint":
                 fileio.remove(os.path.join(folder, name))
-    record = RunRecord(_results_metrics(folder, run.task), predictions,
-                       time.monotonic() - start, tuple(train_examples))
+    record = RunRecord({} if diverged else _results_metrics(folder, run.task),
+                       {} if diverged else predictions, time.monotonic() - start,
+                       tuple(train_examples), diverged)
     doc = {"fingerprint": fingerprint(run, protocol), **dataclasses.asdict(record)}
     with fileio.atomic_output(os.path.join(folder, RUN_RECORD_FILE), "wb") as f:
         f.write((json.dumps(doc, indent=2, sort_keys=True) + "\n").encode("utf-8"))
@@ -347,8 +365,9 @@ def run_all(runs: List[Run], protocol: Protocol, output_dir: str, do_predict: bo
         record = execute(run, protocol, output_dir, do_predict, keep_checkpoints, strategy)
         records[run] = record
         seconds.setdefault(run.task.name, []).append(record.seconds)
-        metric = ", ".join(f"{label} {run.task.scale * record.metrics[key]:.2f}"
-                           for key, label in run.task.metrics)
+        metric = "diverged (see its run.log)" if record.diverged else ", ".join(
+            f"{label} {run.task.scale * record.metrics[key]:.2f}"
+            for key, label in run.task.metrics)
         say(f"[{len(records)}/{len(runs)}] {run.model.name} {run.task.name} "
             f"lr={run.learning_rate:g} seed={run.seed}: {metric} "
             f"({format_duration(record.seconds)}); "
