@@ -1,7 +1,7 @@
 """SIGTERM time-to-checkpoint and time-to-exit with --steps_per_loop=1000, beside one loop's time.
 
-Runs `python -m bert_tf.run_pretraining --steps_per_loop=1000` on a tiny BERT (2 layers,
-hidden 32) with a batch that makes a step slow (default 1024 sequences of 16 tokens), sends
+Runs `python -m bert_tf.run_pretraining --steps_per_loop=1000` on the tests' tiny BERT (1
+layer, hidden 32) with a batch that makes a step slow (default 1024 sequences of 16 tokens), sends
 SIGTERM a few seconds into training and prints, from the run's own log and exit:
 
     signal -> checkpoint written, signal -> process exit
@@ -11,8 +11,13 @@ SIGTERM a few seconds into training and prints, from the run's own log and exit:
 With --workers=2 it runs MultiWorkerMirroredStrategy on loopback, signals worker 1 only, and
 also prints each worker's stop step and the measured cost of the per-call stop agreement.
 
+With --first_call it sends SIGTERM as soon as the run starts its first train call (which
+traces the step) and prints signal -> exit, then runs the same command unsignalled and prints
+how long that first call takes when waited for (the run's own log line).
+
     python benchmarks/pretraining/bench_preemption.py [--batch_size=1024] [--workers=1] [--wait=6]
     python benchmarks/pretraining/bench_preemption.py --workers=2 --batch_size=512  # README figures
+    python benchmarks/pretraining/bench_preemption.py --first_call
 
 The records and the tiny BERT config come from tests/_pretraining_helpers.py (the tests'
 synthetic data).
@@ -42,6 +47,8 @@ FLAGS = flags.FLAGS
 flags.DEFINE_integer("batch_size", 1024, "Global batch (sequences of 16 tokens).")
 flags.DEFINE_integer("workers", 1, "1: default strategy; 2: MultiWorkerMirrored on loopback.")
 flags.DEFINE_float("wait", 6.0, "Seconds of training (after the first call) before SIGTERM.")
+flags.DEFINE_bool("first_call", False, "SIGTERM during the first train call instead (one "
+                  "process); then that call's time, unsignalled.")
 
 LOG_TIME = re.compile(r"^I\d{4} (\d\d):(\d\d):(\d\d\.\d+) ")
 
@@ -56,6 +63,42 @@ def local_seconds(t: float) -> float:
     """Seconds since local midnight of time.time() `t` (absl log lines use local time)."""
     lt = time.localtime(t)
     return lt.tm_hour * 3600 + lt.tm_min * 60 + lt.tm_sec + t % 1
+
+
+def wait_for(log_path: str, proc: subprocess.Popen, text: str) -> str:
+    """Polls the log until `text` appears (exits if the run ends first); returns the log."""
+    while text not in (log := open(log_path).read()):
+        if proc.poll() is not None:
+            sys.exit(f"the run ended early:\n{log[-3000:]}")
+        time.sleep(0.02)
+    return log
+
+
+def first_call(command, env, work: str) -> None:
+    """--first_call: signal -> exit during the first train call, then that call's own time
+    in a second run, one after the other."""
+    def start(name):
+        log_path = os.path.join(work, f"{name}.log")
+        with open(log_path, "w") as log:
+            return subprocess.Popen(command + [f"--output_dir={work}/{name}"], cwd=ROOT, env=env,
+                                    stdout=subprocess.DEVNULL, stderr=log), log_path
+
+    proc, log_path = start("signalled")
+    wait_for(log_path, proc, "the first call traces the step")
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    proc.wait()
+    exit_seconds = time.monotonic() - sent
+    if "before its first train call ended" not in open(log_path).read():
+        sys.exit(f"exit {proc.returncode}, no stop line:\n{open(log_path).read()[-3000:]}")
+    code = proc.returncode
+    proc, log_path = start("waited")
+    took = re.search(r"first train call \(graph tracing and 1 step\) took ([\d.]+) s",
+                     wait_for(log_path, proc, "first train call (graph tracing")).group(1)
+    proc.kill()
+    proc.wait()
+    print(f"SIGTERM during the first train call: exit {code}, {exit_seconds:.2f} s after the "
+          f"signal; that call took {took} s when waited for (batch {FLAGS.batch_size})")
 
 
 def main(argv) -> None:
@@ -78,6 +121,10 @@ def main(argv) -> None:
             f"--train_batch_size={FLAGS.batch_size}", "--num_train_steps=100000",
             "--steps_per_loop=1000", "--save_checkpoints_steps=1000", "--log_every_n_steps=1000",
             "--do_train=true", "--do_eval=false"]
+    if FLAGS.first_call:
+        return first_call([sys.executable, "-m", "bert_tf.run_pretraining",
+                           *[a for a in args if not a.startswith("--output_dir=")]],
+                          subprocess_env(), work)
     configs = [None]
     if FLAGS.workers > 1:
         cluster = loopback.cluster(FLAGS.workers)
