@@ -92,8 +92,11 @@ def encoder_weight_map(encoder) -> Dict[str, MappedWeight]:
         "embeddings/token_type_embeddings": _plain(encoder.segment_embedding.embeddings),
     }
     weights.update(_layer_norm("embeddings/layer_norm", encoder.embeddings_layer_norm))
-    if encoder.embeddings_project is not None:
-        weights.update(_dense("embeddings_project", encoder.embeddings_project))
+    # getattr: converters pass views of other frameworks' encoders (keras-hub's BertBackbone)
+    # with only BERT's layers.
+    project = getattr(encoder, "embeddings_project", None)
+    if project is not None:
+        weights.update(_dense("embeddings_project", project))
     for i, block in enumerate(encoder.transformer_layers):
         # keras-hub TransformerEncoder internals; tests/test_encoder.py checks that this
         # map covers every variable of the encoder exactly once.
