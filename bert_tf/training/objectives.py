@@ -13,6 +13,8 @@ them an `Objective`:
   loss), and float32 scalar sums over the replica's examples (`sum_keys`) to add over
   replicas and steps, from which `metrics(sums)` computes the figures of progress lines and
   eval results (always with a "loss" key: the objective minimised, as a global-batch mean).
+  A sum may be a fixed-shape vector instead (a histogram): the objective then names its
+  shape in `sum_shapes` ({key: shape}), which the train loop's accumulators start from.
 * `predictions(outputs, batch)`: per-example outputs for `Trainer.predict` (fine-tuning tasks
   score whole dev sets on the host: F1, MCC, span matching cannot be summed per batch).
 * `uniform_loss`: the "loss" metric of a model that has learned nothing, its heads guessing
