@@ -1,6 +1,11 @@
-"""Tests of the long benchmarks' ledger (`benchmarks/pretraining_budget/budget_cache.py`):
-finished arms kept in the repository, so that a benchmark of several hours can span sessions
-on different machines.
+"""Tests of the long benchmarks' ledger (`benchmarks/pretraining_budget/budget_cache.py`) and
+the budget benchmark's arm keys (`budget_keys.py`): finished arms kept in the repository, so
+that a benchmark of several hours can span sessions on different machines.
+
+- an arm's key changes with the machine and with its files' contents, not with their paths;
+  the earlier version's keys (paths, no machine) reproduce the ledger's file names and still
+  find their entries, on the machine they ran on;
+- a second result under one key is reported, not written;
 
 - an arm's result written to the ledger reads back with where it was kept, and is never
   overwritten;
@@ -23,6 +28,7 @@ BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file
 sys.path.insert(0, BENCHMARKS)
 import bench_pretraining_budget  # noqa: E402
 import budget_cache  # noqa: E402
+import budget_keys  # noqa: E402
 import budget_report  # noqa: E402
 
 XEON = "Intel Xeon, 2 core(s), ISA AVX512-BF16/AMX"
@@ -64,7 +70,8 @@ def bench_args(tmp_path, smoke=False) -> argparse.Namespace:
     return argparse.Namespace(tasks="sst2", finetune_learning_rate=3e-4, finetune_epochs=3.0,
                               max_train_examples=8000, seeds="1,2", smoke=smoke,
                               minutes=30.0, probe_minutes=1.0, pretrain_only=False,
-                              curve=(10, 16), cache_dir=os.fspath(tmp_path / "cache"))
+                              curve=(10, 16), cache_dir=os.fspath(tmp_path / "cache"),
+                              readout="pooler", scorecard_only=False)
 
 
 def test_run_arm_reports_a_ledger_arm_without_running_it(ledger, tmp_path, capsys, monkeypatch):
@@ -72,7 +79,7 @@ def test_run_arm_reports_a_ledger_arm_without_running_it(ledger, tmp_path, capsy
     cache = os.fspath(tmp_path / "cache")
     arm = next(a for a in bench_pretraining_budget.ARMS if a.name == "c")
     config, vocab = os.fspath(tmp_path / "config.json"), os.fspath(tmp_path / "vocab.txt")
-    arm_dir = bench_pretraining_budget.arm_folder(arm, args, cache, config, vocab)
+    arm_dir = budget_keys.arm_folder(arm, args, cache, config, vocab, 128)
     out, stage = bench_pretraining_budget.scorecard_key(arm_dir, args)
     finished = {"name": "c", "title": arm.title, "dir": arm_dir, "row": glue_row(44.0),
                 "pretrain": marker(XEON, steps=10), "scorecard": marker(XEON)}
@@ -115,3 +122,121 @@ def test_report_names_machines_and_the_ledger_and_warns_when_they_differ():
     text = budget_report.render(EPYC, settings, arms, [])
     assert (f"NOTE: the pretraining arms ran on '{XEON}' and '{EPYC}': their budgets are "
             "minutes on different machines") in text
+
+
+def _arm(name):
+    return next(a for a in bench_pretraining_budget.ARMS if a.name == name)
+
+
+def test_an_arms_key_is_its_machine_and_file_contents_not_their_paths(tmp_path, monkeypatch):
+    args = bench_args(tmp_path)
+    one, two = tmp_path / "one", tmp_path / "two"
+    for root in (one, two):
+        (root / "corpus").mkdir(parents=True)
+        (root / "corpus" / "train.txt").write_text("the same articles\n")
+        (root / "config.json").write_text('{"hidden_size": 128}')
+        (root / "vocab.txt").write_text("[PAD]\n[UNK]\nthe\n")
+    monkeypatch.setattr(budget_cache, "this_machine", lambda: EPYC)
+
+    def name(arm, root):
+        return os.path.basename(budget_keys.arm_folder(
+            _arm(arm), args, os.fspath(root), os.fspath(root / "config.json"),
+            os.fspath(root / "vocab.txt"), 128))
+
+    for arm in ("a", "c", "d-tuned"):  # other paths, the same bytes: the same arm
+        assert name(arm, one) == name(arm, two)
+    before = {arm: name(arm, one) for arm in ("a", "c", "d")}
+    (two / "vocab.txt").write_text("[PAD]\n[UNK]\nthe\nof\n")  # a vocabulary of other bytes
+    assert all(name(arm, two) != before[arm] for arm in before)
+    (two / "vocab.txt").write_text("[PAD]\n[UNK]\nthe\n")
+    (two / "corpus" / "train.txt").write_text("other articles\n")  # random weights read none
+    assert name("a", two) == before["a"] and name("c", two) != before["c"]
+    # Another CPU: the timed arms are other arms, random weights are the same.
+    monkeypatch.setattr(budget_cache, "this_machine", lambda: XEON)
+    assert name("a", one) == before["a"]
+    assert name("c", one) != before["c"] and name("d", one) != before["d"]
+    assert name("d", one) != name("d-tuned", one)
+
+
+def test_the_earlier_versions_keys_still_find_their_ledger_entries(ledger, tmp_path, monkeypatch):
+    """The earlier keys hashed paths and left out the machine: an entry under one counts on
+    the machine its pretraining ran on (any machine for random weights), and entries
+    migrated with a machine suffix are found too; arms that version lacked have no key."""
+    args = bench_args(tmp_path)
+    cache = "/root/.cache/bert_tf/bench_pretraining_budget"
+    config = f"{cache}/model/bert_config_b8b5a3a3.json"
+    vocab = f"{cache}/vocab/vocab.txt"
+    old = {name: budget_keys.legacy_arm_folder(_arm(name), args, cache, config, vocab, 128)
+           for name in ("a", "c")}
+    assert budget_keys.legacy_arm_folder(_arm("d-tuned"), args, cache, config, vocab, 128) == ""
+    downstream = "scorecard-x.scorecard_y"
+    budget_cache.to_ledger("bench", old["a"], downstream, {"name": "a", "row": glue_row(45.0),
+                                                           "scorecard": marker(EPYC)})
+    migrated = ledger / "bench" / f"{os.path.basename(old['c'])}.{downstream}.m1234abcd.json"
+    budget_cache.write_json(os.fspath(migrated), {"name": "c", "row": glue_row(44.0),
+                                                  "pretrain": marker(XEON, steps=10)})
+    kept = budget_cache.from_legacy_ledger("bench", old["a"], downstream, None)
+    assert kept["row"]["glue_score"]["mean"] == 45.0
+    kept = budget_cache.from_legacy_ledger("bench", old["c"], downstream, XEON)
+    assert kept["ledger"] == os.path.relpath(migrated, budget_cache.REPO)
+    assert budget_cache.from_legacy_ledger("bench", old["c"], downstream, EPYC) is None
+
+
+def test_the_legacy_keys_reproduce_the_ledgers_file_names():
+    """Arms a and b as the earlier version keyed them (its default cache and BERT-Tiny at
+    16,384 pieces, whose config digest is in the name): the names the ledger holds."""
+    args = argparse.Namespace(minutes=30.0, probe_minutes=1.0)
+    cache = "/root/.cache/bert_tf/bench_pretraining_budget"
+    config = dict(budget_cache.read_json(os.path.join(
+        budget_cache.REPO, "configs", "bert_config_tiny.json")), vocab_size=16384)
+    path = f"{cache}/model/bert_config_{budget_cache.digest(config)}.json"
+    names = {n: os.path.basename(budget_keys.legacy_arm_folder(
+        _arm(n), args, cache, path, f"{cache}/vocab/vocab.txt", 128)) for n in ("a", "b")}
+    assert names == {"a": "a-a14d22d4", "b": "b-72fffe96"}
+    kept = os.listdir(os.path.join(budget_cache.LEDGER_DIR, "pretraining_budget"))
+    assert any(k.startswith("a-a14d22d4.") for k in kept)
+    assert any(k.startswith("b-72fffe96.") for k in kept)
+
+
+def test_a_second_result_under_one_key_is_reported_not_written(ledger, capsys):
+    budget_cache.to_ledger("bench", "/c/arms/c-1", "s.t", {"name": "c", "row": glue_row(45.0)})
+    budget_cache.to_ledger("bench", "/c/arms/c-1", "s.t", {"name": "c", "row": glue_row(45.0)})
+    assert "WARNING" not in capsys.readouterr().out
+    budget_cache.to_ledger("bench", "/c/arms/c-1", "s.t", {"name": "c", "row": glue_row(40.0)})
+    assert "holds other scores under this arm's key" in capsys.readouterr().out
+    assert budget_cache.read_json(os.fspath(ledger / "bench" / "c-1.s.t.json"))["row"] == \
+        glue_row(45.0)
+
+
+def test_the_scorecards_key_takes_the_readout_only_off_its_default(tmp_path):
+    args = bench_args(tmp_path)
+    out, stage = bench_pretraining_budget.scorecard_key("/arms/c-1", args)
+    earlier = budget_cache.digest(dict(tasks="sst2", lr=3e-4, epochs=3.0,
+                                       max_train_examples=8000))
+    assert (out, stage) == (f"/arms/c-1/scorecard-{earlier}",
+                            f"scorecard_{budget_cache.digest('1,2')}")
+    args.readout = "mean"
+    assert bench_pretraining_budget.scorecard_key("/arms/c-1", args)[0] != out
+
+
+def test_an_arm_pretrained_under_the_earlier_key_is_rescored_on_its_machine(
+        ledger, tmp_path, monkeypatch):
+    args = bench_args(tmp_path)
+    cache = os.fspath(tmp_path / "cache")
+    config, vocab = os.fspath(tmp_path / "config.json"), os.fspath(tmp_path / "vocab.txt")
+    legacy = budget_keys.legacy_arm_folder(_arm("c"), args, cache, config, vocab, 128)
+    budget_cache.finish(legacy, "pretrain", {"steps": 10})  # its provenance: this machine
+    here = budget_cache.machine_name(budget_cache.done(legacy, "pretrain"))
+    used = []
+
+    def stop(arm, arm_dir, *_):
+        used.append(arm_dir)
+        raise RuntimeError("stop")
+
+    monkeypatch.setattr(bench_pretraining_budget, "pretrain", stop)
+    for machine_line in (here, XEON):
+        monkeypatch.setattr(budget_cache, "this_machine", lambda m=machine_line: m)
+        with pytest.raises(RuntimeError, match="stop"):
+            bench_pretraining_budget.run_arm(_arm("c"), args, cache, config, vocab, "", "")
+    assert used[0] == legacy, "the cached checkpoint of this machine is scored"
+    assert used[1] == budget_keys.arm_folder(_arm("c"), args, cache, config, vocab, 128)

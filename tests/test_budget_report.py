@@ -51,13 +51,48 @@ def test_each_ablation_arm_is_measured_against_c_on_the_same_machine():
     assert not entries["c-nsp"]["same_machine"]
 
     text = "\n".join(budget_report.render_ablation(budget_report.ablation(arms)))
-    assert "| c-mask15: c-mask15 title | 64,000 / 96,000 | +6.92 | +1.00 ± 0.58 | yes |" in text
-    assert "| c-static: c-static title | 64,000 / 90,000 | +6.70 | - | yes |" in text
+    # t = 1.0 / 0.577 = 1.7 on 2 df: below 2 and below 4.30, so no measurable gain.
+    assert "| c-mask15: c-mask15 title | 64,000 / 96,000 | +6.92 | +1.00 ± 0.58 | " \
+           "no measurable gain (t = 1.7, 2 df) | yes |" in text
+    assert "| c-static: c-static title | 64,000 / 90,000 | +6.70 | - | - | yes |" in text
     assert "| c-nsp: c-nsp title | 64,000 / 63,552 | +7.46 | +0.50 ± 0.58 | " \
-           "NO: not comparable |" in text
+           "no measurable gain (t = 0.9, 2 df) | NO: not comparable |" in text
 
 
 def test_without_c_there_is_no_ablation_table():
     arms = [pretrained("c-mask15", EPYC, 96_000, 0.1478)]
     assert budget_report.ablation(arms) == []
     assert budget_report.render_ablation([]) == []
+
+
+def test_a_difference_is_a_gain_or_loss_only_when_measurable():
+    # The published c - a at BERT-Tiny: -0.94 ± 0.42 over 3 seeds, t = -2.24 on 2 df, whose
+    # two-sided 5 % critical value is 4.303: no measurable loss.
+    assert budget_report.verdict(-0.94, 0.42, 2) == "no measurable loss (t = -2.2, 2 df)"
+    assert budget_report.verdict(+3.0, 0.5, 2) == "gain (t = 6.0, 2 df)"
+    assert budget_report.verdict(-3.0, 0.5, 2) == "loss (t = -6.0, 2 df)"
+    # Many seeds: the t-test's critical value falls below 2, and 2 SE still holds.
+    assert budget_report.t_critical(40) == 1.96
+    assert budget_report.verdict(1.9, 1.0, 40) == "no measurable gain (t = 1.9, 40 df)"
+    assert budget_report.verdict(2.1, 1.0, 40) == "gain (t = 2.1, 40 df)"
+    assert budget_report.t_critical(11) == 2.228  # between rows: the lower df's, larger value
+    assert budget_report.verdict(0.0, 1.0, 2) == "no measurable difference (t = 0.0, 2 df)"
+    assert budget_report.verdict(1.0, None, 0) == "one seed: no verdict"
+
+
+def test_goals_and_tuned_peer_comparisons_carry_their_verdicts():
+    seeds = lambda *v: {str(i): x for i, x in enumerate(v, 1)}  # noqa: E731
+    arms = [pretrained("a", EPYC, 0, 0.0, seeds(45.0, 46.0, 44.5)),
+            pretrained("c", EPYC, 1, 0.2, seeds(44.0, 45.2, 43.8)),
+            pretrained("d", EPYC, 1, 0.1, seeds(44.0, 45.0, 44.0)),
+            pretrained("d-tuned", EPYC, 1, 0.1, seeds(48.0, 49.1, 48.2))]
+    rows = {a["name"]: a["row"] for a in arms}
+    goal = next(g for g in budget_report.differences(rows) if g["goal"] == "c - a >= +5.0")
+    # c - a per seed: -1.0, -0.8, -0.7: mean -0.833, sample std 0.153, SE 0.0882, t = -9.4.
+    assert goal["diff"] == pytest.approx(-0.8333, abs=1e-4)
+    assert goal["verdict"] == "loss (t = -9.4, 2 df)"
+    compared = {c["comparison"]: c for c in budget_report.comparisons(rows)}
+    assert sorted(compared) == ["c - d-tuned", "d-tuned - d"], "e and e-tuned did not run"
+    # d-tuned - d per seed: 4.0, 4.1, 4.2: mean 4.1, SE 0.0577, t = 71.0.
+    assert compared["d-tuned - d"]["diff"] == pytest.approx(4.1)
+    assert compared["d-tuned - d"]["verdict"] == "gain (t = 71.0, 2 df)"

@@ -21,9 +21,12 @@ training-time budget (--minutes) on this machine:
     c  bert_tf's budget recipe, configs/budget.flags: MLM-only packed records
        (create_pretraining_data --no_nsp), whatever that flagfile sets (dynamic masking, the
        masking rate, the warmup-stable-decay schedule tied to --max_train_minutes, ...)
-    d  keras-hub BertMaskedLM.fit() with keras-hub's defaults (budget_keras_hub.py)
+    d  keras-hub BertMaskedLM.fit() with keras-hub's defaults and the keras.io guide's
+       32 prediction slots (budget_keras_hub.py)
     e  transformers BertForMaskedLM + Trainer with its documented from-scratch settings
        (budget_hf.py, in benchmarks/.hf-venv)
+    d-tuned, e-tuned  d and e at c's batch, peak rate and warmup (configs/budget.flags):
+       the "tuned peers", which separate the recipe from the framework
 
 and the ablations of c (`--arms=c-...`, see ARMS): each puts one of c's choices back to the
 original's. Every pretrained arm's held-out masked-LM accuracy is measured by one evaluator
@@ -35,10 +38,16 @@ the steps, sequences, training seconds, tokens/s (sequences x length / training 
 held-out MLM accuracy and GLUE scores with standard errors, and the issue's goals with the
 standard error of each difference.
 
+The scorecard stage takes --readout (run_glue --classifier_readout), --learning_rate and
+--seeds, and --scorecard_only scores cached checkpoints without pretraining anything: the
+protocol screen (readout x learning rate x model size) and how its choice is made before
+new arms are scored are in README.md beside this script.
+
 Every stage is cached under --cache_dir (outside the work tree) with a marker written last,
 which records date, git commit and machine; a killed run resumes at the first unfinished
 stage (pretraining from its checkpoints, the scorecard from its finished runs). An arm's
-folder name carries a digest of its settings and the budget: changing either starts anew.
+folder name carries a digest of its settings, the budget, the machine and the contents of
+its config, vocabulary, training text and recipe (`arm_key`): changing any starts anew.
 A finished arm is also kept in the repository's ledger (benchmarks/ledger/pretraining_budget/,
 budget_cache.py): a run on a machine whose cache lacks the arm reports it from there, with
 the machine it ran on, and the report says when the arms' budgets were spent on different
@@ -62,6 +71,7 @@ import budget_cache  # noqa: E402
 import budget_data  # noqa: E402
 import budget_report  # noqa: E402
 import machine  # noqa: E402
+from budget_keys import arm_folder, legacy_arm_folder  # noqa: E402
 
 REPO = budget_cache.REPO
 HF_PYTHON = os.path.join(os.path.dirname(HERE), ".hf-venv", "bin", "python")  # hf_env.sh's
@@ -86,6 +96,8 @@ class Arm:
         warmup_fraction: with size_to_budget, --num_warmup_steps as this share of the steps
             (None: the flagfile's own warmup steps).
         default: run without --arms.
+        peer_flags: keras_hub and hf arms: flags for the arm's script (the tuned peers'
+            batch, peak rate and warmup).
     """
 
     name: str
@@ -99,6 +111,16 @@ class Arm:
     size_to_budget: bool = False
     warmup_fraction: Optional[float] = None
     default: bool = True
+    peer_flags: Tuple[str, ...] = ()
+
+
+BUDGET = budget_bert_tf.parse_flags("configs/budget.flags", [])
+# The tuned peers train with c's batch, peak rate and warmup steps, so that c - d-tuned and
+# c - e-tuned compare the frameworks at one recipe, and d-tuned - d, e-tuned - e what that
+# recipe buys each framework.
+TUNED = (f"--batch_size={BUDGET['train_batch_size']}",
+         f"--learning_rate={BUDGET['learning_rate']}",
+         f"--warmup_steps={BUDGET['num_warmup_steps']}")
 
 
 C = dict(kind="bert_tf", flagfile="configs/budget.flags", records="mlm", default=False)
@@ -111,6 +133,10 @@ ARMS: List[Arm] = [
         flagfile="configs/budget.flags", records="mlm"),
     Arm("d", "keras_hub", "keras-hub BertMaskedLM.fit"),
     Arm("e", "hf", "transformers BertForMaskedLM + Trainer"),
+    Arm("d-tuned", "keras_hub", "keras-hub BertMaskedLM.fit at c's batch, peak rate, warmup",
+        peer_flags=TUNED),
+    Arm("e-tuned", "hf", "transformers Trainer at c's batch, peak rate, warmup",
+        peer_flags=TUNED),
     # Ablations of c: each puts one of c's choices back to the original recipe's (b), or
     # moves one of the values configs/budget.flags leaves to tuning. (c already shares b's
     # peak rate, batch, sequence length and model shape.)
@@ -164,9 +190,15 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--bert_config", default="configs/bert_config_tiny.json",
                         help="the architecture of every arm (vocab_size is replaced)")
     parser.add_argument("--vocab_size", type=int, help="default 16384")
-    parser.add_argument("--finetune_learning_rate", type=float, default=3e-4,
-                        help="run_glue --learning_rate (one for every task and arm; 3e-4 "
-                        "chosen by a one-seed screen: docs/results/pretraining.md)")
+    parser.add_argument("--finetune_learning_rate", "--learning_rate", type=float, default=3e-4,
+                        help="scorecard: run_glue --learning_rate (one for every task and "
+                        "arm; 3e-4 chosen by a one-seed screen: docs/results/pretraining.md)")
+    parser.add_argument("--readout", default="pooler", choices=("pooler", "cls", "mean"),
+                        help="scorecard: run_glue --classifier_readout, the sentence vector "
+                        "the classifier reads (README.md beside this script: the screen)")
+    parser.add_argument("--scorecard_only", action="store_true",
+                        help="score cached checkpoints only: stop at an arm whose "
+                        "pretraining is not in the cache (the protocol screen)")
     parser.add_argument("--finetune_epochs", type=float, default=3.0)
     parser.add_argument("--data_dir", default=os.path.normpath(os.path.join(REPO, "..", "shared",
                                                                             "data")),
@@ -221,16 +253,20 @@ def pretrain(arm: Arm, arm_dir: str, args, cache: str, config: str, vocab: str) 
     common = [f"--train_text={train_text}", f"--vocab_file={vocab}",
               f"--bert_config_file={config}", f"--output_dir={out}", f"--minutes={args.minutes}",
               f"--probe_seconds={60 * args.probe_minutes}", f"--max_seq_length={EVAL_SEQ}"]
+    if args.scorecard_only:
+        sys.exit(f"arm {arm.name}: --scorecard_only, but its pretraining is not cached in "
+                 f"{arm_dir}")
+    common += list(arm.peer_flags)
     if arm.kind == "keras_hub":
         budget_data.run_logged([sys.executable, os.path.join(HERE, "budget_keras_hub.py")]
-                               + common, os.path.join(arm_dir, "pretrain.log"), "arm d")
+                               + common, os.path.join(arm_dir, "pretrain.log"), f"arm {arm.name}")
         stats = budget_cache.read_json(os.path.join(out, "train_stats.json"))
         return budget_cache.finish(arm_dir, "pretrain", stats)
     if arm.kind == "hf":
         if not os.path.exists(HF_PYTHON):
             sys.exit(f"{HF_PYTHON} is missing: run bash benchmarks/common/hf_env.sh first")
         budget_data.run_logged([HF_PYTHON, os.path.join(HERE, "budget_hf.py")] + common,
-                               os.path.join(arm_dir, "pretrain.log"), "arm e")
+                               os.path.join(arm_dir, "pretrain.log"), f"arm {arm.name}")
         stats = budget_cache.read_json(os.path.join(out, "train_stats.json"))
         native = budget_bert_tf.convert_hf(stats["hf_model"], os.path.join(arm_dir, "bert_tf"),
                                            vocab)
@@ -253,8 +289,11 @@ def pretrain(arm: Arm, arm_dir: str, args, cache: str, config: str, vocab: str) 
 
 
 def scorecard_settings(args) -> dict:
-    return dict(tasks=args.tasks, lr=args.finetune_learning_rate,
-                epochs=args.finetune_epochs, max_train_examples=args.max_train_examples)
+    settings = dict(tasks=args.tasks, lr=args.finetune_learning_rate,
+                    epochs=args.finetune_epochs, max_train_examples=args.max_train_examples)
+    if args.readout != "pooler":  # at its default, the earlier scorecards' keys hold
+        settings["readout"] = args.readout
+    return settings
 
 
 def scorecard_key(arm_dir: str, args) -> Tuple[str, str]:
@@ -277,7 +316,8 @@ def scorecard(arm: Arm, arm_dir: str, args, glue: str, config: str, vocab: str,
            f"--num_train_epochs={args.finetune_epochs}", "--warmup_proportion=0.1",
            "--max_seq_length=128", f"--seeds={args.seeds}",
            f"--max_train_examples={args.max_train_examples}", f"--output_dir={out}",
-           f"--name={arm.name}", f"--vocab_file={vocab}", "--do_lower_case=true"]
+           f"--name={arm.name}", f"--vocab_file={vocab}", "--do_lower_case=true",
+           f"--classifier_readout={args.readout}"]
     cmd.append(f"--init_checkpoint={checkpoint}" if checkpoint else f"--bert_config_file={config}")
     print(f"  scorecard of {arm.name}: {out}", flush=True)
     budget_data.run_logged(cmd, os.path.join(out, "run_glue.log"), f"scorecard of {arm.name}")
@@ -286,34 +326,19 @@ def scorecard(arm: Arm, arm_dir: str, args, glue: str, config: str, vocab: str,
                                             "settings": settings, "seeds": args.seeds})
 
 
-def file_digest(path: Optional[str]) -> str:
-    if not path or not os.path.exists(path):
-        return ""
-    with open(path, "rb") as f:
-        return budget_cache.digest(f.read().decode("utf-8", "replace"))
-
-
-def arm_folder(arm: Arm, args, cache: str, config: str, vocab: str) -> str:
-    """The arm's cache folder. Its name changes with anything that changes the arm's
-    training: its settings, the budget, the model and vocabulary, and the recipe's text
-    (flagfile or arm script)."""
-    recipe = {"bert_tf": os.path.join(REPO, arm.flagfile),
-              "keras_hub": os.path.join(HERE, "budget_keras_hub.py"),
-              "hf": os.path.join(HERE, "budget_hf.py")}.get(arm.kind)
-    key = {"arm": dataclasses.asdict(arm), "minutes": args.minutes,
-           "probe_minutes": args.probe_minutes, "config": config, "vocab": vocab,
-           "seq": EVAL_SEQ, "recipe": file_digest(recipe)}
-    if arm.kind == "random":
-        key = {"arm": dataclasses.asdict(arm), "config": config, "vocab": vocab}
-    return os.path.join(cache, "arms", f"{arm.name}-{budget_cache.digest(key)}")
-
-
 def run_arm(arm: Arm, args, cache: str, config: str, vocab: str, glue: str,
             heldout: str) -> dict:
-    arm_dir = arm_folder(arm, args, cache, config, vocab)
+    arm_dir = arm_folder(arm, args, cache, config, vocab, EVAL_SEQ)
+    legacy = legacy_arm_folder(arm, args, cache, config, vocab, EVAL_SEQ)
+    machine_line = None if arm.kind == "random" else budget_cache.this_machine()
+    if not os.path.exists(arm_dir) and legacy and os.path.isdir(legacy) and (
+            machine_line is None or budget_cache.machine_name(
+                budget_cache.done(legacy, "pretrain")) == machine_line):
+        arm_dir = legacy  # pretrained here under the earlier key: rescored, not rerun
     print(f"arm {arm.name} ({arm.title}): {arm_dir}", flush=True)
     out, stage = scorecard_key(arm_dir, args)
-    downstream, kept = budget_cache.kept_arm(LEDGER, arm_dir, out, stage, args.smoke)
+    downstream, kept = budget_cache.kept_arm(LEDGER, arm_dir, out, stage, args.smoke, legacy,
+                                             machine_line)
     if kept:
         return kept
     result = {"name": arm.name, "title": arm.title, "dir": arm_dir}
@@ -369,7 +394,8 @@ def main() -> None:
         "corpus": f"{corpus['train_articles']:,} Wikipedia articles for training, "
                   f"{corpus['heldout_articles']:,} held out",
         "finetune": f"lr {args.finetune_learning_rate:g}, batch 32, "
-                    f"{args.finetune_epochs:g} epochs, 10 % warmup, seq 128"}
+                    f"{args.finetune_epochs:g} epochs, 10 % warmup, seq 128, classifier "
+                    f"readout {args.readout}"}
     goals = budget_report.differences({r["name"]: r["row"] for r in results})
     text = budget_report.render(line, settings, results, goals)
     print("\n" + text, flush=True)
@@ -377,6 +403,7 @@ def main() -> None:
         f.write(text)
     budget_cache.write_json(os.path.join(cache, "results.json"), {
         "machine": line, "settings": settings, "goals": goals,
+        "comparisons": budget_report.comparisons({r["name"]: r["row"] for r in results}),
         "ablation": budget_report.ablation(results),
         "arms": [{k: v for k, v in r.items() if k != "history"} for r in results]})
     print(f"wrote {os.path.join(cache, 'results.md')} and results.json", flush=True)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import glob
 import hashlib
 import json
 import os
@@ -83,6 +84,35 @@ def digest(value: Any) -> str:
     return hashlib.sha256(blob).hexdigest()[:8]
 
 
+_CONTENT_DIGESTS: Dict[Tuple[str, int, int], str] = {}
+
+
+def content_digest(path: Optional[str]) -> str:
+    """16 hex digits of a file's bytes ("" when there is no such file): cache keys name what
+    a stage read, not where it was (the same path in two caches can hold two vocabularies;
+    two paths can hold one). Remembered per (path, size, mtime) within a process."""
+    if not path or not os.path.isfile(path):
+        return ""
+    st = os.stat(path)
+    key = (os.path.abspath(path), st.st_size, st.st_mtime_ns)
+    if key not in _CONTENT_DIGESTS:
+        h = hashlib.sha256()
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+        _CONTENT_DIGESTS[key] = h.hexdigest()[:16]
+    return _CONTENT_DIGESTS[key]
+
+
+def this_machine() -> str:
+    """The machine line without "machine: " (CPU model, cores, ISA, any ONEDNN cap): part
+    of the key of every timed stage, whose minutes buy different training on each CPU."""
+    import machine  # benchmarks/common/machine.py (on sys.path: above)
+
+    line = machine.describe()
+    return line[len("machine: "):] if line.startswith("machine: ") else line
+
+
 def marker_path(directory: str, stage: str) -> str:
     return os.path.join(directory, f"{stage}.done.json")
 
@@ -118,15 +148,37 @@ def from_ledger(bench: str, arm_dir: str, downstream: str) -> Optional[Dict[str,
     return result
 
 
-def kept_arm(bench: str, arm_dir: str, out: str, stage: str, smoke: bool
+def from_legacy_ledger(bench: str, legacy_dir: str, downstream: str,
+                       machine: Optional[str]) -> Optional[Dict[str, Any]]:
+    """An arm kept under the key of an earlier benchmark version (which left out the
+    machine and hashed paths), or None. Such a key stood for the arm on any machine, so an
+    entry counts only where its timed stage ran on `machine` (None: an arm with no timed
+    stage, any machine). Entries migrated from a results.json carry a machine suffix
+    (`<key>.<downstream>.m<digest>.json`), as two machines' runs shared one key."""
+    pattern = os.path.join(LEDGER_DIR, bench, f"{os.path.basename(legacy_dir)}.{downstream}")
+    paths = [pattern + ".json"] if os.path.exists(pattern + ".json") else []
+    for path in paths + sorted(glob.glob(glob.escape(pattern) + ".m*.json")):
+        result = read_json(path)
+        if machine is None or machine_name(result.get("pretrain")) == machine:
+            result["ledger"] = os.path.relpath(path, REPO)
+            return result
+    return None
+
+
+def kept_arm(bench: str, arm_dir: str, out: str, stage: str, smoke: bool,
+             legacy_dir: str = "", machine: Optional[str] = None
              ) -> Tuple[str, Optional[Dict[str, Any]]]:
     """(the ledger key of the arm's downstream stage `out`/`stage`, the arm's ledger result
     or None). None also when the local cache has the stage (its own markers are reported)
-    and for smoke runs, which never stand on the ledger. Prints where a kept arm ran."""
+    and for smoke runs, which never stand on the ledger. `legacy_dir`: the arm's folder
+    under an earlier key, looked up with `from_legacy_ledger` (`machine` as there) when the
+    ledger has no entry under the current key. Prints where a kept arm ran."""
     downstream = f"{os.path.basename(out)}.{stage}"
     if smoke or done(out, stage):
         return downstream, None
     kept = from_ledger(bench, arm_dir, downstream)
+    if kept is None and legacy_dir:
+        kept = from_legacy_ledger(bench, legacy_dir, downstream, machine)
     if kept:
         where = kept.get("pretrain") or kept.get("scorecard") or kept.get("finetune") or {}
         print(f"  finished on {where.get('provenance', {}).get('date', '?')} "
@@ -135,10 +187,15 @@ def kept_arm(bench: str, arm_dir: str, out: str, stage: str, smoke: bool
 
 
 def to_ledger(bench: str, arm_dir: str, downstream: str, result: Dict[str, Any]) -> None:
-    """Keeps a finished arm's result in the ledger (written once, never overwritten)."""
+    """Keeps a finished arm's result in the ledger (written once, never overwritten). An
+    entry that exists with other scores means two runs shared a key: said, not hidden."""
     path = ledger_file(bench, arm_dir, downstream)
+    value = {k: v for k, v in result.items() if k != "ledger"}
     if not os.path.exists(path):
-        write_json(path, {k: v for k, v in result.items() if k != "ledger"})
+        write_json(path, value)
+    elif (read_json(path) or {}).get("row") != json.loads(json.dumps(value)).get("row"):
+        print(f"  WARNING: {os.path.relpath(path, REPO)} holds other scores under this arm's "
+              "key; it is kept as it is", flush=True)
 
 
 def machine_name(marker: Optional[Dict[str, Any]]) -> str:
@@ -276,4 +333,10 @@ def arm_parser(description: str) -> argparse.ArgumentParser:
     parser.add_argument("--probe_seconds", type=float, default=60.0)
     parser.add_argument("--max_seq_length", type=int, default=128)
     parser.add_argument("--seed", type=int, default=12345)
+    # A "tuned peer" arm sets these to bert_tf's recipe (configs/budget.flags), so that the
+    # table separates the recipe from the framework; unset, the arm keeps its own defaults.
+    parser.add_argument("--learning_rate", type=float, help="peak rate (default: the arm's)")
+    parser.add_argument("--batch_size", type=int, help="sequences a step (default: the arm's)")
+    parser.add_argument("--warmup_steps", type=int,
+                        help="linear warmup steps before the decay (default: the arm's)")
     return parser

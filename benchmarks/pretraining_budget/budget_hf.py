@@ -1,7 +1,8 @@
 """Arm e of bench_pretraining_budget.py: Hugging Face transformers' `BertForMaskedLM` + `Trainer`.
 
-    bash benchmarks/hf_env.sh
-    benchmarks/.hf-venv/bin/python benchmarks/budget_hf.py --train_text=train.txt \\
+    bash benchmarks/common/hf_env.sh
+    benchmarks/.hf-venv/bin/python benchmarks/pretraining_budget/budget_hf.py \\
+        --train_text=train.txt \\
         --vocab_file=vocab.txt --bert_config_file=bert_config.json --output_dir=OUT --minutes=30
 
 Runs in benchmarks/.hf-venv (torch CPU, transformers, accelerate; see hf_env.sh), not in
@@ -24,6 +25,13 @@ scratch:
   AdamW (betas 0.9/0.999, eps 1e-8), weight decay 0, no warmup, linear decay to 0,
   max_grad_norm 1.0. The decay runs over `max_steps`, which a throughput probe sizes to the
   budget, as arm b is sized.
+- threads: torch's intra-op thread count is pinned to the cores this process may use (the
+  core count benchmarks/common/machine.py reports), printed and recorded in train_stats.json:
+  torch's own default depends on how the machine reports its cores (on some 2-vCPU VMs it
+  counts one physical core), which would leave the arm a core short of the others.
+- the "tuned peer" arm (e-tuned) passes bert_tf's batch, peak rate and warmup steps
+  (--batch_size, --learning_rate, --warmup_steps from configs/budget.flags) to
+  `TrainingArguments`; everything else as above.
 
 Budget: only training counts (each optimizer step's wall time, from `on_step_begin` to
 `on_step_end`; not tokenizing, building, checkpoint saves), the process's first step at the
@@ -142,9 +150,18 @@ def model_config(path: str) -> transformers.BertConfig:
     return transformers.BertConfig(**{k: c[k] for k in keys})  # hidden_act: its default
 
 
+def pin_threads() -> int:
+    """Sets torch's intra-op threads to the cores this process may use; returns the count."""
+    cores = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+             else os.cpu_count() or 1)
+    torch.set_num_threads(cores)
+    return torch.get_num_threads()
+
+
 def trainer(config, data, collator, out: str, max_steps: int, seed: int, clock,
             save_steps: int = 0, *, model_dir: str = "", learning_rate: float = LEARNING_RATE,
-            batch_size: int = BATCH_SIZE, weight_decay: float = 0.0) -> tuple:
+            batch_size: int = BATCH_SIZE, weight_decay: float = 0.0,
+            warmup_steps: int = 0) -> tuple:
     """A Trainer of a BertForMaskedLM (seeded) and its Budget callback.
 
     The model is fresh from `config`, or `model_dir`'s weights (continued pretraining: a head
@@ -156,7 +173,7 @@ def trainer(config, data, collator, out: str, max_steps: int, seed: int, clock,
              else transformers.BertForMaskedLM(config))
     args = transformers.TrainingArguments(
         output_dir=out, learning_rate=learning_rate, per_device_train_batch_size=batch_size,
-        weight_decay=weight_decay,
+        weight_decay=weight_decay, warmup_steps=warmup_steps,
         max_steps=max_steps, seed=seed, save_strategy="steps" if save_steps else "no",
         save_steps=save_steps or 500, save_total_limit=2,
         logging_steps=max(1, min(max_steps, 10**5) // 50), report_to=[], disable_tqdm=True,
@@ -236,6 +253,12 @@ def save_model(model, tokenizer, vocab_file: str, hf_dir: str) -> None:
 def main() -> None:
     args = budget_cache.arm_parser(__doc__.splitlines()[0]).parse_args()
     transformers.logging.set_verbosity_error()
+    threads = pin_threads()
+    learning_rate = args.learning_rate or LEARNING_RATE
+    batch_size = args.batch_size or BATCH_SIZE
+    warmup = args.warmup_steps or 0
+    print(f"torch {torch.__version__}: {threads} intra-op threads; batch {batch_size}, peak "
+          f"{learning_rate:g}, {warmup} warmup steps", flush=True)
     os.makedirs(args.output_dir, exist_ok=True)
     # transformers 5 takes `vocab` (a `vocab_file=` keyword would be ignored silently, leaving
     # a tokenizer with no vocabulary); the id check below would catch that too.
@@ -251,7 +274,8 @@ def main() -> None:
 
     model, run, clock, steps, rate = train_to_budget(
         lambda out, max_steps, seed, clock, save_steps: trainer(
-            config, data, collator, out, max_steps, seed, clock, save_steps),
+            config, data, collator, out, max_steps, seed, clock, save_steps,
+            learning_rate=learning_rate, batch_size=batch_size, warmup_steps=warmup),
         args.output_dir, budget, args.probe_seconds, args.seed)
     final = clock.step
     hf_dir = os.path.join(args.output_dir, "hf_model")
@@ -259,13 +283,14 @@ def main() -> None:
     losses = [h["loss"] for h in run.state.log_history if "loss" in h]
     seconds = clock.seconds
     budget_cache.write_json(os.path.join(args.output_dir, "train_stats.json"), {
-        "steps": final, "examples": final * BATCH_SIZE, "train_seconds": seconds,
-        "examples_per_second": final * BATCH_SIZE / seconds if seconds else 0.0,
-        "tokens_per_second": final * BATCH_SIZE * args.max_seq_length / seconds if seconds else 0.0,
+        "steps": final, "examples": final * batch_size, "train_seconds": seconds,
+        "examples_per_second": final * batch_size / seconds if seconds else 0.0,
+        "tokens_per_second": final * batch_size * args.max_seq_length / seconds if seconds else 0.0,
         "num_train_steps": steps, "probe_steps_per_second": rate,
         "sequences_available": len(data["input_ids"]), "last_loss": losses[-1] if losses else None,
         "tokenizer_check": check.report(),
-        "settings": {"learning_rate": LEARNING_RATE, "batch_size": BATCH_SIZE,
+        "settings": {"learning_rate": learning_rate, "batch_size": batch_size,
+                     "torch_threads": threads,
                      "mlm_probability": MLM_PROBABILITY, "max_seq_length": args.max_seq_length,
                      "optimizer": run.args.optim.value, "weight_decay": run.args.weight_decay,
                      "warmup_steps": run.args.warmup_steps,

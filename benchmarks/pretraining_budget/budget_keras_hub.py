@@ -1,24 +1,34 @@
 """Arm d of bench_pretraining_budget.py: keras-hub's `BertMaskedLM` pretrained with `fit()`.
 
-    .venv/bin/python benchmarks/budget_keras_hub.py --train_text=train.txt \\
+    .venv/bin/python benchmarks/pretraining_budget/budget_keras_hub.py --train_text=train.txt \\
         --vocab_file=vocab.txt --bert_config_file=bert_config.json --output_dir=OUT --minutes=30
 
 Runs in bert_tf's venv (keras-hub is one of its dependencies) in a process of its own. What a
 keras-hub user gets, from keras-hub's own parts and defaults:
 
 - model: `BertBackbone` with the dimensions of --bert_config_file, inside `BertMaskedLM`
-  (its MLM head: `MaskedLMHead`, tied embeddings); `BertTokenizer(vocabulary=vocab.txt)`;
-- masking: `BertMaskedLMPreprocessor`'s defaults (its `MaskedLMMaskGenerator`: 15 % of the
-  non-special tokens, at most 96 per sequence, 80/10/10), drawn afresh for every batch;
+  (its MLM head: `MaskedLMHead`, tied embeddings); `BertTokenizer(vocabulary=vocab.txt,
+  lowercase=True, strip_accents=True)`: the vocabulary comes from build_vocab
+  --do_lower_case, which lower-cases and strips accents, so the tokenizer must do both
+  (keras-hub's WordPiece strips accents only when asked; without it "café" is [UNK] or
+  other pieces than the vocabulary was learned from);
+- masking: `BertMaskedLMPreprocessor`'s `MaskedLMMaskGenerator` at its default rate (15 % of
+  the non-special tokens, 80/10/10), drawn afresh for every batch, with 32 prediction slots
+  (`mask_selection_length`) as the keras.io guide uses. The preprocessor's default, 96 slots,
+  holds about 19 real predictions in a 128-token row: the output layer (most of a step at
+  BERT-Tiny's width) would compute 96 rows for them;
 - optimizer, batch, sequence length: the keras.io guide "Pretraining a Transformer from scratch
   with KerasHub" (keras-io guides/keras_hub/transformer_pretraining.py): `AdamW(5e-4)` with
   Keras' defaults (weight decay 0.004, epsilon 1e-7, no clipping), batch 128, length 128,
-  `compile()`'s default loss and weighted accuracy. (The guide masks 25 % with at most 32
-  predictions; this arm keeps BertMaskedLM's own preprocessor at 15 %.) The guide compiles
-  with `jit_compile=True`, `compile()`'s own default on a CPU is no XLA: the probe times both
-  and the arm trains with the faster.
+  `compile()`'s default loss and weighted accuracy. (The guide masks 25 %; this arm keeps
+  BertMaskedLM's own rate, 15 %, as arm e does.) The guide compiles with
+  `jit_compile=True`, `compile()`'s own default on a CPU is no XLA: the probe times both and
+  the arm trains with the faster.
 - schedule: the guide's rate is constant; here it decays linearly to 0 (no warmup: the guide
   has none) over the steps a throughput probe predicts for the budget, as arm b is sized.
+- the "tuned peer" arm (d-tuned) passes bert_tf's batch, peak rate and warmup steps
+  (--batch_size, --learning_rate, --warmup_steps from configs/budget.flags): linear warmup,
+  then the same linear decay; everything else as above.
 
 Text: the training articles, each tokenized whole by the tokenizer and cut into consecutive
 chunks of length - 2 tokens, packed `[CLS] chunk [SEP]` by the preprocessor's packer (one
@@ -53,6 +63,7 @@ import tensorflow as tf  # noqa: E402
 # The guide's pretraining settings (see the module docstring).
 LEARNING_RATE = 5e-4
 BATCH_SIZE = 128
+MASK_SELECTION_LENGTH = 32
 CHECKPOINT_SECONDS = 300
 REPORT_SECONDS = 30
 
@@ -80,7 +91,8 @@ def tokenize(train_text: str, preprocessor, seq_len: int, cache: str) -> np.ndar
     return token_ids
 
 
-def dataset(token_ids: np.ndarray, preprocessor, seed: int, skip_batches: int) -> tf.data.Dataset:
+def dataset(token_ids: np.ndarray, preprocessor, seed: int, skip_batches: int,
+            batch_size: int) -> tf.data.Dataset:
     """Shuffled, repeated batches masked afresh by the preprocessor's masker: (x, y, w)."""
 
     def mask(ids):
@@ -92,8 +104,25 @@ def dataset(token_ids: np.ndarray, preprocessor, seed: int, skip_batches: int) -
         return x, out["mask_ids"], out["mask_weights"]
 
     ds = tf.data.Dataset.from_tensor_slices(token_ids).shuffle(
-        min(len(token_ids), 100_000), seed=seed).repeat().batch(BATCH_SIZE, drop_remainder=True)
+        min(len(token_ids), 100_000), seed=seed).repeat().batch(batch_size, drop_remainder=True)
     return ds.skip(skip_batches).map(mask, num_parallel_calls=tf.data.AUTOTUNE).prefetch(2)
+
+
+class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
+    """Linear warmup from 0 to `peak` over `warmup` steps, then linear decay to 0 at `total`
+    (warmup 0: keras' PolynomialDecay(peak, total, 0.0, power=1), the default arm's)."""
+
+    def __init__(self, peak: float, warmup: int, total: int):
+        self.peak, self.warmup, self.total = peak, warmup, max(total, warmup + 1)
+
+    def __call__(self, step):
+        step = keras.ops.cast(step, "float32")
+        rising = self.peak * step / max(self.warmup, 1)
+        falling = self.peak * (self.total - step) / (self.total - self.warmup)
+        return keras.ops.maximum(keras.ops.where(step < self.warmup, rising, falling), 0.0)
+
+    def get_config(self):
+        return {"peak": self.peak, "warmup": self.warmup, "total": self.total}
 
 
 def build(config: dict, learning_rate, jit_compile: bool):
@@ -142,12 +171,13 @@ class Budget(keras.callbacks.Callback):
 
 
 def probe_rate(config: dict, token_ids: np.ndarray, preprocessor, seconds: float,
-               jit_compile: bool) -> float:
+               jit_compile: bool, batch_size: int) -> float:
     """Steps per second of this model and batch, from a throwaway model."""
     model, _ = build(config, LEARNING_RATE, jit_compile)
     clock = budget_cache.TrainingClock(None, seconds)
     callback = Budget(clock, lambda step: None, 0)
-    model.fit(dataset(token_ids, preprocessor, 0, 0), epochs=1, steps_per_epoch=10**6,
+    model.fit(dataset(token_ids, preprocessor, 0, 0, batch_size), epochs=1,
+              steps_per_epoch=10**6,
               callbacks=[callback], verbose=0)
     rate = callback.step / clock.seconds
     del model
@@ -163,9 +193,14 @@ def main() -> None:
     os.makedirs(args.output_dir, exist_ok=True)
     with open(args.bert_config_file, encoding="utf-8") as f:
         config = json.load(f)
-    tokenizer = keras_hub.models.BertTokenizer(vocabulary=args.vocab_file, lowercase=True)
+    peak = args.learning_rate or LEARNING_RATE
+    batch_size = args.batch_size or BATCH_SIZE
+    warmup = args.warmup_steps or 0
+    tokenizer = keras_hub.models.BertTokenizer(vocabulary=args.vocab_file, lowercase=True,
+                                               strip_accents=True)
     preprocessor = keras_hub.models.BertMaskedLMPreprocessor(
-        tokenizer, sequence_length=args.max_seq_length)
+        tokenizer, sequence_length=args.max_seq_length,
+        mask_selection_length=MASK_SELECTION_LENGTH)
     preprocessor.build(None)  # makes its packer and masker
     start = time.monotonic()
     token_ids = tokenize(args.train_text, preprocessor, args.max_seq_length,
@@ -175,19 +210,20 @@ def main() -> None:
     budget = 60 * args.minutes
     probe_file = os.path.join(args.output_dir, "probe.json")
     if not os.path.exists(probe_file):
-        rates = {str(jit): probe_rate(config, token_ids, preprocessor, args.probe_seconds, jit)
-                 for jit in (True, False)}
+        rates = {str(jit): probe_rate(config, token_ids, preprocessor, args.probe_seconds, jit,
+                                      batch_size) for jit in (True, False)}
         jit = rates["True"] >= rates["False"]
         budget_cache.write_json(probe_file, {"steps_per_second": rates[str(jit)],
                                              "jit_compile": jit, "rates": rates})
     probe = budget_cache.read_json(probe_file)
     rate, jit = probe["steps_per_second"], probe["jit_compile"]
     steps = budget_cache.calibrated_steps(rate, budget)
-    print(f"probe: {probe['rates']} steps/s (jit_compile: rate) -> jit_compile={jit}, linear "
-          f"decay over {steps} steps", flush=True)
+    print(f"probe: {probe['rates']} steps/s (jit_compile: rate) -> jit_compile={jit}; batch "
+          f"{batch_size}, peak {peak:g}, {warmup} warmup steps, linear decay to step {steps}",
+          flush=True)
 
     keras.utils.set_random_seed(args.seed)
-    schedule = keras.optimizers.schedules.PolynomialDecay(LEARNING_RATE, steps, 0.0, power=1.0)
+    schedule = WarmupLinearDecay(peak, warmup, steps)
     model, optimizer = build(config, schedule, jit)
     optimizer.build(model.trainable_variables)
     # The clock's seconds live in the checkpoint, so a checkpoint and its time never disagree.
@@ -209,7 +245,7 @@ def main() -> None:
 
     callback = Budget(clock, save, start_step)
     if start_step < steps and not clock.time_up:
-        model.fit(dataset(token_ids, preprocessor, args.seed, start_step), epochs=1,
+        model.fit(dataset(token_ids, preprocessor, args.seed, start_step, batch_size), epochs=1,
                   steps_per_epoch=steps - start_step, callbacks=[callback], verbose=0)
         save(int(optimizer.iterations.numpy()))
     final = int(optimizer.iterations.numpy())
@@ -226,16 +262,19 @@ def main() -> None:
         write_native(keras_hub_checkpoint.read(preset, args.vocab_file), native)
     seconds = clock.seconds
     budget_cache.write_json(os.path.join(args.output_dir, "train_stats.json"), {
-        "steps": final, "examples": final * BATCH_SIZE, "train_seconds": seconds,
-        "examples_per_second": final * BATCH_SIZE / seconds if seconds else 0.0,
-        "tokens_per_second": final * BATCH_SIZE * args.max_seq_length / seconds if seconds else 0.0,
+        "steps": final, "examples": final * batch_size, "train_seconds": seconds,
+        "examples_per_second": final * batch_size / seconds if seconds else 0.0,
+        "tokens_per_second": final * batch_size * args.max_seq_length / seconds if seconds else 0.0,
         "num_train_steps": steps, "probe_steps_per_second": rate,
         "final_learning_rate": float(schedule(final)), "sequences_available": len(token_ids),
         "last_logs": {k: float(v) for k, v in callback.logs.items()},
-        "settings": {"learning_rate": LEARNING_RATE, "batch_size": BATCH_SIZE,
-                     "optimizer": "keras AdamW defaults", "schedule": "linear to 0, no warmup",
+        "settings": {"learning_rate": peak, "batch_size": batch_size,
+                     "optimizer": "keras AdamW defaults", "warmup_steps": warmup,
+                     "schedule": f"linear warmup over {warmup} steps, then linear to 0",
                      "mask_selection_rate": preprocessor.mask_selection_rate,
                      "mask_selection_length": preprocessor.mask_selection_length,
+                     "tokenizer": {"lowercase": tokenizer.lowercase,
+                                   "strip_accents": tokenizer.strip_accents},
                      "max_seq_length": args.max_seq_length, "jit_compile": jit,
                      "probe_rates": probe["rates"]},
         "checkpoint": native, "bert_config": os.path.join(native, "bert_config.json")})

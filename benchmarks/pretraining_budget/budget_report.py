@@ -5,10 +5,16 @@ sample std (n - 1) over fine-tuning seeds, and the GLUE score (mean of the task 
 seed). The standard error of an arm's GLUE score is std / sqrt(n); that of a difference comes
 from bert_tf's own scorecard (`scorecard_report.difference`): paired over seeds when both arms
 have the same seeds, else sqrt(sa^2 / na + sb^2 / nb).
+
+A difference is called a gain or a loss only when it is measurable: |t| = |diff| / SE at
+least 2 and at least Student's two-sided 5 % critical value at the seeds' degrees of freedom
+(n - 1; 4.30 for 3 seeds). Otherwise the report says "no measurable gain" (or loss): with
+3 seeds, -0.94 ± 0.42 is t = 2.2 on 2 degrees of freedom, which does not show a loss.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Dict, List, Optional
 
 import budget_cache
@@ -20,6 +26,60 @@ GOALS = [("c - a >= +5.0", "c", "a", 5.0),
          ("c >= max(d, e) + 1.0", "c", "max(d,e)", 1.0),
          ("b >= d - 0.5", "b", "d", -0.5)]
 FLOOR = [("c > a", "c", "a", 0.0, True), ("c >= max(d, e)", "c", "max(d,e)", 0.0, False)]
+# (label, arm, reference, what it measures): the tuned peers separate the recipe (batch, peak
+# rate, warmup) from the framework.
+COMPARISONS = [("d-tuned - d", "d-tuned", "d", "c's batch, rate and warmup in keras-hub"),
+               ("e-tuned - e", "e-tuned", "e", "c's batch, rate and warmup in transformers"),
+               ("c - d-tuned", "c", "d-tuned", "bert_tf's recipe against keras-hub at its "
+                "batch, rate and warmup"),
+               ("c - e-tuned", "c", "e-tuned", "bert_tf's recipe against transformers at its "
+                "batch, rate and warmup")]
+# Student's t, two-sided 5 %, by degrees of freedom (a df between two rows takes the lower
+# row's, the larger value); beyond 30, the normal's 1.96.
+T_CRITICAL = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306,
+              9: 2.262, 10: 2.228, 12: 2.179, 15: 2.131, 20: 2.086, 30: 2.042}
+
+
+def t_critical(df: int) -> float:
+    """Student's two-sided 5 % critical value at `df` degrees of freedom (at least 1)."""
+    if df > max(T_CRITICAL):
+        return 1.96
+    return T_CRITICAL[max(k for k in T_CRITICAL if k <= max(df, 1))]
+
+
+def degrees_of_freedom(a: dict, b: dict) -> int:
+    """n - 1 of a difference of two `stats` summaries: n the seeds it is paired over, or
+    the smaller side's seeds when unpaired (the conservative choice)."""
+    common = set(a["per_seed"]) & set(b["per_seed"])
+    n = len(common) if len(common) > 1 else min(len(a["per_seed"]), len(b["per_seed"]))
+    return n - 1
+
+
+def verdict(diff: float, se: Optional[float], df: int) -> str:
+    """"gain"/"loss" when measurable (module docstring), else "no measurable gain"/"loss",
+    with t and the degrees of freedom; a difference without SE gets no verdict."""
+    if se is None or df < 1:
+        return "one seed: no verdict"
+    t = diff / se if se > 0 else (math.copysign(math.inf, diff) if diff else 0.0)
+    word = "gain" if diff > 0 else "loss"
+    if diff == 0 or abs(t) < max(2.0, t_critical(df)):
+        word = f"no measurable {word}" if diff else "no measurable difference"
+    return f"{word} (t = {t:.1f}, {df} df)"
+
+
+def comparisons(rows: Dict[str, dict]) -> List[dict]:
+    """Each of COMPARISONS whose two arms have scorecards: the difference of GLUE scores
+    with its SE and verdict."""
+    from bert_tf.finetune.scorecard_report import difference
+
+    out = []
+    for label, arm, ref, what in COMPARISONS:
+        if arm in rows and ref in rows:
+            a, b = rows[arm]["glue_score"], rows[ref]["glue_score"]
+            d = difference(a, b)
+            out.append({"comparison": label, "what": what, "diff": d["diff"], "se": d["se"],
+                        "verdict": verdict(d["diff"], d["se"], degrees_of_freedom(a, b))})
+    return out
 
 
 def pretrain_cells(pretrain) -> list:
@@ -46,8 +106,10 @@ def source(marker: Optional[dict]) -> str:
     if not marker:
         return "-"
     p = marker.get("provenance", {})
+    threads = marker.get("settings", {}).get("torch_threads")
     return (f"{p.get('date', '?')}, commit {p.get('commit', '?')}, {p.get('host', '?')}, "
-            f"{budget_cache.machine_name(marker) or '?'}")
+            f"{budget_cache.machine_name(marker) or '?'}"
+            + (f", {threads} torch threads" if threads else ""))
 
 
 def reference(rows: Dict[str, dict], name: str) -> Optional[str]:
@@ -71,9 +133,11 @@ def differences(rows: Dict[str, dict]) -> List[dict]:
         entry = {"goal": label, "arm": arm, "reference": ref_name, "threshold": threshold,
                  "floor": bool(strict)}
         if arm in rows and ref:
-            d = difference(rows[arm]["glue_score"], rows[ref]["glue_score"])
+            a, b = rows[arm]["glue_score"], rows[ref]["glue_score"]
+            d = difference(a, b)
             ok = d["diff"] > threshold if strict and strict[0] else d["diff"] >= threshold
-            entry.update(resolved=ref, diff=d["diff"], se=d["se"], passed=ok)
+            entry.update(resolved=ref, diff=d["diff"], se=d["se"], passed=ok,
+                         verdict=verdict(d["diff"], d["se"], degrees_of_freedom(a, b)))
         out.append(entry)
     return out
 
@@ -104,8 +168,10 @@ def ablation(arms: List[dict]) -> List[dict]:
         if a.get("pretrain") and c.get("pretrain"):
             entry["sequences"] = (c["pretrain"]["examples"], a["pretrain"]["examples"])
         if a.get("row") and c.get("row"):
-            d = difference(c["row"]["glue_score"], a["row"]["glue_score"])
-            entry.update(glue_bought=d["diff"], glue_se=d["se"])
+            cs, xs = c["row"]["glue_score"], a["row"]["glue_score"]
+            d = difference(cs, xs)
+            entry.update(glue_bought=d["diff"], glue_se=d["se"],
+                         verdict=verdict(d["diff"], d["se"], degrees_of_freedom(cs, xs)))
         out.append(entry)
     return out
 
@@ -116,8 +182,9 @@ def render_ablation(entries: List[dict]) -> List[str]:
         return []
     lines = ["", "What each of c's choices bought (c minus the arm that puts it back; "
              "held-out MLM accuracy in points, GLUE paired over seeds ± SE):", "",
-             "| arm | sequences, c / arm | MLM accuracy bought | GLUE bought | same machine |",
-             "| --- | --- | --- | --- | --- |"]
+             "| arm | sequences, c / arm | MLM accuracy bought | GLUE bought | verdict | "
+             "same machine |",
+             "| --- | --- | --- | --- | --- | --- |"]
     for e in entries:
         seqs = "{:,} / {:,}".format(*e["sequences"]) if "sequences" in e else "-"
         mlm = f"{e['mlm_bought']:+.2f}" if "mlm_bought" in e else "-"
@@ -126,6 +193,7 @@ def render_ablation(entries: List[dict]) -> List[str]:
             se = f" ± {e['glue_se']:.2f}" if e["glue_se"] is not None else " (1 seed)"
             glue = f"{e['glue_bought']:+.2f}{se}"
         lines.append(f"| {e['arm']}: {e['title']} | {seqs} | {mlm} | {glue} | "
+                     f"{e.get('verdict', '-')} | "
                      f"{'yes' if e['same_machine'] else 'NO: not comparable'} |")
     return lines
 
@@ -169,15 +237,26 @@ def render(machine: str, settings: dict, arms: List[dict], goals: List[dict]) ->
     note = budget_cache.mixed_machines_note(arms)
     if note:
         lines += ["", note]
-    lines += ["", "| goal (GLUE points) | difference ± SE | result |", "| --- | --- | --- |"]
+    lines += ["", "| goal (GLUE points) | difference ± SE | result | verdict |",
+              "| --- | --- | --- | --- |"]
     for g in goals:
         if "diff" not in g:
-            lines.append(f"| {'floor: ' if g['floor'] else ''}{g['goal']} | arms missing | - |")
+            lines.append(f"| {'floor: ' if g['floor'] else ''}{g['goal']} | arms missing | - "
+                         "| - |")
             continue
         ref = f" ({g['reference']} = {g['resolved']})" if g["reference"] != g["resolved"] else ""
         se = f"± {g['se']:.2f}" if g["se"] is not None else "(1 seed: no SE)"
         lines.append(f"| {'floor: ' if g['floor'] else ''}{g['goal']}{ref} | "
-                     f"{g['diff']:+.2f} {se} | {'PASS' if g['passed'] else 'FAIL'} |")
+                     f"{g['diff']:+.2f} {se} | {'PASS' if g['passed'] else 'FAIL'} | "
+                     f"{g['verdict']} |")
+    compared = comparisons({a["name"]: a["row"] for a in arms if a.get("row")})
+    if compared:
+        lines += ["", "The recipe and the framework (GLUE points, paired over seeds):", "",
+                  "| difference | ± SE | verdict | what it measures |", "| --- | --- | --- | --- |"]
+        for c in compared:
+            se = f"± {c['se']:.2f}" if c["se"] is not None else "(1 seed)"
+            lines.append(f"| {c['comparison']} | {c['diff']:+.2f} {se} | {c['verdict']} | "
+                         f"{c['what']} |")
     lines += render_ablation(ablation(arms))
     curves = [(a["name"], a["history"]) for a in arms if a.get("history")]
     if curves:
