@@ -208,3 +208,14 @@ def test_config_round_trip(modern_model):
     clone = ModernEncoder.from_config(encoder.get_config())
     assert clone.config == encoder.config
     assert [w.shape for w in clone.weights] == [w.shape for w in encoder.weights]
+
+
+def test_bert_encoder_refuses_modern_keys():
+    """A model that builds BertEncoder directly names the keys it would have ignored."""
+    with pytest.raises(UserError) as e:
+        BertEncoder(BertConfig.from_dict(MODERN))
+    assert str(e.value) == (
+        "this model does not support the modern encoder's bert_config keys yet: "
+        "position_embedding_type, rope_theta, local_rope_theta, pre_layer_norm, norm_eps, "
+        "use_bias, global_attn_every_n_layers, local_attention_window, hidden_act, "
+        "type_vocab_size")

@@ -47,6 +47,8 @@ import keras_hub
 import numpy as np
 import tensorflow as tf
 
+from bert_tf.core.errors import UserError
+from bert_tf.modeling import modern_config
 from bert_tf.modeling.activations import get_activation
 from bert_tf.modeling.config import BertConfig
 from bert_tf.modeling.embeddings import embed, shared_embedding_layers
@@ -255,6 +257,9 @@ class BertEncoder(keras.Model):
     ) -> None:
         if isinstance(config, dict):  # from_config
             config = BertConfig.from_dict(config)
+        if modern_config.is_modern(config):  # else BERT's block would ignore those keys
+            raise UserError(f"this model does not support the modern encoder's bert_config "
+                            f"keys yet: {', '.join(modern_config.modern_keys(config))}")
         activation = get_activation(config.hidden_act)
         width = config.embedding_width
 

@@ -64,6 +64,16 @@ def is_modern(config: Any) -> bool:
             or config.hidden_act in GATED_ACTIVATIONS or config.type_vocab_size == 0)
 
 
+def modern_keys(config: Any) -> list:
+    """The names of the keys (and values) that make `config` modern, for messages."""
+    keys = [k for k, v in MODERN_DEFAULTS.items() if getattr(config, k) != v]
+    if config.hidden_act in GATED_ACTIVATIONS:
+        keys.append("hidden_act")
+    if config.type_vocab_size == 0:
+        keys.append("type_vocab_size")
+    return keys
+
+
 def is_local_layer(config: Any, index: int) -> bool:
     """True for the sliding-window layers: all but every global_attn_every_n_layers-th."""
     return index % config.global_attn_every_n_layers != 0
