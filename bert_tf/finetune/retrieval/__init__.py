@@ -1,0 +1,14 @@
+"""Retrieval: bi-encoders that embed queries and passages, exact search over a corpus, and
+BEIR's evaluation.
+
+* `beir_data`: BEIR folders (corpus, queries, qrels) and plain (query, positive[, negative
+  ...]) training files.
+* `batching`: seeded training batches with no text twice in a batch; `features`: their texts
+  to encoder arrays, queries and passages each to their own length.
+* `embedder`, `pooling`: the encoder's sequence output pooled into one vector per text.
+* `contrastive_loss`: in-batch negatives (MultipleNegativesRankingLoss) as an `Objective`,
+  and the cached-gradient form (GradCache) for large batches at bounded memory.
+* `search`: exact top-k by dot product, block by block; `embedding_store`: corpus
+  embeddings in shards on disk, reused while the model is unchanged.
+* `ir_metrics`: nDCG@10, Recall@100, MRR@10, MAP@100 as BEIR computes them.
+"""
