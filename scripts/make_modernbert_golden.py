@@ -52,7 +52,9 @@ def _inputs(seed: int):
     ids = np.zeros((len(LENGTHS), SEQ_LEN), np.int64)
     mask = np.zeros_like(ids)
     for row, n in enumerate(LENGTHS):
-        ids[row, :n] = rng.integers(3, CONFIG["vocab_size"], n)
+        # Ids from 5 on: tests/test_hf_modernbert.py writes them as the words "w5", "w6", ...
+        # of a WordPiece vocabulary whose ids 0-4 are [PAD], [CLS], [SEP], [UNK] and [MASK].
+        ids[row, :n] = rng.integers(5, CONFIG["vocab_size"], n)
         ids[row, 0], ids[row, n - 1] = 1, 2  # [CLS] ... [SEP], then padding id 0
         mask[row, :n] = 1
     return ids, mask

@@ -225,3 +225,27 @@ def test_fine_tuning_models_take_the_modern_encoder(loaded):
     assert np.abs(vector - golden["last_hidden_state"][:, 0]).max() < TOLERANCE
     assert classifier({"input_ids": ids, "input_mask": mask, "segment_ids": np.zeros_like(ids)}
                       )["logits"].shape == (3, 3)
+
+
+def test_raw_text_through_the_serving_saved_model(loaded, tmp_path):
+    """The serving SavedModel of the ModernBERT (with a WordPiece vocabulary whose words
+    "w5", "w6", ... are ids 5, 6, ...): raw text in, transformers' hidden states out."""
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (registers the SavedModel's tokenizer ops)
+
+    from bert_tf.export.saved_model import export_saved_model
+
+    files, model, golden = loaded
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[CLS]", "[SEP]", "[UNK]", "[MASK]"] +
+                               [f"w{i}" for i in range(5, 256)]) + "\n")
+    export_saved_model(model, str(vocab), True, str(tmp_path / "sm"), max_seq_length=16,
+                       with_fill_mask=False)  # (its head's logits: test_outputs_equal_...)
+    serving = tf.saved_model.load(str(tmp_path / "sm"))
+    ids, mask = golden["input_ids"], golden["attention_mask"]
+    texts = [" ".join(f"W{i}" for i in row[1:int(m.sum()) - 1]) for row, m in zip(ids, mask)]
+    out = serving.signatures["serving_default"](text_a=tf.constant(texts))
+    np.testing.assert_array_equal(out["input_ids"].numpy(), ids)
+    real = mask.astype(bool)
+    hidden = out["sequence_output"].numpy()
+    assert np.abs(hidden[real] - golden["last_hidden_state"][real]).max() < TOLERANCE
