@@ -32,6 +32,10 @@ def detect_format(path: str) -> str:
     if fileio.isdir(path) and fileio.exists(os.path.join(path, "config.json")) and any(
             fileio.exists(os.path.join(path, name)) for name in _HF_WEIGHTS):
         return "hf"
+    from bert_tf.interop import hf_electra
+
+    if hf_electra.is_pair_directory(path):  # discriminator/ + generator/
+        return "hf"
     if path.endswith((".safetensors", ".bin")) and fileio.exists(path):
         return "hf"
     from bert_tf.interop import keras_hub_checkpoint
@@ -75,17 +79,25 @@ def read_model(
 def _read(fmt: str, path: str, bert_config_file: Optional[str], vocab_file: Optional[str]
           ) -> ModelFiles:
     if fmt == "google":
-        from bert_tf.interop import google_checkpoint
+        from bert_tf.interop import google_checkpoint, google_electra
 
+        if google_electra.is_electra_checkpoint(path):  # electra/, generator/, ...
+            return google_electra.read(path, bert_config_file, vocab_file)
         return google_checkpoint.read(path, bert_config_file, vocab_file)
     if fmt == "hf":
-        from bert_tf.interop import hf_checkpoint
+        from bert_tf.interop import hf_checkpoint, hf_electra
 
         if bert_config_file:
             raise UserError("--bert_config_file does not apply to --from_format=hf "
                             "(the directory's config.json is used)")
+        if hf_electra.is_electra_path(path):  # model_type "electra", or the pair's directory
+            return hf_electra.read(path, vocab_file)
         return hf_checkpoint.read(path, vocab_file)
     if fmt == "bert_tf":
+        from bert_tf.interop import native_electra
+
+        if native_electra.is_electra_checkpoint(path):  # an --objective=electra run's
+            return native_electra.read(path, bert_config_file, vocab_file)
         return read_native(path, bert_config_file, vocab_file)
     if fmt == "keras_hub":  # read only: presets are written by bert_tf.export
         from bert_tf.interop import keras_hub_checkpoint
@@ -103,8 +115,10 @@ def read_config(fmt: str, path: str) -> BertConfig:
         UserError: the checkpoint has no config beside it.
     """
     if fmt == "hf":
-        from bert_tf.interop import hf_checkpoint
+        from bert_tf.interop import hf_checkpoint, hf_electra
 
+        if hf_electra.is_electra_path(path):  # the discriminator's architecture
+            return hf_electra.read(path).config
         return hf_checkpoint.read_config(path)
     if fmt == "keras_hub":
         from bert_tf.interop import keras_hub_checkpoint
@@ -123,15 +137,26 @@ def write_model(fmt: str, files: ModelFiles, output: str, seed: int = 0,
     """Writes `files` in format `fmt`; returns the path to give to the next tool.
     `do_lower_case` goes into a Hugging Face directory's tokenizer files (None: inferred from
     the vocabulary); the other formats do not record the casing."""
-    if fmt == "google":
-        from bert_tf.interop import google_checkpoint
+    from bert_tf.interop import electra_layout
 
+    electra = electra_layout.is_electra(files.weights)  # both networks, or the discriminator
+    if fmt == "google":
+        from bert_tf.interop import google_checkpoint, google_electra
+
+        if electra:
+            return google_electra.write(files, output)
         return google_checkpoint.write(files, output)
     if fmt == "hf":
-        from bert_tf.interop import hf_checkpoint
+        from bert_tf.interop import hf_checkpoint, hf_electra
 
+        if electra:
+            return hf_electra.write(files, output, do_lower_case)
         return hf_checkpoint.write(files, output, do_lower_case)
     if fmt == "bert_tf":
+        if electra:
+            from bert_tf.interop import native_electra
+
+            return native_electra.write(files, output, seed)
         return write_native(files, output, seed)
     raise UserError(f"unknown format {fmt!r} (choose from {', '.join(FORMATS)})")
 
@@ -167,7 +192,13 @@ def convert(
     elif files.vocab_file is None:
         print(f"note: no vocab.txt found for {input_path}; pass --vocab_file to include one",
               file=sys.stderr, flush=True)
-    report_missing(files, "freshly initialised" if to_format == "bert_tf" else "not written")
+    from bert_tf.interop import electra_layout
+
+    what = "freshly initialised" if to_format == "bert_tf" else "not written"
+    if electra_layout.is_electra(files.weights):
+        electra_layout.report_missing(files, what)
+    else:
+        report_missing(files, what)
     written = write_model(to_format, files, output, seed, do_lower_case)
     print(f"wrote {to_format} model ({len(files.weights)} weights) to {written}", flush=True)
     return written

@@ -129,13 +129,17 @@ def expected_shapes(config: BertConfig, use_nsp: bool = True) -> Dict[str, Tuple
     if modern_config.is_modern(config):
         return modern_layout.expected_shapes(config, use_nsp)
     h, ff, v = config.hidden_size, config.intermediate_size, config.vocab_size
+    e = config.embedding_width  # the tables' width: hidden unless embedding_size says
     shapes: Dict[str, Tuple[int, ...]] = {
-        "embeddings/word_embeddings": (v, h),
-        "embeddings/position_embeddings": (config.max_position_embeddings, h),
-        "embeddings/token_type_embeddings": (config.type_vocab_size, h),
-        "embeddings/layer_norm/gamma": (h,),
-        "embeddings/layer_norm/beta": (h,),
+        "embeddings/word_embeddings": (v, e),
+        "embeddings/position_embeddings": (config.max_position_embeddings, e),
+        "embeddings/token_type_embeddings": (config.type_vocab_size, e),
+        "embeddings/layer_norm/gamma": (e,),
+        "embeddings/layer_norm/beta": (e,),
     }
+    if e != h:  # the projection E -> hidden after the embeddings (ELECTRA)
+        shapes["embeddings_project/kernel"] = (e, h)
+        shapes["embeddings_project/bias"] = (h,)
     for i in range(config.num_hidden_layers):
         p = f"layer_{i}"
         for name in ("query", "key", "value", "output"):
@@ -151,10 +155,10 @@ def expected_shapes(config: BertConfig, use_nsp: bool = True) -> Dict[str, Tuple
         shapes[f"{p}/output/layer_norm/beta"] = (h,)
     shapes["pooler/kernel"] = (h, h)
     shapes["pooler/bias"] = (h,)
-    shapes["mlm/transform/kernel"] = (h, h)
-    shapes["mlm/transform/bias"] = (h,)
-    shapes["mlm/transform/layer_norm/gamma"] = (h,)
-    shapes["mlm/transform/layer_norm/beta"] = (h,)
+    shapes["mlm/transform/kernel"] = (h, e)  # to the tied table's width
+    shapes["mlm/transform/bias"] = (e,)
+    shapes["mlm/transform/layer_norm/gamma"] = (e,)
+    shapes["mlm/transform/layer_norm/beta"] = (e,)
     shapes["mlm/output_bias"] = (v,)
     if use_nsp:
         shapes["nsp/kernel"] = (h, 2)
