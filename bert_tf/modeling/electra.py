@@ -70,7 +70,7 @@ from bert_tf.modeling.activations import get_activation
 from bert_tf.modeling.config import BertConfig
 from bert_tf.modeling.encoder import BertEncoder, bert_initializer, constructor_args
 from bert_tf.modeling.heads import build_masked_lm_head
-from bert_tf.modeling.pretraining_model import MODEL_INPUT_NAMES, dummy_pretraining_inputs
+from bert_tf.modeling.pretraining_model import MODEL_INPUT_NAMES
 
 DEFAULT_GENERATOR_HIDDEN_FRACTION = 0.25
 # ELECTRA's rule for the generator's heads: one per 64 units of width, at least one.
@@ -187,8 +187,11 @@ class ElectraPretrainingModel(keras.Model):
             self.generator_config, self.encoder.token_embedding, name="generator_predictions")
         self.discriminator_head = DiscriminatorHead(config, name="discriminator_predictions")
         self.sampler = keras.random.SeedGenerator(sampling_seed, name="sampler")
-        # Every variable exists from construction (the trainer builds the optimizer next).
-        self(dummy_pretraining_inputs())
+        # Every variable exists from construction (the trainer builds the optimizer next);
+        # the encoders are built already, the heads from their input widths.
+        self.generator_head.build((None, None, self.generator_config.hidden_size))
+        self.discriminator_head.build((None, None, config.hidden_size))
+        self.built = True
 
     def generator_logits(self, inputs: Dict[str, Any], training: Optional[bool] = None):
         """The generator's MLM logits at the masked positions.
