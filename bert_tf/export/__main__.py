@@ -23,6 +23,12 @@ temporary name and renamed when complete. For TensorFlow Serving, give it a vers
 directory (`<model_base_path>/1`). The SavedModel's signatures are documented in
 `bert_tf/export/serving.py`.
 
+An `--objective=electra` run is exported as its discriminator (the checkpoint's
+`model/encoder`): the SavedModel has the same signatures but fill_mask (the masked-LM head
+is the generator's), and --format=keras_hub writes a keras-hub `ElectraBackbone` preset with
+keras-hub's `ElectraTokenizer` (`bert_tf/export/keras_hub_electra.py`; its pooled_output is
+an untrained layer).
+
 A fine-tuning output directory (run_classifier, run_tagging, run_squad: it holds
 finetune_task.json) is exported with its task's raw-text signatures instead
 (`bert_tf/export/task_serving.py`):
@@ -106,7 +112,7 @@ def export(config: ExportConfig) -> str:
     """Restores the checkpoint and writes the export. Returns export_dir."""
     from bert_tf.core import fileio
     from bert_tf.export import saved_model
-    from bert_tf.interop import native
+    from bert_tf.interop import native, native_electra
     from bert_tf.interop.model_files import check_new_directory
 
     check_new_directory(config.export_dir)  # Before the (slow) restore.
@@ -115,7 +121,18 @@ def export(config: ExportConfig) -> str:
     loaded = native.load_pretrained(config.checkpoint, config.bert_config_file)
     max_seq_length = config.max_seq_length or min(
         DEFAULT_MAX_SEQ_LENGTH, loaded.model.config.max_position_embeddings)
-    if config.export_format == "keras_hub":
+    # An ELECTRA run's discriminator is its model/encoder, which load_pretrained restored.
+    electra = native_electra.is_electra_checkpoint(loaded.checkpoint)
+    if config.export_format == "keras_hub" and (
+            electra or loaded.model.config.embedding_size is not None):
+        from bert_tf.export.keras_hub_electra import export_electra_preset
+
+        if config.preset_tokenizer != "portable":
+            raise UserError("--preset_tokenizer=exact: an ELECTRA preset ships keras-hub's "
+                            "ElectraTokenizer only")
+        export_electra_preset(loaded.model.encoder, config.vocab_file, config.do_lower_case,
+                              config.export_dir, config.tokenizer_check_file)
+    elif config.export_format == "keras_hub":
         from bert_tf.export.keras_hub_preset import export_keras_hub_preset
 
         export_keras_hub_preset(loaded.model.encoder, config.vocab_file, config.do_lower_case,
@@ -123,7 +140,11 @@ def export(config: ExportConfig) -> str:
                                 preset_tokenizer=config.preset_tokenizer,
                                 tokenizer_check_file=config.tokenizer_check_file)
     else:
-        if not loaded.has_mlm_head:
+        if electra:
+            print(f"note: {loaded.checkpoint} is an ELECTRA run's: its discriminator is "
+                  "exported, without a fill_mask signature (ELECTRA's masked-LM head is the "
+                  "generator's)", file=sys.stderr, flush=True)
+        elif not loaded.has_mlm_head:
             print(f"note: {loaded.checkpoint} has no MLM head; the SavedModel gets no fill_mask "
                   "signature", file=sys.stderr, flush=True)
         saved_model.export_saved_model(
