@@ -15,6 +15,11 @@ directory, written under a temporary name and renamed when complete:
     bert_tf   ckpt-0.{index,data-*}, checkpoint, bert_config.json, vocab.txt; pass the
               directory to `python -m bert_tf.run_pretraining --init_checkpoint=DIR`.
 
+An ELECTRA model (an `--objective=electra` run, a transformers ELECTRA directory, or the
+directory of its discriminator/ and generator/, a google-research/electra checkpoint)
+converts with both networks: hf writes discriminator/ and generator/, google one checkpoint
+in ELECTRA's names (docs/export.md, ELECTRA).
+
 Weights the source lacks (a sentence-transformers model has no MLM/NSP head) are listed on
 one line. In a bert_tf output, a missing head is left out of the checkpoint, so the
 pretraining run initialises it freshly and its log names it; other missing weights are

@@ -1,7 +1,11 @@
 """Reading and writing a model in any supported format, and converting between them.
 
 Formats: "google" (TF1 `bert_model.ckpt`), "hf" (Hugging Face directory) and "bert_tf"
-(`bert_tf.interop.native`). All go through the format-neutral `ModelFiles`.
+(`bert_tf.interop.native`). All go through the format-neutral `ModelFiles`. An ELECTRA
+model (weights named by `electra_layout`) goes to `hf_electra`, `google_electra` and
+`native_electra` instead, as does a source in ELECTRA's layout (model_type "electra", a
+directory of discriminator/ and generator/, `electra/...` variables, an `--objective=electra`
+run).
 """
 
 from __future__ import annotations
