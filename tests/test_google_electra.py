@@ -84,6 +84,7 @@ def test_without_bert_config_the_config_comes_from_the_shapes(run_checkpoint, tm
     os.remove(tmp_path / "google" / "bert_config.json")  # as ELECTRA's releases ship
     again = formats.read_model("google", prefix)
     assert again.config == TINY
+    assert formats.read_config("google", prefix) == TINY  # what --init_checkpoint reads
     assert "read the config from its shapes (hidden 64, 2 layers, 1 heads" in \
         capsys.readouterr().err
 

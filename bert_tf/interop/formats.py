@@ -122,12 +122,17 @@ def read_config(fmt: str, path: str) -> BertConfig:
         from bert_tf.interop import hf_checkpoint, hf_electra
 
         if hf_electra.is_electra_path(path):  # the discriminator's architecture
-            return hf_electra.read(path).config
+            return hf_electra.read_config(path)
         return hf_checkpoint.read_config(path)
     if fmt == "keras_hub":
         from bert_tf.interop import keras_hub_checkpoint
 
         return keras_hub_checkpoint.read(path).config
+    if fmt == "google":
+        from bert_tf.interop import google_electra
+
+        if google_electra.is_electra_checkpoint(path):  # its config may be in its shapes
+            return google_electra.read_config(path)
     config_file = find_config(path, None)
     if fmt == "google":
         from bert_tf.interop import google_checkpoint

@@ -41,7 +41,8 @@ import numpy as np
 from bert_tf.core import fileio
 from bert_tf.core.errors import UserError
 from bert_tf.interop import electra_layout
-from bert_tf.interop.google_checkpoint import name_table, read_config, resolve_prefix
+from bert_tf.interop.google_checkpoint import name_table, resolve_prefix
+from bert_tf.interop.google_checkpoint import read_config as google_read_config
 from bert_tf.interop.model_files import (
     ModelFiles,
     activation_meaning,
@@ -118,6 +119,23 @@ def config_from_shapes(shapes: Dict[str, list]) -> BertConfig:
         embedding_size=None if embedding == hidden else embedding)
 
 
+def read_config(path: str, bert_config_file: Optional[str] = None) -> BertConfig:
+    """The discriminator's config: `bert_config_file`, else bert_config.json beside the
+    checkpoint, else from the shapes (with one note line; see the module docstring)."""
+    import tensorflow as tf
+
+    prefix = resolve_prefix(path)
+    config_file = bert_config_file or find_beside(prefix, (CONFIG_NAME,))
+    if config_file:
+        return google_read_config(config_file)
+    config = config_from_shapes(tf.train.load_checkpoint(prefix).get_variable_to_shape_map())
+    print(f"note: no {CONFIG_NAME} beside {prefix}: read the config from its shapes "
+          f"(hidden {config.hidden_size}, {config.num_hidden_layers} layers, "
+          f"{config.num_attention_heads} heads = hidden / 64, hidden_act gelu)",
+          file=sys.stderr, flush=True)
+    return config
+
+
 def read(path: str, bert_config_file: Optional[str] = None,
          vocab_file: Optional[str] = None) -> ModelFiles:
     """Reads an ELECTRA TF1 checkpoint (both networks, or the discriminator alone).
@@ -137,15 +155,7 @@ def read(path: str, bert_config_file: Optional[str] = None,
     prefix = resolve_prefix(path)
     reader = tf.train.load_checkpoint(prefix)
     shapes = reader.get_variable_to_shape_map()
-    config_file = bert_config_file or find_beside(prefix, (CONFIG_NAME,))
-    if config_file:
-        config = read_config(config_file)
-    else:
-        config = config_from_shapes(shapes)
-        print(f"note: no {CONFIG_NAME} beside {prefix}: read the config from its shapes "
-              f"(hidden {config.hidden_size}, {config.num_hidden_layers} layers, "
-              f"{config.num_attention_heads} heads = hidden / 64, hidden_act gelu)",
-              file=sys.stderr, flush=True)
+    config = read_config(prefix, bert_config_file)
     vocab_file = vocab_file or find_beside(prefix, (VOCAB_NAME,))
     table = electra_name_table(config.num_hidden_layers)
     by_google = {v: k for k, v in table.items()}

@@ -219,6 +219,15 @@ def _strip(name: str) -> str:
 # ------------------------------------------------------------------ read
 
 
+def read_config(path: str) -> BertConfig:
+    """The discriminator's architecture of an ELECTRA pair or discriminator directory, from
+    its config.json (the weights are not read)."""
+    directory = path if fileio.isdir(path) else os.path.dirname(path)
+    if is_pair_directory(directory):
+        directory = os.path.join(directory, DISCRIMINATOR_DIR)
+    return config_from_hf(read_config_dict(directory), os.path.join(directory, CONFIG_NAME))
+
+
 def _read_network(directory: str, role: str) -> Tuple[BertConfig, Dict[str, np.ndarray],
                                                       Dict[str, str]]:
     """One network's config, canonical weights and {canonical: stored name}."""
