@@ -1,8 +1,9 @@
 """End-to-end tests of `python -m bert_tf.run_pretraining --objective=electra` on tiny
 TFRecords made here (runs forked from the `cli` server):
 
-- train with --dynamic_masking and dropout, then --do_eval: eval_results.txt has the
-  generator's and the discriminator's keys with sane values, the checkpoint holds both
+- train with --dynamic_masking and dropout, --eval_every_n_steps, then --do_eval:
+  eval_results.txt and eval_history.jsonl have the generator's and the discriminator's keys
+  with sane values (the AUC's histograms as lists), the checkpoint holds both
   networks apart (`model/encoder`, `model/generator`) and the sampler's RNG state;
 - a run stopped half-way and resumed in a new process follows the uninterrupted run's
   per-step losses and ends with the same weights, optimizer state and RNG states;
@@ -33,6 +34,7 @@ from bert_tf.modeling.config import BertConfig
 from bert_tf.modeling.encoder import BertEncoder
 from bert_tf.modeling.weight_map import encoder_weight_map, get_weights
 from bert_tf.training.checkpoint_paths import SavedObjectGraph
+from bert_tf.training.eval_history import read_eval_history
 
 MODULE = "bert_tf.run_pretraining"
 STEPS = 6
@@ -68,7 +70,9 @@ def checkpoint_tensors(prefix):
 @pytest.fixture(scope="module")
 def straight(cli, data, tmp_path_factory):
     out = tmp_path_factory.mktemp("electra_straight")
-    proc = cli.run(MODULE, electra_flags(data, out, do_eval="true"))
+    # Periodic eval too; the resumed runs below go without it: it must not move the
+    # trajectory (eval samples with its own fixed seed, not the training sampler).
+    proc = cli.run(MODULE, electra_flags(data, out, do_eval="true", eval_every_n_steps=3))
     assert proc.returncode == 0, proc.stderr[-3000:]
     return out, proc
 
@@ -93,6 +97,12 @@ def test_train_and_eval_report_both_networks(straight):
     for key in ("discriminator_accuracy", "discriminator_auc", "masked_lm_accuracy"):
         assert 0.0 <= values[key] <= 1.0, key
     assert '"embedding_size": 16' in (out / "bert_config.json").read_text()
+    history = read_eval_history(os.fspath(out))
+    assert [record["step"] for record in history] == [3, 6]
+    assert history[-1]["discriminator_auc"] == pytest.approx(values["discriminator_auc"],
+                                                             rel=1e-6)
+    assert len(history[-1]["sums"]["auc_positive"]) == 1000  # a vector sum, as a list
+    assert sum(history[-1]["sums"]["auc_positive"]) == history[-1]["sums"]["disc_replaced"]
     # The object graph (what restores match; tensors' keys may name the optimizer's path):
     # both networks apart, the shared tables once, under the discriminator.
     prefix = os.fspath(out / f"ckpt-{STEPS}")

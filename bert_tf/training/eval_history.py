@@ -22,7 +22,8 @@ and per evaluation, appended as it happens (the chief worker writes it):
 - `train_seconds`: wall time since this process started training at `start_step`, without
   the periodic evaluations (a resumed run counts from its own start, hence `start_step`);
 - `sums`: the global sums the metrics come from (`Objective.sum_keys`); for pretraining
-  `mlm_weight` is the number of masked positions evaluated, `num_examples` the examples.
+  `mlm_weight` is the number of masked positions evaluated, `num_examples` the examples. A
+  vector sum (`Objective.sum_shapes`, e.g. ELECTRA's AUC histograms) is a list.
 
 The file is strict JSON (a non-finite figure is written as null). Reading it needs no
 TensorFlow.
@@ -107,9 +108,21 @@ def read_eval_history(path: str) -> List[Dict[str, object]]:
     return [by_step[step] for step in sorted(by_step)]
 
 
-def _finite(values: Mapping[str, float]) -> Dict[str, object]:
+def _plain(value) -> object:
+    """A sum as a float, or as a list of floats when it is a vector (`sum_shapes`)."""
+    if getattr(value, "ndim", 0):
+        return [float(x) for x in value.reshape(-1)]
+    return float(value)
+
+
+def _finite(values: Mapping[str, object]) -> Dict[str, object]:
     # Strict JSON has no NaN or Infinity: a non-finite figure is written as null.
-    return {key: value if math.isfinite(value) else None for key, value in values.items()}
+    def finite(value):
+        if isinstance(value, list):
+            return [finite(x) for x in value]
+        return value if math.isfinite(value) else None
+
+    return {key: finite(value) for key, value in values.items()}
 
 
 def format_line(step: int, metrics: Mapping[str, float], examples: float) -> str:
@@ -177,7 +190,7 @@ class PeriodicEval:
         self._eval_seconds += finished - began
         metrics = {key: float(value) for key, value in metrics.items()
                    if key != "global_step"}
-        sums = {key: float(value) for key, value in sums.items()}
+        sums = {key: _plain(value) for key, value in sums.items()}
         logging.info("%s (%d batches, %.1f s)",
                      format_line(step, metrics, sums.get("num_examples", 0)), batches,
                      finished - began)
