@@ -31,6 +31,7 @@ OWN_FLAG = {
     "bert-tf-tag": "--eval_file",
     "bert-tf-squad": "--doc_stride",
     "bert-tf-glue": "--reference_checkpoint",
+    "bert-tf-retrieval": "--mini_batch_size",
     "bert-tf-extend-vocab": "--num_new_tokens",
 }
 

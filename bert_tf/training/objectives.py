@@ -17,6 +17,12 @@ them an `Objective`:
   shape in `sum_shapes` ({key: shape}), which the train loop's accumulators start from.
 * `predictions(outputs, batch)`: per-example outputs for `Trainer.predict` (fine-tuning tasks
   score whole dev sets on the host: F1, MCC, span matching cannot be summed per batch).
+* `gradients(model, batch, global_denominators, scale_loss)`: optional. None (the default)
+  lets the train loop differentiate `forward` + `loss_and_sums` with one tape. An objective
+  that must differentiate in its own way (GradCache: embed in mini-batches, back-propagate
+  cached embedding gradients; `bert_tf.finetune.retrieval.contrastive_loss`) returns what
+  that tape would: (gradients, one per `model.trainable_variables`, dense, None where the
+  loss does not reach; the sums of `loss_and_sums`), of the scaled loss share.
 * `uniform_loss`: the "loss" metric of a model that has learned nothing, its heads guessing
   uniformly: the sum over the loss's terms of ln(the number of choices of each head), times
   the term's weight (ln vocab_size + ln 2 for MLM + NSP; a generator MLM plus 50 x a binary
@@ -31,7 +37,7 @@ only in `loss_and_sums` with the all-reduced denominators.
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 import tensorflow as tf
 
@@ -70,6 +76,14 @@ class Objective:
                     ) -> Dict[str, tf.Tensor]:
         """Per-example outputs to gather on the host; default: every model output."""
         return dict(outputs)
+
+    def gradients(self, model: Any, batch: Mapping[str, tf.Tensor],
+                  global_denominators: Mapping[str, tf.Tensor],
+                  scale_loss: Callable[[tf.Tensor], tf.Tensor]
+                  ) -> Optional[Tuple[List[Optional[tf.Tensor]], Dict[str, tf.Tensor]]]:
+        """The objective's own gradients of its scaled loss share, or None (the default) for
+        the train loop's one tape (module docstring)."""
+        return None
 
 
 class PretrainingObjective(Objective):

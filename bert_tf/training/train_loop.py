@@ -147,6 +147,10 @@ class StepFunctions:
 
     @_plain
     def _micro_batch_gradients(self, batch, denominators):
+        own = self.objective.gradients(self.model, batch, denominators,
+                                       self.optimizer.scale_loss)
+        if own is not None:  # the objective differentiates itself (GradCache)
+            return own
         variables = self.model.trainable_variables
         with tf.GradientTape() as tape:
             outputs = self.objective.forward(self.model, batch, training=True)

@@ -11,4 +11,7 @@ BEIR's evaluation.
 * `search`: exact top-k by dot product, block by block; `embedding_store`: corpus
   embeddings in shards on disk, reused while the model is unchanged.
 * `ir_metrics`: nDCG@10, Recall@100, MRR@10, MAP@100 as BEIR computes them.
+* `st_folder`: a sentence-transformers folder's pooling, normalisation and lengths.
+* `retrieval_runner`: `python -m bert_tf.run_retrieval`'s flow on the shared trainer;
+  `corpus_eval`: its --do_eval (embed the corpus and queries, search, the metrics).
 """

@@ -32,6 +32,7 @@ padding rows, which neither score nor serve as negatives).
 
 from __future__ import annotations
 
+import math
 from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
 import tensorflow as tf
@@ -116,8 +117,25 @@ class BiEncoderObjective(Objective):
 
     sum_keys = ("loss_sum", "correct", "num_examples")
 
-    def __init__(self, scale: float = SCALE):
+    def __init__(self, scale: float = SCALE, mini_batch_size: int = 0,
+                 candidates: Optional[int] = None):
+        """Args:
+            scale: multiplies the cosines.
+            mini_batch_size: > 0: the trainer's gradients come from `cached_gradients` with
+                this many texts at a time (`Objective.gradients`); 0: one tape, as usual.
+            candidates: passages a query is scored against (replica batch x (1 + n)), for
+                `uniform_loss` = ln(candidates) (None: no absolute divergence bound).
+        """
         self.scale = scale
+        self.mini_batch_size = mini_batch_size
+        if candidates and candidates > 1:
+            self.uniform_loss = math.log(candidates)
+
+    def gradients(self, model, batch, global_denominators, scale_loss):
+        if not self.mini_batch_size:
+            return None
+        return self.cached_gradients(model, batch, global_denominators, self.mini_batch_size,
+                                     training=True, scale_loss=scale_loss)
 
     def denominators(self, batch):
         return {"num_examples": tf.reduce_sum(_real(batch))}
