@@ -138,6 +138,10 @@ def test_sampling_is_seeded_and_follows_the_softmax():
     peaked = np.full((2, 3, VOCAB), -30.0, np.float32)
     peaked[..., 7] = 30.0
     np.testing.assert_array_equal(sample_replacements(tf.constant(peaked), constant([1, 2])), 7)
+    # Frequencies follow the softmax: p = 1/6, 2/6, 3/6.
+    logits = tf.broadcast_to(tf.math.log([1.0, 2.0, 3.0]), (60000, 1, 3))
+    counts = np.bincount(sample_replacements(logits, constant([5, 6])).numpy().ravel(), minlength=3)
+    np.testing.assert_allclose(counts / 60000, [1 / 6, 2 / 6, 3 / 6], atol=0.01)
     flat = tf.zeros((4, 16, VOCAB))
     a = sample_replacements(flat, constant([1, 2]))
     np.testing.assert_array_equal(a, sample_replacements(flat, constant([1, 2])))
@@ -173,6 +177,20 @@ def test_the_generator_gets_no_gradient_from_the_discriminator_loss(model):
     # The discriminator's own weights get nothing from the generator's loss.
     assert all(g is None for g in tape.gradient(
         mlm, model.discriminator_head.trainable_variables))
+
+
+def test_the_step_compiles_with_xla(model):
+    # XLA is the default on TPUs and GPUs: every op of the forward pass, the sampler's draw
+    # included, must have an XLA kernel (TensorFlow's stateless multinomial has none).
+    objective = ElectraObjective(VOCAB)
+    batch = {k: tf.constant(v) for k, v in synthetic_examples(4, seed=9).items()}
+
+    @tf.function(jit_compile=True, autograph=False)
+    def loss():
+        outputs = objective.forward(model, batch, training=True)
+        return objective.loss_and_sums(outputs, batch, objective.denominators(batch))[0]
+
+    assert math.isfinite(float(loss()))
 
 
 def test_training_draws_advance_the_sampler_and_eval_draws_do_not(model):

@@ -43,6 +43,7 @@ import dataclasses
 import math
 from typing import Dict, Mapping
 
+import numpy as np
 import tensorflow as tf
 
 from bert_tf.core import schema
@@ -82,6 +83,10 @@ class ElectraConfig:
 def sample_replacements(mlm_logits: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
     """One token per masked slot, drawn from softmax(mlm_logits), with no gradient.
 
+    The Gumbel-max draw, argmax(logits - log(-log(u))) for u uniform in (0, 1), as ELECTRA
+    samples: exact, and made of ops XLA compiles (TensorFlow's stateless multinomial has no
+    XLA kernel, and the train step is XLA-compiled by default on TPUs and GPUs).
+
     Args:
         mlm_logits: float [batch, num_predictions, vocab_size].
         seed: [2] int, the stateless seed of this draw.
@@ -90,11 +95,10 @@ def sample_replacements(mlm_logits: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
         int32 [batch, num_predictions].
     """
     logits = tf.stop_gradient(tf.cast(mlm_logits, tf.float32))
-    shape = tf.shape(logits)
-    flat = tf.reshape(logits, [-1, shape[-1]])  # [batch * num_predictions, vocab]
-    drawn = tf.random.stateless_categorical(flat, 1, seed=tf.cast(seed, tf.int64),
-                                            dtype=tf.int32)
-    return tf.reshape(drawn, shape[:-1])
+    # u in [tiny, 1): both logarithms finite.
+    u = tf.random.stateless_uniform(tf.shape(logits), seed=tf.cast(seed, tf.int64),
+                                    minval=np.finfo(np.float32).tiny, maxval=1.0)
+    return tf.argmax(logits - tf.math.log(-tf.math.log(u)), axis=-1, output_type=tf.int32)
 
 
 def corrupt_inputs(original_ids: tf.Tensor, input_mask: tf.Tensor, masked_lm_positions: tf.Tensor,
