@@ -192,3 +192,12 @@ def test_name_tables_cover_the_canonical_layout(loaded):
     weights = electra_weight_map(model)
     assert list(shapes) == list(weights)  # the same names and order, and shapes
     assert all(shapes[n] == weights[n].shape for n in shapes)
+
+
+def test_a_bert_model_with_a_projection_is_not_written_as_bert(loaded, tmp_path):
+    files = loaded[0]
+    encoder_only = dataclasses.replace(files, weights={
+        n: v for n, v in files.weights.items() if not electra_layout.is_electra([n])})
+    for fmt in ("hf", "google"):
+        with pytest.raises(UserError, match="embedding_size 16 != hidden_size 32, which BERT's"):
+            formats.write_model(fmt, encoder_only, os.fspath(tmp_path / fmt))

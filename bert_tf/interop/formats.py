@@ -149,6 +149,11 @@ def write_model(fmt: str, files: ModelFiles, output: str, seed: int = 0,
     from bert_tf.interop import electra_layout
 
     electra = electra_layout.is_electra(files.weights)  # both networks, or the discriminator
+    if not electra and fmt in ("google", "hf") and "embeddings_project/kernel" in files.weights:
+        c = files.config
+        raise UserError(f"{files.source}: embedding_size {c.embedding_width} != hidden_size "
+                        f"{c.hidden_size}, which BERT's {fmt} layout cannot hold (it has no "
+                        "embeddings projection); convert it to bert_tf")
     if fmt == "google":
         from bert_tf.interop import google_checkpoint, google_electra
 
