@@ -218,42 +218,15 @@ def config_from_flags() -> RunConfig:
         FLAGS.init_checkpoint, FLAGS.vocab_file, bert_config, FLAGS.bert_config_file or "",
         FLAGS.train_only_new_embeddings_steps)
 
-    from bert_tf.core import masking_rules
     from bert_tf.data import input_validation
     from bert_tf.data.input_config import EVAL_MASKING_SEED, InputConfig, eval_masking
     from bert_tf.training import optimization, trainer
 
-    masking = None
-    if not FLAGS.dynamic_masking:
-        # Masking flags without --dynamic_masking would be silently ignored: refuse them.
-        ignored = [name for name, given in (
-            ("do_whole_word_mask", FLAGS.do_whole_word_mask),
-            ("max_ngram_size", FLAGS.max_ngram_size != 1),
-            ("vocab_file", bool(FLAGS.vocab_file) and not FLAGS.init_checkpoint),
-            ("masked_lm_prob", FLAGS["masked_lm_prob"].present)) if given]
-        if ignored:
-            raise UserError(f"--{' and --'.join(ignored)} appl{'ies' if len(ignored) == 1 else 'y'}"
-                            " only with --dynamic_masking (the stored masks are used as "
-                            "written)")
+    masking = objective_flags.masking_from_flags(bert_config)  # None: the stored masks
     if FLAGS.eval_every_n_steps and not FLAGS.do_train:
         raise UserError("--eval_every_n_steps applies only with --do_train")
     # Periodic or final evaluation; with --dynamic_masking it masks too (at 15%).
     evaluates = FLAGS.do_eval or FLAGS.eval_every_n_steps > 0
-    if FLAGS.dynamic_masking:
-        if not FLAGS.vocab_file:
-            raise UserError("--dynamic_masking needs --vocab_file: the ids of [MASK], [CLS], "
-                            "[SEP] and [PAD] differ between vocabularies")
-        if FLAGS.max_ngram_size != 1:
-            raise UserError(f"--max_ngram_size={FLAGS.max_ngram_size} is not supported with "
-                            f"--dynamic_masking: it masks single tokens or, with "
-                            f"--do_whole_word_mask, whole words (n-gram spans are drawn only by "
-                            f"create_pretraining_data)")
-        masking = masking_rules.MaskingConfig.from_vocab_file(
-            FLAGS.vocab_file, FLAGS.max_predictions_per_seq, FLAGS.masked_lm_prob,
-            do_whole_word_mask=FLAGS.do_whole_word_mask)
-        if masking.vocab_size > bert_config.vocab_size:
-            raise UserError(f"--vocab_file has {masking.vocab_size} tokens, more than "
-                            f"vocab_size={bert_config.vocab_size} in --bert_config_file")
 
     def input_config(patterns: str, is_training: bool, what: str):
         config = InputConfig(

@@ -1,8 +1,9 @@
-"""run_pretraining's choice of objective: `--objective=bert|electra` and ELECTRA's flags.
+"""run_pretraining's objective flags: `--objective=bert|electra`, ELECTRA's, and the masks'.
 
 Imported only by the `python -m bert_tf.run_pretraining` entry point, which parses the flags
 and turns them at once into a frozen `electra_objective.ElectraConfig` (or None for BERT)
-with `config_from_flags`; `trainer_args` gives the trainer the run's model and objective.
+with `config_from_flags`; `trainer_args` gives the trainer the run's model and objective;
+`masking_from_flags` checks the masking flags (run_pretraining defines them) for both.
 ELECTRA's flags keep the names of google-research/electra's
 configure_pretraining.py where it has them (`disc_weight`); its `generator_hidden_size` (a
 fraction there) is `--generator_hidden_fraction` here, which says what it is.
@@ -17,6 +18,7 @@ from absl import flags
 from bert_tf.core.errors import UserError
 
 if TYPE_CHECKING:  # they import TensorFlow; flag errors should not wait for it
+    from bert_tf.core.masking_rules import MaskingConfig
     from bert_tf.modeling.config import BertConfig
     from bert_tf.training.electra_objective import ElectraConfig
 
@@ -70,6 +72,47 @@ def config_from_flags(bert_config: "BertConfig") -> Optional["ElectraConfig"]:
                            disc_weight=FLAGS.disc_weight)
     generator_config(bert_config, config.generator_hidden_fraction)  # fails in one line
     return config
+
+
+def masking_from_flags(bert_config: "BertConfig") -> Optional["MaskingConfig"]:
+    """--dynamic_masking's settings, or None for the records' stored masks (either objective).
+
+    Args:
+        bert_config: the model's config (its vocab_size bounds --vocab_file's).
+
+    Raises:
+        UserError: a masking flag without --dynamic_masking (it would be ignored), no
+            --vocab_file, n-gram spans, or a vocabulary larger than the model's.
+    """
+    if not FLAGS.dynamic_masking:
+        # Masking flags without --dynamic_masking would be silently ignored: refuse them.
+        ignored = [name for name, given in (
+            ("do_whole_word_mask", FLAGS.do_whole_word_mask),
+            ("max_ngram_size", FLAGS.max_ngram_size != 1),
+            ("vocab_file", bool(FLAGS.vocab_file) and not FLAGS.init_checkpoint),
+            ("masked_lm_prob", FLAGS["masked_lm_prob"].present)) if given]
+        if ignored:
+            raise UserError(f"--{' and --'.join(ignored)} appl{'ies' if len(ignored) == 1 else 'y'}"
+                            " only with --dynamic_masking (the stored masks are used as "
+                            "written)")
+        return None
+    if not FLAGS.vocab_file:
+        raise UserError("--dynamic_masking needs --vocab_file: the ids of [MASK], [CLS], "
+                        "[SEP] and [PAD] differ between vocabularies")
+    if FLAGS.max_ngram_size != 1:
+        raise UserError(f"--max_ngram_size={FLAGS.max_ngram_size} is not supported with "
+                        f"--dynamic_masking: it masks single tokens or, with "
+                        f"--do_whole_word_mask, whole words (n-gram spans are drawn only by "
+                        f"create_pretraining_data)")
+    from bert_tf.core import masking_rules
+
+    masking = masking_rules.MaskingConfig.from_vocab_file(
+        FLAGS.vocab_file, FLAGS.max_predictions_per_seq, FLAGS.masked_lm_prob,
+        do_whole_word_mask=FLAGS.do_whole_word_mask)
+    if masking.vocab_size > bert_config.vocab_size:
+        raise UserError(f"--vocab_file has {masking.vocab_size} tokens, more than "
+                        f"vocab_size={bert_config.vocab_size} in --bert_config_file")
+    return masking
 
 
 def trainer_args(bert_config: "BertConfig", electra: Optional["ElectraConfig"], use_nsp: bool,
