@@ -24,8 +24,9 @@ The networks (E = `config.embedding_width`, H = hidden_size, G = the generator's
 The poolers are built (so that each encoder is a complete `BertEncoder`) but no ELECTRA loss
 reads them: they stay at their initial values and get no update.
 
-Variable layout of a training checkpoint (object paths under the checkpoint's `model`; the
-shared embedding layers are saved once, under `encoder/`):
+Variable layout of a training checkpoint (object paths under the checkpoint's `model`, what
+restores match; a tensor's key in the files may name another path to the same variable, the
+optimizer's list of variables; the shared embedding layers are saved once, under `encoder/`):
 
     model/encoder/token_embedding, position_embedding, segment_embedding,
         embeddings_layer_norm                   the shared embeddings (E wide)
@@ -40,7 +41,8 @@ shared embedding layers are saved once, under `encoder/`):
 So `tf.train.Checkpoint(model=tf.train.Checkpoint(encoder=encoder))` (a `BertEncoder` of the
 run's bert_config.json) restores the discriminator alone, and a `BertPretrainingModel`-style
 partial restore of `model/encoder` reads it as it reads BERT's encoder. The generator alone is
-`model/generator` plus the shared embeddings under `model/encoder`. The sampler's seed state
+`model/generator` plus the shared embeddings under `model/encoder` (restore a whole
+`ElectraPretrainingModel` and take `generator` and `generator_head`). The sampler's seed state
 (`sampler`) is not a weight: the trainer saves it with the dropout RNG (`rng/`).
 
 Canonical names (`electra_weight_map`, the layout for converters): the discriminator's are
