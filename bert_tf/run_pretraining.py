@@ -319,6 +319,7 @@ def run(config: RunConfig, wall_clock: Callable[[], float] = time.perf_counter
     Returns:
         The eval results, if evaluated.
     """
+    from bert_tf.interop import electra_warm_start
     from bert_tf.training import budget, distribution, optimization, trainer
 
     strategy = distribution.create_strategy(config.distribution)
@@ -342,7 +343,9 @@ def run(config: RunConfig, wall_clock: Callable[[], float] = time.perf_counter
         wall_clock=wall_clock,
         clock=clock, **objective_flags.trainer_args(config.bert_config, config.electra,
                                                     trainer_config.use_nsp, trainer_config.seed),
-        **(config.start.trainer_args(eval_only=not config.do_train) if config.start else {}),
+        **(config.start.trainer_args(eval_only=not config.do_train) if config.start
+           else electra_warm_start.trainer_args(trainer_config.init_checkpoint)
+           if config.electra else {}),  # ELECTRA from transformers or google-research/electra
     )
     eval_input = config.eval_input
     if eval_input is not None and distribution.is_tpu_strategy(strategy):

@@ -1,5 +1,6 @@
 """End to end: a tiny `--objective=electra` run's checkpoint through bert_tf.export (the
-serving SavedModel and a keras-hub ElectraBackbone preset) and convert_checkpoint's formats.
+serving SavedModel and a keras-hub ElectraBackbone preset) and convert_checkpoint's formats,
+and a run that continues from transformers' ELECTRA (bert_tf.interop.electra_warm_start).
 
 The reference is the run's discriminator, restored from its checkpoint into a fresh
 `ElectraPretrainingModel` (`model/encoder`, the layout of bert_tf.modeling.electra).
@@ -14,6 +15,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from _pretraining_helpers import (
+    REPO_ROOT,
     TINY_BERT,
     pretraining_flags,
     synthetic_examples,
@@ -153,3 +155,30 @@ def test_convert_checkpoint_gives_both_networks_to_transformers(run, tmp_path):
         np.testing.assert_array_equal(value, weights[name], err_msg=name)
     assert set(weights) - set(back.weights) == {
         "pooler/kernel", "pooler/bias", "generator/pooler/kernel", "generator/pooler/bias"}
+
+
+def test_pretraining_continues_from_transformers_electra_pair(cli, tmp_path):
+    """--objective=electra --init_checkpoint=<discriminator/ + generator/>: the run starts
+    from every weight of the pair (one step at a vanishing learning rate moves none by 1e-6),
+    and its config is the discriminator's config.json."""
+    pair = os.fspath(REPO_ROOT / "tests" / "data" / "electra_tiny")
+    write_tfrecords(tmp_path / "train-0.tfrecord", synthetic_examples(
+        8, seed=7, vocab=96, uneven_weights=False))
+    out = tmp_path / "run"
+    proc = cli.run("bert_tf.run_pretraining", pretraining_flags(
+        tmp_path, out, objective="electra", num_train_steps=1, save_checkpoints_steps=1,
+        learning_rate=1e-12, generator_hidden_fraction=0.25, init_checkpoint=pair,
+        bert_config_file=None, eval_input_file=None))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "set 82 ELECTRA weights" in proc.stderr
+    theirs = formats.read_model("hf", pair).weights
+    ours = formats.read_model("bert_tf", os.fspath(out)).weights
+    for name, value in theirs.items():
+        np.testing.assert_allclose(ours[name], value, atol=1e-6, err_msg=name)
+    wrong = cli.run("bert_tf.run_pretraining", pretraining_flags(
+        tmp_path, tmp_path / "wrong", objective="electra", num_train_steps=1,
+        generator_hidden_fraction=0.5, init_checkpoint=pair, bert_config_file=None,
+        eval_input_file=None))
+    assert wrong.returncode != 0
+    assert "generator is 8 wide but --generator_hidden_fraction gives 16 (use " \
+        "--generator_hidden_fraction=0.25)" in wrong.stderr

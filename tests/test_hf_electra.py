@@ -201,3 +201,22 @@ def test_a_bert_model_with_a_projection_is_not_written_as_bert(loaded, tmp_path)
     for fmt in ("hf", "google"):
         with pytest.raises(UserError, match="embedding_size 16 != hidden_size 32, which BERT's"):
             formats.write_model(fmt, encoder_only, os.fspath(tmp_path / fmt))
+
+
+def test_a_live_model_takes_the_pair_to_continue_pretraining(loaded):
+    files, _, golden = loaded
+    model = native_electra.build_model(files.config, GENERATOR_WIDTH, seed=9)
+    assert native_electra.load_into(model, files) == (
+        "pooler/kernel", "pooler/bias", "generator/pooler/kernel", "generator/pooler/bias")
+    inputs = {"input_ids": golden["input_ids"], "input_mask": golden["attention_mask"],
+              "segment_ids": golden["token_type_ids"]}
+    real = golden["attention_mask"].astype(bool)
+    disc = model.discriminator_logits(inputs).numpy()
+    np.testing.assert_allclose(disc[real], golden["disc_logits"][real], atol=TOLERANCE)
+    wider = native_electra.build_model(files.config, 16)
+    with pytest.raises(UserError, match="generator is 8 wide but --generator_hidden_fraction "
+                                        r"gives 16 \(use --generator_hidden_fraction=0.25\)"):
+        native_electra.load_into(wider, files)
+    alone = formats.read_model("hf", os.path.join(DATA, "discriminator"))
+    with pytest.raises(UserError, match="holds no ELECTRA generator"):
+        native_electra.load_into(model, alone)

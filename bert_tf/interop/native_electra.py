@@ -15,7 +15,7 @@ discriminator converted from another format). Either way `model/encoder` is what
 from __future__ import annotations
 
 import os
-from typing import Dict, Optional
+from typing import Dict, Optional, Tuple
 
 import numpy as np
 
@@ -65,6 +65,36 @@ def build_model(config, width: Optional[int], seed: int = 0):
     fraction = (DEFAULT_GENERATOR_HIDDEN_FRACTION if width is None
                 else electra_layout.generator_fraction(config, width))
     return ElectraPretrainingModel(config, fraction, sampling_seed=seed)
+
+
+def load_into(model, files: ModelFiles) -> Tuple[str, ...]:
+    """Sets a live `ElectraPretrainingModel`'s weights from an ELECTRA `ModelFiles` of any
+    format (`formats.read_model`): how a run continues ELECTRA pretraining from transformers'
+    or google-research/electra's checkpoints.
+
+    Returns:
+        The canonical names `files` lacks, left at their initial values (the poolers, for
+        those formats).
+
+    Raises:
+        UserError: `files` has no generator, or one of another width than the model's.
+    """
+    from bert_tf.modeling.electra import electra_weight_map
+    from bert_tf.modeling.weight_map import set_weights
+
+    width = electra_layout.generator_width(files.weights)
+    if width is None:
+        raise UserError(f"{files.source} holds no ELECTRA generator: continuing ELECTRA "
+                        "pretraining needs both networks (for transformers, the directory of "
+                        "discriminator/ and generator/)")
+    if width != model.generator_config.hidden_size:
+        raise UserError(f"{files.source}: its generator is {width} wide but "
+                        f"--generator_hidden_fraction gives {model.generator_config.hidden_size}"
+                        f" (use --generator_hidden_fraction="
+                        f"{electra_layout.generator_fraction(files.config, width):g})")
+    weights = electra_weight_map(model)
+    set_weights(weights, files.weights, strict=False, source=files.source)
+    return tuple(n for n in weights if n not in files.weights)
 
 
 def read(path: str, bert_config_file: Optional[str] = None,
