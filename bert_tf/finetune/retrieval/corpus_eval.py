@@ -27,6 +27,7 @@ from bert_tf.finetune.retrieval.beir_data import BeirSplit
 SHARD_ROWS = 16384  # passages embedded (and stored) per shard
 TOP_K = 100  # the deepest cutoff of ir_metrics.METRICS
 LENGTH_MULTIPLE = 8
+PROGRESS_ROWS = 1024  # a log line per this many texts embedded
 
 Embed = Callable[[Dict[str, np.ndarray]], np.ndarray]
 
@@ -62,6 +63,9 @@ def embed_texts(embed: Embed, texts: Sequence[str], tokenizer, max_length: int,
         width = min(max_length, -(-int(lengths[rows].max()) // LENGTH_MULTIPLE)
                     * LENGTH_MULTIPLE)
         vectors = embed({k: v[rows, :width] for k, v in arrays.items()})
+        done = start + len(rows)
+        if done // PROGRESS_ROWS > start // PROGRESS_ROWS and done < len(texts):
+            logging.info("embedded %d of %d texts", done, len(texts))
         if out is None:
             out = np.empty((len(texts), vectors.shape[1]), np.float32)
         out[rows] = vectors

@@ -1,4 +1,4 @@
-"""Reading a sentence-transformers folder as a bi-encoder's starting point. Pure Python.
+"""Reading a sentence-transformers folder as a bi-encoder's starting point.
 
 A sentence-transformers model folder (the v5 layout, all-MiniLM-L6-v2's):
 
