@@ -132,6 +132,9 @@ def test_steps_per_loop_and_an_xla_optimizer_follow_the_same_trajectory(tmp_path
     t = make_trainer(tmp_path, steps_per_loop=3, xla_optimizer=True)
     assert t.steps.xla_optimizer
     result = t.train(blocks_dataset_fn(examples))
+    # An explicit choice is kept whatever the length: train() does not undo it for these 4
+    # steps, too few for XLA to pay (train_loop.xla_optimizer_pays).
+    assert not train_loop.xla_optimizer_pays(STEPS) and t.steps.xla_optimizer
     np.testing.assert_allclose(result.losses, baseline["result"].losses, rtol=1e-6)
     for ours, ref in zip(weights_of(t), baseline["weights"]):
         np.testing.assert_allclose(ours, ref, atol=1e-6)
@@ -334,11 +337,8 @@ def test_the_xla_optimizer_choice_counts_the_steps_this_process_runs(tmp_path, e
     assert t.steps.xla_optimizer  # the plan's choice, before train() knows where it starts
     result = t.train(blocks_dataset_fn(examples))
     assert len(result.losses) == 2 and not t.steps.xla_optimizer
-    # An explicit choice is kept whatever the length.
-    t = make_trainer(tmp_path / "explicit", num_train_steps=least, max_steps_per_run=2,
-                     xla_optimizer=True)
-    t.train(blocks_dataset_fn(examples))
-    assert t.steps.xla_optimizer
+    # An explicit choice is kept whatever the length: in
+    # test_steps_per_loop_and_an_xla_optimizer_follow_the_same_trajectory.
 
 
 def test_batch_sizes_must_divide(tmp_path):
