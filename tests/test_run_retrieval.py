@@ -10,8 +10,8 @@ next two sentences of the article, 40 passages from 8 articles.
   falls, the checkpoint and finetune_task.json are written, then --do_eval scores it; a
   second eval with the same --embeddings_dir reuses the stored vectors (log line, manifest
   untouched) and gives the same figures;
-- GradCache (--mini_batch_size=2, batch 4) gives the plain loss's first-step loss and the
-  same weights after one step (dropout off);
+- GradCache (--mini_batch_size=2, batch 4, --train_file pairs with a hard negative) gives
+  the plain loss's first-step loss, gradients and weights after one step (dropout off);
 - bad input is one `error:` line: a qrels id not in the corpus, a pooling config bert_tf
   cannot honour.
 """
@@ -143,8 +143,9 @@ def bert_config(tmp_path_factory) -> str:
 
 
 def tiny_args(bert_config, vocab, beir, output_dir, *more):
-    return [f"--bert_config_file={bert_config}", f"--vocab_file={vocab}",
-            f"--train_dir={beir}", f"--output_dir={output_dir}", "--max_query_length=32",
+    train = [] if any(m.startswith("--train_file=") for m in more) else [f"--train_dir={beir}"]
+    return [f"--bert_config_file={bert_config}", f"--vocab_file={vocab}", *train,
+            f"--output_dir={output_dir}", "--max_query_length=32",
             "--max_passage_length=48", "--log_every_n_steps=1", *more]
 
 
@@ -201,13 +202,26 @@ def _checkpoint_weights(output_dir) -> dict:
 
 def test_grad_cache_step_equals_the_plain_step(cli, beir, bert_config, google_vocab_path,
                                                tmp_path):
+    # --train_file pairs with one hard negative each (the passage of the next query):
+    # 4 queries against 8 passages, embedded 2 at a time.
+    from bert_tf.finetune.retrieval import beir_data
+
+    split = beir_data.read_split(beir, "train")
+    qids = list(split.qrels)
+    rows = [(split.queries[q], split.corpus[next(iter(split.qrels[q]))].encoder_text,
+             split.corpus[next(iter(split.qrels[qids[(i + 1) % len(qids)]]))].encoder_text)
+            for i, q in enumerate(qids)]
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text("query\tpositive\tnegative\n" + "".join("\t".join(r) + "\n" for r in rows))
     runs = {}
     for mini in (0, 2):
         out = tmp_path / f"mini{mini}"
         # One step: int(24 / 4 * 0.17) = 1; dropout is off in TINY_FINETUNE_BERT.
         proc = cli.run(MODULE, tiny_args(
-            bert_config, google_vocab_path, beir, out, "--do_train", "--train_batch_size=4",
-            "--num_train_epochs=0.17", "--learning_rate=1e-3", f"--mini_batch_size={mini}"))
+            bert_config, google_vocab_path, beir, out, "--do_train", f"--train_file={pairs}",
+            "--train_batch_size=4", "--num_train_epochs=0.17", "--learning_rate=1e-3",
+            f"--mini_batch_size={mini}"))
+        assert "training on 24 examples (1 negatives each)" in proc.stderr
         check(proc)
         runs[mini] = (losses(proc.stderr), _checkpoint_weights(out))
     (plain_losses, plain), (cached_losses, cached) = runs[0], runs[2]
@@ -219,7 +233,8 @@ def test_grad_cache_step_equals_the_plain_step(cli, beir, bert_config, google_vo
     # Adam's moments after one step are 0.1 g and 0.001 g^2: the gradients themselves agree
     # to 1e-4 of each variable's largest (the attention key bias, whose gradient is ~0,
     # aside: rounding noise of 1e-27).
-    moments = {k: float(np.max(np.abs(plain[k]))) for k in plain if k.startswith("optimizer/")}
+    moments = {k: float(np.max(np.abs(plain[k]))) for k in plain
+               if k.startswith("optimizer/_variables/")}  # (not its _trainable_variables)
     assert max(moments.values()) > 1e-3
     checked = [k for k, top in moments.items() if top > 1e-6]
     assert len(checked) > 10
