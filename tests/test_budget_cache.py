@@ -240,3 +240,31 @@ def test_an_arm_pretrained_under_the_earlier_key_is_rescored_on_its_machine(
             bench_pretraining_budget.run_arm(_arm("c"), args, cache, config, vocab, "", "")
     assert used[0] == legacy, "the cached checkpoint of this machine is scored"
     assert used[1] == budget_keys.arm_folder(_arm("c"), args, cache, config, vocab, 128)
+
+
+def test_electra_and_the_long_arms_have_keys_of_their_own_and_c_keeps_its_key(tmp_path,
+                                                                              monkeypatch):
+    """f and the 120-minute arms are other arms than c; the fields the long arms added
+    (scale, snapshots, recipe) enter a key only when set, so c's key is what it was."""
+    import dataclasses
+
+    args = bench_args(tmp_path)
+    root = tmp_path / "one"
+    (root / "corpus").mkdir(parents=True)
+    (root / "corpus" / "train.txt").write_text("the same articles\n")
+    (root / "config.json").write_text('{"hidden_size": 128}')
+    (root / "vocab.txt").write_text("[PAD]\n[UNK]\nthe\n")
+    monkeypatch.setattr(budget_cache, "this_machine", lambda: EPYC)
+    names = {arm: os.path.basename(budget_keys.arm_folder(
+        _arm(arm), args, os.fspath(root), os.fspath(root / "config.json"),
+        os.fspath(root / "vocab.txt"), 128)) for arm in ("c", "f", "c120", "f120")}
+    assert len({n.split("-")[-1] for n in names.values()}) == 4, names
+    c = _arm("c")
+    before = {k: v for k, v in dataclasses.asdict(c).items()
+              if k not in ("scale", "snapshots", "recipe")}  # the Arm of the earlier version
+    assert budget_keys.arm_fields(c) == before
+    assert budget_keys.arm_fields(_arm("c120"))["snapshots"] == (0.25, 0.5)
+    # A snapshot's ledger entry is named by its own folder, beside its run's.
+    snap = bench_pretraining_budget.budget_curves.snapshot_dir(f"/x/arms/{names['c120']}", 30.0)
+    assert os.path.basename(budget_cache.ledger_file("pretraining_budget", snap, "s.t")) == \
+        f"{names['c120']}@30min.s.t.json"

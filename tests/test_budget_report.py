@@ -96,3 +96,94 @@ def test_goals_and_tuned_peer_comparisons_carry_their_verdicts():
     # d-tuned - d per seed: 4.0, 4.1, 4.2: mean 4.1, SE 0.0577, t = 71.0.
     assert compared["d-tuned - d"]["diff"] == pytest.approx(4.1)
     assert compared["d-tuned - d"]["verdict"] == "gain (t = 71.0, 2 df)"
+
+
+# The budget curve (budget_curves.py): GLUE against pretraining minutes from ledger entries.
+import budget_curves  # noqa: E402
+
+
+def scored(per_seed: dict, sst2: dict = None, stsb: dict = None) -> dict:
+    """A scorecard row: GLUE and two tasks' scores over seeds (sample std)."""
+    def stats(values):
+        v = list(values.values())
+        mean = sum(v) / len(v)
+        return {"mean": mean, "per_seed": values,
+                "std": (sum((x - mean) ** 2 for x in v) / (len(v) - 1)) ** 0.5}
+    return {"glue_score": stats(per_seed),
+            "tasks": {"sst2": {"score": stats(sst2 or per_seed)},
+                      "stsb": {"score": stats(stsb or per_seed)}}}
+
+
+def ledger_entries() -> list:
+    """Hand-made ledger entries: a, c and f at 30 minutes, f120 with its two snapshots."""
+    a = {"name": "a", "row": scored({"1": 40.0, "2": 41.0, "3": 42.0})}
+    c = {"name": "c", "minutes": 30.0, "recipe": "", "pretrain": {"train_seconds": 1800.2},
+         "row": scored({"1": 42.0, "2": 44.0, "3": 46.0})}  # c - a: 2, 3, 4
+    f = {"name": "f", "minutes": 30.0, "recipe": "", "pretrain": {"train_seconds": 1799.8},
+         "row": scored({"1": 44.0, "2": 45.0, "3": 46.0},  # f - a: 4, 4, 4
+                       sst2={"1": 41.0, "2": 41.5, "3": 42.5},  # f - a: 1, 0.5, 0.5
+                       stsb={"1": 50.0, "2": 52.0, "3": 51.0})}  # f - a: 10, 11, 9
+    f120 = {"name": "f120", "minutes": 120.0, "recipe": "f",
+            "pretrain": {"train_seconds": 7200.5},
+            "row": scored({"1": 47.0, "2": 47.0, "3": 48.0}),  # - a: 7, 6, 6
+            "snapshots": [
+                {"minutes": 30.0, "train_seconds": 1802.0,
+                 "row": scored({"1": 43.0, "2": 44.0, "3": 44.0})},  # - a: 3, 3, 2
+                {"minutes": 60.0, "train_seconds": 3597.0,
+                 "row": scored({"1": 45.0, "2": 46.0, "3": 46.0})}]}  # - a: 5, 5, 4
+    return [a, c, f, f120]
+
+
+def test_the_curve_table_has_a_row_per_recipe_and_minute_against_random():
+    results = ledger_entries()
+    points = budget_curves.curve_points(results)
+    assert [(p["recipe"], p["arm"], p["minutes"], p["schedule"]) for p in points] == [
+        ("c", "c", 30.0, "own"),
+        ("f", "f120", 30.0, "long"), ("f", "f", 30.0, "own"),
+        ("f", "f120", 60.0, "long"), ("f", "f120", 120.0, "own")]
+    lines = budget_curves.render_curve(points, results[0]["row"])
+    rows = [line for line in lines if line.startswith("| c ") or line.startswith("| f ")]
+    # c - a = mean(2, 3, 4) = 3.00, SE = 1 / sqrt(3) = 0.58, t = 5.2 > 4.30: a gain.
+    assert rows[0] == ("| c | c | 30 | 1800 | own | 44.00 (1.15) | +3.00 ± 0.58 | "
+                       "gain (t = 5.2, 2 df) |")
+    # f120 at 30: mean(3, 3, 2) = 2.67, SE = std(3, 3, 2) / sqrt(3) = 0.577 / 1.732 = 0.33.
+    assert rows[1] == ("| f | f120 | 30 | 1802 | long | 43.67 (0.33) | +2.67 ± 0.33 | "
+                       "gain (t = 8.0, 2 df) |")
+    # f at 30: 4, 4, 4 - no spread, an infinite t.
+    assert rows[2].startswith("| f | f | 30 | 1800 | own | 45.00 (0.58) | +4.00 ± 0.00 | gain")
+    assert rows[4] == ("| f | f120 | 120 | 7200 | own | 47.33 (0.33) | +6.33 ± 0.33 | "
+                       "gain (t = 19.0, 2 df) |")
+    data = budget_curves.chart_data(points, results[0]["row"])
+    assert data[3]["minutes"] == 60.0 and round(data[3]["minus_random"], 4) == 4.6667
+
+
+def test_the_goals_are_computed_checks_worded_met_not_met_or_no_measurable_difference():
+    results = ledger_entries()
+    rows = {r["name"]: r["row"] for r in results}
+    checks = {g["goal"]: g for g in budget_curves.goals(rows, budget_curves.curve_points(
+        results))}
+    assert checks["f - a >= +3.0"]["result"] == "met"  # +4.00, SE 0
+    assert checks["f - max(d, e, tuned peers) >= +2.0 (best: -)"]["result"] == "arms missing"
+    # SST-2: f - a = mean(1, 0.5, 0.5) = 0.67, SE = 0.289 / 1.732 = 0.167: t = 4.0 < 4.30.
+    sst2 = checks["SST-2: f - a >= 2 SE"]
+    assert round(sst2["diff"], 4) == 0.6667 and round(sst2["se"], 4) == 0.1667
+    assert sst2["result"] == "no measurable difference"
+    assert checks["STS-B: f - a >= 2 SE"]["result"] == "met"  # +10.00 ± 0.58
+    # At 120 minutes f120 is the only point: +6.33 ± 0.33 >= +5.0.
+    assert checks["at 120 min, max(c, f) - a >= +5.0 (best: f120)"]["result"] == "met"
+    assert checks["floor: f > a"]["result"] == "met"
+    # f - c: 2, 1, 0 -> +1.00 ± 0.58, t = 1.7: within the noise.
+    assert checks["floor: f >= c"]["result"] == "no measurable difference"
+    rows["f"] = scored({"1": 40.0, "2": 41.5, "3": 42.0})  # f - a: 0, 0.5, 0 -> t = 1.0
+    rows["a"] = scored({"1": 44.0, "2": 45.0, "3": 46.5})  # now f - a: -4, -3.5, -4.5
+    low = {g["goal"]: g["result"] for g in budget_curves.goals(rows, [])}
+    assert low["f - a >= +3.0"] == "not met" and low["floor: f > a"] == "not met"
+    assert low["at 120 min, max(c, f) - a >= +5.0 (best: -)"] == "arms missing"
+    lines = budget_curves.render_goals(budget_curves.goals(rows, []))
+    assert "| f - a >= +3.0 | -4.00 ± 0.29 | not met |" in lines
+
+
+def test_a_slice_stops_where_the_rate_so_far_reaches_its_minute():
+    assert budget_curves.slice_steps(0.0, 0, 1800.0, 0.5) == 900  # the probe's rate at first
+    assert budget_curves.slice_steps(1790.0, 1000, 3600.0, 0.5) == 1011  # 1000 / 1790 s
+    assert budget_curves.slice_steps(3601.0, 2000, 3600.0, 0.5) == 1  # never 0: no run

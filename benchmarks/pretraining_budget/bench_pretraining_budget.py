@@ -68,6 +68,7 @@ sys.path[:0] = [HERE, os.path.join(os.path.dirname(HERE), "common")]  # budget_*
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # the report imports bert_tf (TensorFlow)
 import budget_bert_tf  # noqa: E402
 import budget_cache  # noqa: E402
+import budget_curves  # noqa: E402
 import budget_data  # noqa: E402
 import budget_report  # noqa: E402
 import machine  # noqa: E402
@@ -98,6 +99,10 @@ class Arm:
         default: run without --arms.
         peer_flags: keras_hub and hf arms: flags for the arm's script (the tuned peers'
             batch, peak rate and warmup).
+        scale: the arm's budget in --minutes (4: 120 minutes at the default 30).
+        snapshots: fractions of the budget where the run's state is kept and scored as
+            well (one run, cut into slices that resume exactly: budget_curves.py).
+        recipe: the arm whose recipe a long arm trains longer (the curve's row).
     """
 
     name: str
@@ -112,6 +117,9 @@ class Arm:
     warmup_fraction: Optional[float] = None
     default: bool = True
     peer_flags: Tuple[str, ...] = ()
+    scale: float = 1.0
+    snapshots: Tuple[float, ...] = ()
+    recipe: str = ""
 
 
 BUDGET = budget_bert_tf.parse_flags("configs/budget.flags", [])
@@ -132,11 +140,24 @@ ARMS: List[Arm] = [
     Arm("c", "bert_tf", "bert_tf budget recipe (configs/budget.flags)",
         flagfile="configs/budget.flags", records="mlm"),
     Arm("d", "keras_hub", "keras-hub BertMaskedLM.fit"),
+    # ELECTRA at the benchmark's model: the one shared bert_config.json is the discriminator
+    # (as every arm's model); its flagfile's generator (a quarter of the width), lambda,
+    # 15 % dynamic masks in 20 slots and schedule; the same records, budget and scorecard.
+    Arm("f", "bert_tf", "bert_tf ELECTRA (configs/electra_budget.flags)",
+        flagfile="configs/electra_budget.flags", records="mlm"),
     Arm("e", "hf", "transformers BertForMaskedLM + Trainer"),
     Arm("d-tuned", "keras_hub", "keras-hub BertMaskedLM.fit at c's batch, peak rate, warmup",
         peer_flags=TUNED),
     Arm("e-tuned", "hf", "transformers Trainer at c's batch, peak rate, warmup",
         peer_flags=TUNED),
+    # The budget curve: c and f trained 4 x the budget (120 minutes) in one run each, whose
+    # schedule is the 120-minute one, with the state kept at 1/4 and 1/2 (30 and 60 min).
+    Arm("c120", "bert_tf", "c trained 4 x the budget, kept at 1/4, 1/2 and the end",
+        flagfile="configs/budget.flags", records="mlm", default=False, scale=4.0,
+        snapshots=(0.25, 0.5), recipe="c"),
+    Arm("f120", "bert_tf", "f trained 4 x the budget, kept at 1/4, 1/2 and the end",
+        flagfile="configs/electra_budget.flags", records="mlm", default=False, scale=4.0,
+        snapshots=(0.25, 0.5), recipe="f"),
     # Ablations of c: each puts one of c's choices back to the original recipe's (b), or
     # moves one of the values configs/budget.flags leaves to tuning. (c already shares b's
     # peak rate, batch, sequence length and model shape.)
@@ -250,8 +271,9 @@ def pretrain(arm: Arm, arm_dir: str, args, cache: str, config: str, vocab: str) 
         return done
     out = os.path.join(arm_dir, "pretrain")
     train_text = os.path.join(cache, "corpus", "train.txt")
+    minutes = args.minutes * arm.scale
     common = [f"--train_text={train_text}", f"--vocab_file={vocab}",
-              f"--bert_config_file={config}", f"--output_dir={out}", f"--minutes={args.minutes}",
+              f"--bert_config_file={config}", f"--output_dir={out}", f"--minutes={minutes}",
               f"--probe_seconds={60 * args.probe_minutes}", f"--max_seq_length={EVAL_SEQ}"]
     if args.scorecard_only:
         sys.exit(f"arm {arm.name}: --scorecard_only, but its pretraining is not cached in "
@@ -283,9 +305,11 @@ def pretrain(arm: Arm, arm_dir: str, args, cache: str, config: str, vocab: str) 
         overrides.append(f"--vocab_file={vocab}")
     curve = budget_data.records(cache, budget_data.RecordSpec("heldout", False, seq, pred,
                                                               seed=54321))
+    stops = [(60 * minutes * x, budget_curves.snapshot_dir(arm_dir, x * minutes))
+             for x in arm.snapshots]
     return budget_bert_tf.pretrain(arm_dir, flagfile, list(arm.flags), overrides,
-                                   args.minutes, arm.size_to_budget, args.probe_minutes,
-                                   (curve, *args.curve), arm.warmup_fraction)
+                                   minutes, arm.size_to_budget, args.probe_minutes,
+                                   (curve, *args.curve), arm.warmup_fraction, stops)
 
 
 def scorecard_settings(args) -> dict:
@@ -341,13 +365,15 @@ def run_arm(arm: Arm, args, cache: str, config: str, vocab: str, glue: str,
                                              machine_line)
     if kept:
         return kept
-    result = {"name": arm.name, "title": arm.title, "dir": arm_dir}
+    result = {"name": arm.name, "title": arm.title, "dir": arm_dir,
+              "minutes": args.minutes * arm.scale, "recipe": arm.recipe}
     checkpoint = ""
     if arm.kind != "random":
         result["pretrain"] = pretrain(arm, arm_dir, args, cache, config, vocab)
         checkpoint = result["pretrain"]["checkpoint"]
         result["mlm"] = budget_bert_tf.mlm_accuracy(
-            arm_dir, checkpoint, result["pretrain"]["bert_config"], heldout, EVAL_SEQ, EVAL_PRED)
+            arm_dir, checkpoint, result["pretrain"]["bert_config"], heldout, EVAL_SEQ, EVAL_PRED,
+            objective_flags(arm))
         history = result["pretrain"].get("eval_history")
         if history:
             from bert_tf.training.eval_history import read_eval_history
@@ -355,10 +381,42 @@ def run_arm(arm: Arm, args, cache: str, config: str, vocab: str, glue: str,
             result["history"] = read_eval_history(history)
     if args.pretrain_only:
         return result
+    result["snapshots"] = [score_snapshot(arm, arm_dir, x * result["minutes"], args, glue,
+                                          config, vocab, heldout) for x in arm.snapshots]
     result["scorecard"] = scorecard(arm, arm_dir, args, glue, config, vocab, checkpoint)
     result["row"] = result["scorecard"]["row"]
-    if not args.smoke:
-        budget_cache.to_ledger(LEDGER, arm_dir, downstream, result)
+    budget_cache.to_ledger(LEDGER, arm_dir, downstream, result)
+    return result
+
+
+def objective_flags(arm: Arm) -> List[str]:
+    """The objective flags an eval-only run of the arm's checkpoint needs (ELECTRA's)."""
+    if arm.kind != "bert_tf":
+        return []
+    values = budget_bert_tf.parse_flags(arm.flagfile, list(arm.flags))
+    if values.get("objective", "bert") != "electra":
+        return []
+    return ["--objective=electra",
+            f"--generator_hidden_fraction={values.get('generator_hidden_fraction', '0.25')}"]
+
+
+def score_snapshot(arm: Arm, arm_dir: str, minutes: float, args, glue: str, config: str,
+                   vocab: str, heldout: str) -> dict:
+    """A long arm's state at `minutes` (kept by its pretraining): held-out MLM accuracy and
+    scorecard, each cached in the snapshot's folder and written to the ledger under it."""
+    snap = budget_curves.snapshot_dir(arm_dir, minutes)
+    out, stage = scorecard_key(snap, args)
+    downstream, kept = budget_cache.kept_arm(LEDGER, snap, out, stage, args.smoke)
+    if kept:
+        return kept
+    marker = budget_cache.done(snap, "snapshot")
+    result = {"name": f"{arm.name}@{minutes:g}", "minutes": minutes, "dir": snap,
+              "pretrain": marker, "train_seconds": marker["train_seconds"]}
+    result["mlm"] = budget_bert_tf.mlm_accuracy(snap, snap, marker["bert_config"], heldout,
+                                                EVAL_SEQ, EVAL_PRED, objective_flags(arm))
+    result["scorecard"] = scorecard(arm, snap, args, glue, config, vocab, snap)
+    result["row"] = result["scorecard"]["row"]
+    budget_cache.to_ledger(LEDGER, snap, downstream, result)
     return result
 
 
@@ -369,6 +427,8 @@ def main() -> None:
     cache = os.path.abspath(args.cache_dir)
     if os.path.abspath(cache).startswith(REPO + os.sep):
         sys.exit(f"--cache_dir={cache} is inside the work tree; the cache must live outside")
+    if args.smoke:  # a smoke run's ledger stays in its cache: it never stands for an arm
+        budget_cache.LEDGER_DIR = os.path.join(cache, "ledger")
     corpus_dir = os.path.join(args.data_dir, "corpus", "wikipedia_en")
     print(f"cache {cache}", flush=True)
     corpus = budget_data.corpus(cache, corpus_dir, args.heldout_every, args.max_articles or None)
@@ -397,14 +457,20 @@ def main() -> None:
                     f"{args.finetune_epochs:g} epochs, 10 % warmup, seq 128, classifier "
                     f"readout {args.readout}"}
     goals = budget_report.differences({r["name"]: r["row"] for r in results})
-    text = budget_report.render(line, settings, results, goals)
+    rows = {r["name"]: r["row"] for r in results}
+    points = budget_curves.curve_points(results)
+    checks = budget_curves.goals(rows, points)
+    text = budget_report.render(line, settings, results, goals) + "\n".join(
+        budget_curves.render_curve(points, rows.get("a"))
+        + budget_curves.render_goals(checks)) + "\n"
     print("\n" + text, flush=True)
     with open(os.path.join(cache, "results.md"), "w", encoding="utf-8") as f:
         f.write(text)
     budget_cache.write_json(os.path.join(cache, "results.json"), {
         "machine": line, "settings": settings, "goals": goals,
         "comparisons": budget_report.comparisons({r["name"]: r["row"] for r in results}),
-        "ablation": budget_report.ablation(results),
+        "ablation": budget_report.ablation(results), "electra_goals": checks,
+        "glue_minutes": budget_curves.chart_data(points, rows.get("a")),
         "arms": [{k: v for k, v in r.items() if k != "history"} for r in results]})
     print(f"wrote {os.path.join(cache, 'results.md')} and results.json", flush=True)
 

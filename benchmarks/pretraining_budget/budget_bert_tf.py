@@ -25,9 +25,10 @@ import os
 import re
 import shutil
 import sys
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import budget_cache
+import budget_curves
 import budget_data
 
 PY = sys.executable
@@ -109,7 +110,8 @@ def probe(arm_dir: str, flagfile: str, flags: List[str], overrides: List[str],
 
 def pretrain(arm_dir: str, flagfile: str, flags: List[str], overrides: List[str],
              minutes: float, size_to_budget: bool, probe_minutes: float,
-             curve: Tuple[str, int, int], warmup_fraction: Optional[float] = None) -> dict:
+             curve: Tuple[str, int, int], warmup_fraction: Optional[float] = None,
+             stops: Sequence[Tuple[float, str]] = ()) -> dict:
     """Trains a bert_tf arm to its budget (resuming a killed run); returns the marker.
 
     Args:
@@ -124,6 +126,10 @@ def pretrain(arm_dir: str, flagfile: str, flags: List[str], overrides: List[str]
         probe_minutes: the probe's budget.
         curve: (held-out records, evaluations over the budget, batches of 64 each) for
             --eval_every_n_steps; no curve if the records are "".
+        stops: (training seconds, folder) where the run's state is kept on the way: the run
+            is cut there into slices (--max_steps_per_run, each resumed exactly) and the
+            checkpoint each ends with is copied to its folder, marked "snapshot"
+            (budget_curves.py).
     """
     marker = budget_cache.done(arm_dir, "pretrain")
     if marker:
@@ -148,6 +154,18 @@ def pretrain(arm_dir: str, flagfile: str, flags: List[str], overrides: List[str]
     log = os.path.join(arm_dir, "pretrain.log")
     cmd = command(flagfile, flags, overrides + extra + [f"--output_dir={out}"])
     print(f"    {' '.join(cmd[2:])}", flush=True)
+    for target, snap in stops:
+        if budget_cache.done(snap, "snapshot"):
+            continue
+        seconds, step = (clock(log) or (0.0, 0, 0.0))[:2]
+        n = budget_curves.slice_steps(seconds, step, target, rate)
+        budget_data.run_logged(cmd + [f"--max_steps_per_run={n}"], log, "pretraining slice")
+        seconds, step, lr = clock(log)
+        budget_curves.keep_checkpoint(out, step, snap)
+        budget_cache.finish(snap, "snapshot", {
+            "steps": step, "train_seconds": seconds, "final_learning_rate": lr,
+            "checkpoint": snap, "bert_config": os.path.join(snap, "bert_config.json"),
+            "command": cmd[2:] + [f"--max_steps_per_run={n}"]})
     budget_data.run_logged(cmd, log, "pretraining")
     measured = clock(log)
     if measured is None:
@@ -168,8 +186,10 @@ def pretrain(arm_dir: str, flagfile: str, flags: List[str], overrides: List[str]
 
 
 def mlm_accuracy(arm_dir: str, checkpoint: str, bert_config: str, heldout: str,
-                 max_seq_length: int, max_predictions_per_seq: int) -> dict:
-    """Held-out masked-LM accuracy of a checkpoint, on every held-out record (static masks)."""
+                 max_seq_length: int, max_predictions_per_seq: int,
+                 objective: Sequence[str] = ()) -> dict:
+    """Held-out masked-LM accuracy of a checkpoint, on every held-out record (static masks).
+    `objective`: the run's objective flags (ELECTRA: its generator's accuracy is measured)."""
     marker = budget_cache.done(arm_dir, "mlm_eval")
     if marker:
         return marker
@@ -181,7 +201,7 @@ def mlm_accuracy(arm_dir: str, checkpoint: str, bert_config: str, heldout: str,
                             f"--output_dir={out}", f"--max_seq_length={max_seq_length}",
                             f"--max_predictions_per_seq={max_predictions_per_seq}",
                             "--eval_batch_size=64", "--max_eval_steps=1000000",
-                            "--distribution_strategy=one_device"],
+                            "--distribution_strategy=one_device", *objective],
                            os.path.join(arm_dir, "mlm_eval.log"), "held-out MLM evaluation")
     results = {}
     with open(os.path.join(out, "eval_results.txt"), encoding="utf-8") as f:

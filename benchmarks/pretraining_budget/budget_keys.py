@@ -43,12 +43,25 @@ def recipe_file(arm) -> Optional[str]:
             "hf": os.path.join(HERE, "budget_hf.py")}.get(arm.kind)
 
 
+# Fields the benchmark's Arm gained after the ledger's entries were keyed: they enter an arm's
+# key only when set, so that the earlier arms keep their keys (and their ledger entries).
+LATER_ARM_FIELDS = ("scale", "snapshots", "recipe")
+
+
+def arm_fields(arm) -> dict:
+    """The arm's settings in its key: every field, but LATER_ARM_FIELDS only when set."""
+    fields = dataclasses.asdict(arm)
+    defaults = {f.name: f.default for f in dataclasses.fields(arm)}
+    return {k: v for k, v in fields.items()
+            if k not in LATER_ARM_FIELDS or v != defaults[k]}
+
+
 def arm_key(arm, args, cache: str, config: str, vocab: str, seq: int) -> dict:
     """What decides an arm's result: its settings, the CONTENTS of the model config, the
     vocabulary, the training text and the recipe, and for a timed arm the budget and the
     machine (minutes buy different training on each CPU). Random weights train nothing: its
     key is the model and the vocabulary only, the same on every machine."""
-    key = {"arm": dataclasses.asdict(arm), "config": budget_cache.content_digest(config),
+    key = {"arm": arm_fields(arm), "config": budget_cache.content_digest(config),
            "vocab": budget_cache.content_digest(vocab)}
     if arm.kind == "random":
         return key
