@@ -14,6 +14,11 @@ directory, written under a temporary name and renamed when complete:
               inferred from the vocabulary, special_tokens_map.json)
     bert_tf   ckpt-0.{index,data-*}, checkpoint, bert_config.json, vocab.txt; pass the
               directory to `python -m bert_tf.run_pretraining --init_checkpoint=DIR`.
+    sentence_transformers (--to_format only)   a sentence-transformers folder: the hf
+              files at its root, modules.json, 1_Pooling/, 2_Normalize/,
+              sentence_bert_config.json (`bert_tf.export.st_folder_writer`). Pooling,
+              normalisation and length are the input's (a sentence-transformers folder, a
+              run_retrieval output_dir), else --pooling (mean) and --max_seq_length (256).
 
 An ELECTRA model (an `--objective=electra` run, a transformers ELECTRA directory, or the
 directory of its discriminator/ and generator/, a google-research/electra checkpoint)
@@ -41,12 +46,13 @@ from bert_tf.core import errors
 from bert_tf.core.errors import UserError, cli_main
 from bert_tf.interop.formats import FORMATS, convert
 
+ST_FORMAT = "sentence_transformers"  # bert_tf.export.st_folder_writer.FORMAT (write only)
 
 def _define_flags() -> None:
     from absl import flags
 
     flags.DEFINE_enum("from_format", None, list(FORMATS), "Format of --input.")
-    flags.DEFINE_enum("to_format", None, list(FORMATS), "Format of --output.")
+    flags.DEFINE_enum("to_format", None, [*FORMATS, ST_FORMAT], "Format of --output.")
     flags.DEFINE_string("input", None, "Checkpoint prefix or directory to read.")
     flags.DEFINE_string("output", None, "New directory to write.")
     flags.DEFINE_string("bert_config_file", None,
@@ -60,6 +66,10 @@ def _define_flags() -> None:
     flags.DEFINE_bool("do_lower_case", None, "The model's casing, written into an hf "
                       "output's tokenizer files (default: inferred from the vocabulary, "
                       "uncased when it has no upper-case token).")
+    flags.DEFINE_enum("pooling", None, ["mean", "cls", "max"], "sentence_transformers: the "
+                      "pooling (default: the input's, else mean).")
+    flags.DEFINE_integer("max_seq_length", None, "sentence_transformers: tokens per text "
+                         "(default: the input's, else 256 or max_position_embeddings).")
     for name in ("from_format", "to_format", "input", "output"):
         flags.mark_flag_as_required(name)
 
@@ -74,6 +84,16 @@ def main(argv) -> None:
     if f.base_vocab_file and not f.vocab_file:
         raise UserError("--base_vocab_file applies only with --vocab_file (the vocabulary to "
                         "resize the model to)")
+    if f.to_format == ST_FORMAT:
+        from bert_tf.export import st_folder_writer
+
+        st_folder_writer.convert(f.from_format, f.input, f.output, f.bert_config_file,
+                                 f.vocab_file, f.base_vocab_file, f.do_lower_case, f.pooling,
+                                 f.max_seq_length)
+        return
+    for name in ("pooling", "max_seq_length"):
+        if f[name].present:
+            raise UserError(f"--{name} applies to --to_format={ST_FORMAT} only")
     convert(f.from_format, f.to_format, f.input, f.output, f.bert_config_file, f.vocab_file,
             f.seed, f.base_vocab_file, f.do_lower_case)
 

@@ -39,6 +39,11 @@ finetune_task.json) is exported with its task's raw-text signatures instead
 Its vocabulary, casing, config and labels are read from the directory, so --vocab_file,
 --do_lower_case, --bert_config_file, --top_k, --format=keras_hub and the preset tokenizer
 flags are refused there.
+
+A sentence-transformers folder (modules.json; e.g. one `convert_checkpoint
+--to_format=sentence_transformers` wrote) exports with the `embed` signature, its pooling,
+normalisation, casing and max_seq_length read from the folder
+(`bert_tf/export/embedding_export.py`); only --max_seq_length applies there.
 """
 
 from __future__ import annotations
@@ -207,12 +212,33 @@ def export_finetuned_from_flags() -> str:
     return FLAGS.export_dir
 
 
+def export_st_folder_from_flags() -> str:
+    """Exports the sentence-transformers folder --output_dir with the embed signature."""
+    from bert_tf.export.embedding_export import export_st_folder
+
+    if not FLAGS.export_dir:
+        raise UserError("--export_dir is required")
+    for name in ("vocab_file", "do_lower_case", "bert_config_file", "top_k", "format",
+                 "preset_tokenizer", "tokenizer_check_file"):
+        if FLAGS[name].present:
+            raise UserError(f"--{name} does not apply to the sentence-transformers folder "
+                            f"{FLAGS.output_dir}: it exports as saved_model, as the folder says")
+    export_st_folder(FLAGS.output_dir, FLAGS.export_dir, FLAGS.max_seq_length)
+    print(f"exported sentence-transformers {FLAGS.output_dir} as saved_model (embed) to "
+          f"{FLAGS.export_dir}", flush=True)
+    return FLAGS.export_dir
+
+
 @cli_main
 def main(argv) -> None:
+    from bert_tf.finetune.retrieval import st_folder
+
     if len(argv) > 1:
         raise UserError(f"unexpected arguments: {' '.join(argv[1:])}")
     logging.set_verbosity(logging.INFO)
-    if FLAGS.output_dir and is_finetuned(FLAGS.output_dir):
+    if FLAGS.output_dir and st_folder.is_folder(FLAGS.output_dir):
+        export_st_folder_from_flags()
+    elif FLAGS.output_dir and is_finetuned(FLAGS.output_dir):
         export_finetuned_from_flags()
     elif FLAGS.output_dir and is_finetuned(os.path.dirname(FLAGS.output_dir)):
         raise UserError(f"{FLAGS.output_dir} is a checkpoint of a fine-tuned model: give its "

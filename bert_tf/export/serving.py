@@ -17,6 +17,10 @@ Signatures (every batch size and sequence length is dynamic):
                        top_k_scores float32 [batch, masks, k] (softmax probabilities,
                        0 for padding). k is fixed at export time (default 5). Only
                        exported when the model has its MLM head.
+    embed              text: string [batch] -> embedding float32 [batch, hidden]: the
+                       bi-encoder's vector of [CLS] text [SEP] (truncated to max_seq_length),
+                       pooled and, by default, L2-normalised as sentence-transformers does
+                       (`bert_tf.finetune.retrieval.pooling`). Only exported with a pooling.
 
 Text is tokenized in the graph by `bert_tf.text.tf_tokenization.TFBertTokenizer` (ids identical to
 the Python `FullTokenizer`), packed as [CLS] A [SEP] (B [SEP]) with longest-first truncation
@@ -32,6 +36,7 @@ from typing import Dict, Optional
 
 import tensorflow as tf
 
+from bert_tf.finetune.retrieval import pooling as pooling_lib
 from bert_tf.text.tf_tokenization import TFBertTokenizer
 
 MASK_LITERAL = "[MASK]"
@@ -50,6 +55,8 @@ class BertServingModule(tf.Module):
         mlm_head: the pretraining model's MLM head (tied to `encoder`'s word embeddings);
             None exports no fill_mask signature.
         top_k: candidates returned per mask by fill_mask.
+        pooling: "mean", "cls" or "max" exports the embed signature; None does not.
+        normalize: embed L2-normalises its vectors.
     """
 
     def __init__(
@@ -60,6 +67,8 @@ class BertServingModule(tf.Module):
         mlm_head=None,
         top_k: int = 5,
         name: Optional[str] = None,
+        pooling: Optional[str] = None,
+        normalize: bool = True,
     ) -> None:
         super().__init__(name=name)
         self.encoder = encoder
@@ -71,6 +80,11 @@ class BertServingModule(tf.Module):
             # Only then: tf.saved_model.save traces every tf.function attribute.
             self.fill_mask = tf.function(self._fill_mask, input_signature=[_TEXT],
                                          autograph=False)
+        if pooling is not None and pooling not in pooling_lib.POOLING_MODES:
+            raise ValueError(f"unknown pooling mode {pooling!r}")
+        self.pooling, self.normalize = pooling, bool(normalize)
+        if pooling is not None:
+            self.embed = tf.function(self._embed, input_signature=[_TEXT], autograph=False)
 
     # ------------------------------------------------------------------ helpers
 
@@ -113,6 +127,13 @@ class BertServingModule(tf.Module):
         """Token ids (TF-Hub input names) -> pooled_output, sequence_output."""
         return self._encode(
             {"input_ids": input_word_ids, "input_mask": input_mask, "segment_ids": input_type_ids})
+
+    def _embed(self, text: tf.Tensor) -> Dict[str, tf.Tensor]:
+        """Raw text -> {"embedding": float32 [batch, hidden]} (`embed`)."""
+        inputs = self._pack([self.tokenizer.tokenize(text)])
+        sequence = self.encoder(inputs, training=False)["sequence_output"]
+        return {"embedding": pooling_lib.pool(sequence, inputs["input_mask"], self.pooling,
+                                              self.normalize)}
 
     def tokenize_with_masks(self, text: tf.Tensor) -> tf.RaggedTensor:
         """Tokenizes text keeping each literal "[MASK]" as the [MASK] id.
@@ -168,4 +189,6 @@ class BertServingModule(tf.Module):
         }
         if self.mlm_head is not None:
             signatures["fill_mask"] = self.fill_mask.get_concrete_function()
+        if self.pooling is not None:
+            signatures["embed"] = self.embed.get_concrete_function()
         return signatures

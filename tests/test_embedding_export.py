@@ -1,0 +1,133 @@
+"""Tests for bert_tf.export.embedding_export and the `embed` signature of
+bert_tf.export.serving: an exported tiny model's embed equals the Keras `BertEmbedder` on the
+Python tokenizer's ids, for each pooling; the real all-MiniLM-L6-v2 written back as a
+sentence-transformers folder by `convert_checkpoint` and exported serves the vectors of the
+original folder."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (the SavedModel's tokenizer ops)
+from _pretraining_helpers import VOCAB, minilm_dir, tiny_bert_config
+
+from bert_tf.core.tokenization import FullTokenizer
+from bert_tf.export.embedding_export import export_embedder, export_st_folder
+from bert_tf.export.serving import BertServingModule
+from bert_tf.finetune.retrieval import features
+from bert_tf.finetune.retrieval.embedder import BertEmbedder
+from bert_tf.text.tf_tokenization import TFBertTokenizer
+
+CLI_ENV = {"TF_CPP_MIN_LOG_LEVEL": "3"}  # the `cli` fixture's server (conftest.py)
+MAX_SEQ_LENGTH = 12
+WORDS = ["the", "cat", "sat", "on", "a", "mat", "dog", "ran", "far", "away", "##s", "."]
+TEXTS = ["The cat sat on the mat.", "a dog", "Dogs ran far far away, the cats sat on "
+         "a mat on a mat on a mat.", "cat"]
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """(vocab_file, embedder): a one-layer model with a 128-token vocabulary of WORDS."""
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS
+    words += [f"w{i}" for i in range(VOCAB - len(words))]
+    vocab = tmp_path_factory.mktemp("vocab") / "vocab.txt"
+    vocab.write_text("\n".join(words) + "\n")
+    keras.utils.set_random_seed(3)
+    embedder = BertEmbedder(tiny_bert_config(), pooling="mean")
+    return str(vocab), embedder
+
+
+def _keras_embeddings(embedder, vocab_file, texts, length=MAX_SEQ_LENGTH):
+    """The bi-encoder's own path: FullTokenizer ids padded to `length`, BertEmbedder."""
+    arrays = features.encode_texts(texts, FullTokenizer(vocab_file, True), length).arrays
+    return keras.ops.convert_to_numpy(embedder(arrays)["embedding"])
+
+
+def test_exported_embed_equals_the_embedder(tiny, tmp_path):
+    vocab, embedder = tiny
+    export_dir = export_embedder(embedder.encoder, vocab, True, str(tmp_path / "1"),
+                                 MAX_SEQ_LENGTH, "mean")
+    loaded = tf.saved_model.load(export_dir)
+    assert {"serving_default", "serve_text_pair", "serve_ids", "embed"} <= set(
+        loaded.signatures)
+    assert "fill_mask" not in loaded.signatures
+    out = loaded.signatures["embed"](text=tf.constant(TEXTS))["embedding"].numpy()
+    assert out.shape == (4, 32) and out.dtype == np.float32
+    np.testing.assert_allclose(out, _keras_embeddings(embedder, vocab, TEXTS), atol=1e-6)
+    np.testing.assert_allclose(np.linalg.norm(out, axis=1), 1.0, rtol=1e-6)
+    # The third text is longer than MAX_SEQ_LENGTH: cut as the bi-encoder cuts it, so its
+    # vector differs from the whole text's.
+    whole = _keras_embeddings(embedder, vocab, TEXTS[2:3], 40)
+    assert np.abs(out[2] - whole[0]).max() > 1e-3
+
+
+@pytest.mark.parametrize("mode,normalize", [("cls", True), ("max", False)])
+def test_embed_pools_as_the_embedder(tiny, mode, normalize):
+    vocab, embedder = tiny
+    module = BertServingModule(embedder.encoder, TFBertTokenizer(vocab, True), MAX_SEQ_LENGTH,
+                               pooling=mode, normalize=normalize)
+    assert "embed" in module.signatures()
+    out = module.embed(tf.constant(TEXTS))["embedding"].numpy()
+    same = BertEmbedder(embedder.config, pooling=mode, normalize=normalize)
+    same.encoder = embedder.encoder  # the same weights under another pooling
+    np.testing.assert_allclose(out, _keras_embeddings(same, vocab, TEXTS), atol=1e-6)
+    norms = np.linalg.norm(out, axis=1)
+    if normalize:
+        np.testing.assert_allclose(norms, 1.0, rtol=1e-6)
+    else:
+        assert np.all(np.abs(norms - 1.0) > 1e-3)
+
+
+def test_no_pooling_no_embed_signature(tiny):
+    vocab, embedder = tiny
+    module = BertServingModule(embedder.encoder, TFBertTokenizer(vocab, True), MAX_SEQ_LENGTH)
+    assert not hasattr(module, "embed")  # signatures() would trace the three others
+
+
+@pytest.mark.slow  # converts and exports the real 22M-parameter model (~40 CPU s)
+def test_minilm_round_trip_through_a_written_folder(tmp_path, cli):
+    from bert_tf.finetune import warm_start
+    from bert_tf.finetune.retrieval import st_folder
+
+    source = minilm_dir()
+    written = tmp_path / "minilm_st"
+    result = cli.run("bert_tf.convert_checkpoint", [
+        "--from_format=hf", "--to_format=sentence_transformers", f"--input={source}",
+        f"--output={written}"], timeout=600)
+    assert result.returncode == 0, result.stderr
+    assert "mean pooling, normalised, 256 tokens" in result.stdout
+    modules = json.loads((written / "modules.json").read_text())
+    assert [(m["path"], m["type"].rsplit(".", 1)[-1]) for m in modules] == [
+        ("", "Transformer"), ("1_Pooling", "Pooling"), ("2_Normalize", "Normalize")]
+    pool = json.loads((written / "1_Pooling" / "config.json").read_text())
+    assert pool["word_embedding_dimension"] == 384 and pool["pooling_mode"] == "mean"
+    assert [k for k, v in pool.items() if k.startswith("pooling_mode_") and v] == [
+        "pooling_mode_mean_tokens"]
+    assert json.loads((written / "sentence_bert_config.json").read_text()) == {
+        "max_seq_length": 256, "do_lower_case": False}
+    tokenizer = json.loads((written / "tokenizer_config.json").read_text())
+    assert tokenizer["do_lower_case"] is True  # MiniLM's tokenizer lower-cases
+    assert st_folder.read_folder(str(written)) == dataclasses.replace(
+        st_folder.read_folder(source), transformer_dir=str(written))
+
+    export_dir = export_st_folder(str(written), str(tmp_path / "export"))
+    loaded = tf.saved_model.load(export_dir)
+    texts = ["A man is playing a guitar.", "Someone plays an instrument.",
+             "The new movie is awesome; the critics loved it!", "Ünïcode façade", "x" * 600]
+    served = loaded.signatures["embed"](text=tf.constant(texts))["embedding"].numpy()
+
+    model = warm_start.resolve(source, "", "")
+    original = BertEmbedder(model.config, "mean", True)
+    ours = features.encode_texts(texts, FullTokenizer(model.vocab_file, True), 256).arrays
+    original(ours)
+    warm_start.load_encoder_weights(original, model.files)
+    expected = keras.ops.convert_to_numpy(original(ours)["embedding"])
+    assert served.shape == (5, 384)
+    np.testing.assert_allclose(served, expected, atol=1e-5)
+    # The vectors are the model's, not a constant: the paraphrases are closer to each other.
+    assert served[0] @ served[1] > served[0] @ served[2] + 0.2
