@@ -277,6 +277,42 @@ def chart_pretraining_budget_curves(doc: dict) -> plt.Figure:
     return fig
 
 
+def chart_pretraining_budget_minutes(doc: dict) -> plt.Figure:
+    """GLUE minus random weights against pretraining minutes, per recipe of the budget
+    benchmark (± standard error, paired over seeds); filled: the run's schedule ends there,
+    open: a snapshot of a longer run, taken before its decay."""
+    fig, ax = plt.subplots(figsize=(7, 3.4))
+    recipes = sorted({p["recipe"] for p in doc["points"]})
+    for i, recipe in enumerate(recipes):
+        color = (OURS, PEER2, "#6a9f58")[i % 3]
+        for schedule, face in (("long", "white"), ("own", color)):
+            pts = [p for p in doc["points"] if p["recipe"] == recipe
+                   and p["schedule"] == schedule and p.get("minus_random") is not None]
+            if not pts:
+                continue
+            ax.errorbar([p["minutes"] for p in pts], [p["minus_random"] for p in pts],
+                        yerr=[p.get("minus_random_se") or 0.0 for p in pts], marker="o",
+                        linestyle="-" if schedule == "long" else "none", color=color,
+                        markerfacecolor=face, capsize=3,
+                        label=f"{recipe}: {doc['titles'].get(recipe, recipe)}"
+                        + (" (snapshots of the long run)" if schedule == "long" else ""))
+            for p in pts:
+                ax.annotate(f"{p['minus_random']:+.2f}", (p["minutes"], p["minus_random"]),
+                            textcoords="offset points", xytext=(4, 4), fontsize=7)
+    ax.axhline(0.0, color=PEER, linewidth=1)
+    ax.set_xlabel("pretraining minutes (training time)")
+    ax.set_ylabel("GLUE minus random weights")
+    ax.grid(True, alpha=0.3)
+    ax.legend(frameon=False, fontsize=7, loc="upper left")
+    ax.set_title(doc["title"], loc="left", fontsize=10)
+    _footnote(fig, doc["machine"])
+    return fig
+
+
+# Charts whose data no benchmark run has produced yet: draw_all lists them as pending, and
+# a chart leaves this set when its data file is checked in.
+PENDING = {"pretraining_budget_minutes"}
+
 CHARTS: Dict[str, Callable[[dict], plt.Figure]] = {
     "pretraining_throughput": chart_pretraining_throughput,
     "finetune_throughput": chart_finetune_throughput,
@@ -287,6 +323,7 @@ CHARTS: Dict[str, Callable[[dict], plt.Figure]] = {
     "pretraining_curve": chart_pretraining_curve,
     "pretraining_budget": chart_pretraining_budget,
     "pretraining_budget_curves": chart_pretraining_budget_curves,
+    "pretraining_budget_minutes": chart_pretraining_budget_minutes,
 }
 
 
@@ -364,6 +401,16 @@ def import_budget(results_path: str) -> List[Path]:
             "machine": doc["machine"], "settings": doc["settings"],
             "command": "python benchmarks/pretraining_budget/bench_pretraining_budget.py",
             "curves": curves}, indent=1) + "\n", encoding="utf-8")
+        written.append(path)
+    if doc.get("glue_minutes"):
+        path = DATA / "pretraining_budget_minutes.json"
+        path.write_text(json.dumps({
+            "title": "GLUE against pretraining minutes, minus random weights",
+            "machine": doc["machine"], "settings": doc["settings"],
+            "command": "python benchmarks/pretraining_budget/bench_pretraining_budget.py "
+                       "--arms=a,c,f,c120,f120",
+            "titles": {a["name"]: a["title"] for a in doc["arms"]},
+            "points": doc["glue_minutes"]}, indent=1) + "\n", encoding="utf-8")
         written.append(path)
     return written
 

@@ -49,12 +49,13 @@ def redrawn(tmp_path_factory) -> Path:
 
 
 def test_every_data_file_has_a_chart_and_every_chart_a_data_file():
-    charts = set(make_charts.CHARTS)
+    # PENDING: charts whose benchmark has not run yet; one leaves it with its data file.
+    charts = set(make_charts.CHARTS) - make_charts.PENDING
     assert {p.stem for p in DATA.glob("*.json")} == charts
     assert {p.stem for p in IMG.glob("*.svg")} == charts
 
 
-@pytest.mark.parametrize("name", sorted(make_charts.CHARTS))
+@pytest.mark.parametrize("name", sorted(set(make_charts.CHARTS) - make_charts.PENDING))
 def test_the_checked_in_chart_shows_its_data(name, redrawn):
     checked_in = svg_texts((IMG / f"{name}.svg").read_text(encoding="utf-8"))
     drawn = svg_texts((redrawn / f"{name}.svg").read_text(encoding="utf-8"))
@@ -76,3 +77,22 @@ def test_svg_texts_reads_text_elements_in_order():
     svg = ('<svg><text x="1">9.2</text><g><text style="a">A &amp; B</text></g>'
            '<path d="M 0 0"/></svg>')
     assert svg_texts(svg) == ["9.2", "A & B"]
+
+
+def test_the_budget_minutes_chart_shows_each_points_difference_from_random(tmp_path):
+    """Hand-made points (budget_curves.chart_data's format): every difference from random
+    is written beside its point, each recipe in the legend."""
+    doc = {"title": "GLUE against pretraining minutes", "machine": "machine: test CPU",
+           "titles": {"c": "budget recipe", "f": "ELECTRA"},
+           "points": [{"recipe": "c", "arm": "c", "minutes": 30.0, "schedule": "own",
+                       "minus_random": 0.85, "minus_random_se": 0.39},
+                      {"recipe": "f", "arm": "f120", "minutes": 30.0, "schedule": "long",
+                       "minus_random": 2.5, "minus_random_se": 0.5},
+                      {"recipe": "f", "arm": "f120", "minutes": 120.0, "schedule": "own",
+                       "minus_random": 6.25, "minus_random_se": 0.4}]}
+    path = tmp_path / "minutes.svg"
+    make_charts.chart_pretraining_budget_minutes(doc).savefig(path)
+    texts = svg_texts(path.read_text(encoding="utf-8"))
+    assert [t for t in texts if t.startswith("+")] == ["+0.85", "+2.50", "+6.25"]
+    assert "c: budget recipe" in texts and "f: ELECTRA" in texts
+    assert "f: ELECTRA (snapshots of the long run)" in texts
