@@ -27,6 +27,9 @@ training-time budget (--minutes) on this machine:
        (budget_hf.py, in benchmarks/.hf-venv)
     d-tuned, e-tuned  d and e at c's batch, peak rate and warmup (configs/budget.flags):
        the "tuned peers", which separate the recipe from the framework
+    f  bert_tf ELECTRA, configs/electra_budget.flags, the shared model as its discriminator
+    c120, f120  c and f for 4 x the budget in one run each, their state kept and scored at
+       1/4 and 1/2 of it (budget_curves.py): the report's GLUE-against-minutes table
 
 and the ablations of c (`--arms=c-...`, see ARMS): each puts one of c's choices back to the
 original's. Every pretrained arm's held-out masked-LM accuracy is measured by one evaluator
