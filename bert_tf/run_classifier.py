@@ -27,6 +27,7 @@ flags.DEFINE_string("label_column", None, "tsv/csv/jsonl: the column of the labe
 flags.DEFINE_bool("regression", False, "tsv/csv/jsonl: float labels, MSE loss.")
 flags.DEFINE_string("eval_split", "dev", "The split --do_eval scores (MNLI: dev_mismatched too).")
 cli.define_classifier_readout_flag()
+cli.define_classifier_head_flag()
 
 
 def _task():
@@ -41,7 +42,8 @@ def _task():
         task_name=FLAGS.task_name, data_dir=FLAGS.data_dir,
         text_column=FLAGS.text_column or "", text_pair_column=FLAGS.text_pair_column or "",
         label_column=FLAGS.label_column or "", regression=FLAGS.regression,
-        eval_split=FLAGS.eval_split, classifier_readout=FLAGS.classifier_readout))
+        eval_split=FLAGS.eval_split, classifier_readout=FLAGS.classifier_readout,
+        classifier_head=FLAGS.classifier_head))
 
 
 # The `bert-tf-classify` console script is console_main.

@@ -263,7 +263,7 @@ class TaggerServingModule(tf.Module):
         }
 
 
-def _restore(model_dir: str, kind: str, config, num_labels: int, readout: str):
+def _restore(model_dir: str, kind: str, config, num_labels: int, readout: str, head: str):
     """The task model with the latest checkpoint of `model_dir` read into it."""
     from bert_tf.finetune import heads
     from bert_tf.training.checkpoint_paths import read_strictly
@@ -271,7 +271,7 @@ def _restore(model_dir: str, kind: str, config, num_labels: int, readout: str):
     latest = tf.train.latest_checkpoint(model_dir)
     if not latest:
         raise UserError(f"{model_dir}: no fine-tuned checkpoint to export")
-    model = heads.model_of_kind(kind, config, num_labels, readout)
+    model = heads.model_of_kind(kind, config, num_labels, readout, head)
     read_strictly(latest, {"model": model}, what="export")
     return model
 
@@ -335,9 +335,14 @@ def export_finetuned(model_dir: str, export_dir: str, model=None, *,
     if readout not in heads.READOUTS:
         raise UserError(f"{model_dir}/{runner.TASK_FILE}: unknown classifier_readout "
                         f"{readout!r} (expected one of {', '.join(heads.READOUTS)})")
+    # The classifier's head (`heads.CLASSIFIER_HEADS`); files from before ELECTRA's: bert.
+    head = str(info.get("classifier_head", "bert"))
+    if head not in heads.CLASSIFIER_HEADS:
+        raise UserError(f"{model_dir}/{runner.TASK_FILE}: unknown classifier_head {head!r} "
+                        f"(expected one of {', '.join(heads.CLASSIFIER_HEADS)})")
     check_new_directory(export_dir)  # before the (slow) restore
     if model is None:
-        model = _restore(model_dir, kind, config, num_labels, readout)
+        model = _restore(model_dir, kind, config, num_labels, readout, head)
     tokenizer = TFBertTokenizer(vocab_file, bool(_setting(info, "do_lower_case")))
     if kind == "classifier":
         module = ClassifierServingModule(model, tokenizer, length, label_list)

@@ -45,6 +45,10 @@ class ClassificationSettings:
         subset_seed: the subset's seed (`bert_tf.finetune.subset`).
         classifier_readout: the head's sentence vector, "pooler", "cls" or "mean"
             (`bert_tf.finetune.heads`).
+        classifier_head: "bert" (`BertClassifier` of the readout), "electra"
+            (`ElectraClassifier`: dense + GELU + dense on [CLS]) or "auto": "electra" when
+            --init_checkpoint is an ELECTRA discriminator, else "bert" (a fine-tuned
+            directory's own head when it resumes or evaluates).
     """
 
     task_name: str
@@ -59,11 +63,18 @@ class ClassificationSettings:
     max_train_examples: int = 0
     subset_seed: int = 0
     classifier_readout: str = "pooler"
+    classifier_head: str = "auto"
 
     def __post_init__(self) -> None:
         if self.classifier_readout not in heads.READOUTS:
             raise UserError(f"--classifier_readout must be one of {', '.join(heads.READOUTS)}, "
                             f"got {self.classifier_readout!r}")
+        if self.classifier_head not in ("auto",) + heads.CLASSIFIER_HEADS:
+            raise UserError(f"--classifier_head must be auto, "
+                            f"{' or '.join(heads.CLASSIFIER_HEADS)}, got {self.classifier_head!r}")
+        if self.classifier_head == "electra" and self.classifier_readout == "mean":
+            raise UserError("--classifier_head=electra reads [CLS]: --classifier_readout=mean "
+                            "needs --classifier_head=bert")
 
 
 class ClassificationTask:
@@ -85,6 +96,8 @@ class ClassificationTask:
         self.features: Dict[str, data.ClassificationFeatures] = {}
         # (examples trained on, examples in the training file), once read.
         self.train_sizes: Tuple[int, int] = (0, 0)
+        # The head "auto" settles on (`settle_head`); build_model before that: the flag's.
+        self.head = settings.classifier_head
 
     # ------------------------------------------------------------------ setup
 
@@ -95,14 +108,39 @@ class ClassificationTask:
     def num_labels(self) -> int:
         return 1 if self.regression else len(self.label_list or ())
 
+    def settle_head(self, init_kind: str, model_dir: str) -> None:
+        """Settles --classifier_head=auto: the fine-tuned directory's own head when
+        `model_dir` has one (resuming, evaluating), else "electra" for an ELECTRA
+        discriminator (`init_kind`, `warm_start.InitModel.kind`), else "bert".
+
+        Raises:
+            UserError: an explicit head other than the one `model_dir` was fine-tuned with.
+        """
+        task_file = os.path.join(model_dir, runner.TASK_FILE)
+        trained = (runner.read_task_file(model_dir).get("classifier_head", "bert")
+                   if fileio.exists(task_file) else None)
+        wanted = self.settings.classifier_head
+        if trained and wanted not in ("auto", trained):
+            raise UserError(f"{model_dir} was fine-tuned with --classifier_head={trained}, "
+                            f"not {wanted}")
+        if wanted == "auto":
+            wanted = trained or ("electra" if init_kind == "electra" else "bert")
+        if wanted == "electra" and self.settings.classifier_readout == "mean":
+            raise UserError("an ELECTRA discriminator's head reads [CLS]: give "
+                            "--classifier_head=bert for --classifier_readout=mean")
+        self.head = wanted
+
     def build_model(self, config: BertConfig):
         """The model this task fine-tunes: the encoder of `config` and this task's head."""
-        return heads.BertClassifier(config, self.num_labels(),
-                                    readout=self.settings.classifier_readout)
+        head = "bert" if self.head == "auto" else self.head
+        return heads.classifier(config, self.num_labels(), head,
+                                self.settings.classifier_readout)
 
     def serving_settings(self) -> Dict[str, object]:
-        """finetune_task.json's head settings: export rebuilds the same readout."""
-        return {"classifier_readout": self.settings.classifier_readout}
+        """finetune_task.json's head settings: export rebuilds the same head and readout."""
+        head = "bert" if self.head == "auto" else self.head
+        readout = "cls" if head == "electra" else self.settings.classifier_readout
+        return {"classifier_readout": readout, "classifier_head": head}
 
     def objective(self) -> ClassificationObjective:
         train = self.features.get("train")
@@ -127,11 +165,12 @@ class ClassificationTask:
         else:
             self.label_list = labels_io.load_label_list(
                 os.path.join(model_dir, labels_io.LABEL_LIST_FILE))
-            # Another readout would restore the same variables and score other logits.
+            # Another readout would restore the same variables and score other logits
+            # (ELECTRA's head reads [CLS] whatever the flag says: settle_head).
             task_file = os.path.join(model_dir, runner.TASK_FILE)
-            trained = (runner.read_task_file(model_dir).get("classifier_readout", "pooler")
-                       if fileio.exists(task_file) else s.classifier_readout)
-            if trained != s.classifier_readout:
+            info = runner.read_task_file(model_dir) if fileio.exists(task_file) else {}
+            trained = info.get("classifier_readout", "pooler") if info else s.classifier_readout
+            if info.get("classifier_head") != "electra" and trained != s.classifier_readout:
                 raise UserError(f"{model_dir} was fine-tuned with --classifier_readout="
                                 f"{trained}; evaluate and predict with the same, not "
                                 f"{s.classifier_readout}")

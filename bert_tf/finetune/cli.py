@@ -68,6 +68,15 @@ def define_classifier_readout_flag() -> None:
                       "output over the real tokens.")
 
 
+def define_classifier_head_flag() -> None:
+    """--classifier_head: BERT's classification head or ELECTRA's."""
+    flags.DEFINE_enum("classifier_head", "auto", ["auto", "bert", "electra"],
+                      "The classification head: bert = dropout + dense on the "
+                      "--classifier_readout vector; electra = ELECTRA's head, dense + GELU + "
+                      "dense on the [CLS] row (no pooler); auto = electra when "
+                      "--init_checkpoint is an ELECTRA discriminator, else bert.")
+
+
 def config_from_flags():
     """The frozen `runner.FinetuneConfig` of the parsed flags."""
     from bert_tf.finetune.runner import FinetuneConfig

@@ -7,6 +7,9 @@
   only with NSP, so a checkpoint pretrained without it (or a format without one, filled in
   at random) starts fine-tuning from an untrained tanh layer; "cls" and "mean" read what
   pretraining did train. With "pooler" and "cls" the last block computes the [CLS] row only.
+* `ElectraClassifier`: ELECTRA's head (transformers' ElectraClassificationHead): dropout,
+  Dense(hidden) + erf GELU, dropout, Dense(num_labels) on the [CLS] row of the sequence
+  output. An ELECTRA discriminator has no trained pooler, and ELECTRA fine-tunes this way.
 * `BertTagger`: dropout + Dense(num_labels) on every position of the sequence output.
 * `BertSpanExtractor`: Dense(2) on the sequence output -> start and end logits (run_squad's
   head has no dropout of its own).
@@ -26,12 +29,14 @@ from typing import Any, Dict, Optional
 
 import keras
 
+from bert_tf.modeling.activations import gelu_exact
 from bert_tf.modeling.config import BertConfig
 from bert_tf.modeling.encoder import INPUT_NAMES, BertEncoder, constructor_args
 from bert_tf.modeling.modern_encoder import build_encoder
 
 KINDS = ("classifier", "tagger", "span")
 READOUTS = ("pooler", "cls", "mean")  # BertClassifier's sentence vectors (module docstring)
+CLASSIFIER_HEADS = ("bert", "electra")  # BertClassifier, ElectraClassifier
 
 
 def head_initializer(config: BertConfig) -> keras.initializers.Initializer:
@@ -146,6 +151,52 @@ class BertClassifier(_DropoutDenseModel):
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
+class ElectraClassifier(BertClassifier):
+    """ELECTRA's classification head on the [CLS] row (module docstring).
+
+    Variables: `head_hidden` (classifier_dense: [hidden, hidden], [hidden]) and `head`
+    (classifier: [hidden, num_labels], [num_labels]), transformers' classifier.dense and
+    classifier.out_proj.
+
+    Returns:
+        {"logits": float32 [batch, num_labels]}.
+    """
+
+    def __init__(self, config: BertConfig, num_labels: int, name: str = "electra_classifier",
+                 dtype: Optional[Any] = None, readout: str = "cls", **kwargs: Any) -> None:
+        if readout != "cls":
+            raise ValueError(f"ElectraClassifier reads [CLS] only, not readout {readout!r}")
+        super().__init__(config, num_labels, name=name, dtype=dtype, readout="cls", **kwargs)
+        config = self.config
+        self.head_hidden = keras.layers.Dense(
+            config.hidden_size, kernel_initializer=head_initializer(config), dtype="float32",
+            name="classifier_dense")
+        self.head_hidden.build((None, config.hidden_size))
+
+    def call(self, inputs, training=None, mask=None):
+        if isinstance(inputs, dict):
+            inputs = {k: inputs[k] for k in INPUT_NAMES}
+        cls_position = keras.ops.zeros_like(inputs["input_ids"][:, :1])  # [batch, 1]
+        vector = self.encoder.encode_at(inputs, cls_position, training=training)[:, 0, :]
+        vector = keras.ops.cast(vector, "float32")  # [batch, hidden]
+        # transformers' head uses the erf GELU whatever the encoder's hidden_act.
+        hidden = gelu_exact(self.head_hidden(self.head_dropout(vector, training=training)))
+        return {"logits": self.head(self.head_dropout(hidden, training=training))}
+
+
+def classifier(config: BertConfig, num_labels: int, head: str = "bert",
+               readout: str = "pooler") -> BertClassifier:
+    """The classification model of `head` ("bert": `BertClassifier` of `readout`; "electra":
+    `ElectraClassifier`, which reads [CLS] whatever `readout` says)."""
+    if head == "electra":
+        return ElectraClassifier(config, num_labels)
+    if head != "bert":
+        raise ValueError(f"unknown classifier head {head!r} (expected one of "
+                         f"{', '.join(CLASSIFIER_HEADS)})")
+    return BertClassifier(config, num_labels, readout=readout)
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
 class BertTagger(_DropoutDenseModel):
     """Token tagging: one label per position (the data scores the first piece of a word).
 
@@ -183,12 +234,12 @@ class BertSpanExtractor(_TaskModel):
 
 
 def model_of_kind(kind: str, config: BertConfig, num_labels: int,
-                  readout: str = "pooler") -> _TaskModel:
+                  readout: str = "pooler", head: str = "bert") -> _TaskModel:
     """The task model a fine-tuned directory names in its finetune_task.json ("classifier",
-    "tagger" or "span"; a classifier's `readout` too), for export. A task being trained
-    builds its own (`build_model`)."""
+    "tagger" or "span"; a classifier's `readout` and `head` too), for export. A task being
+    trained builds its own (`build_model`)."""
     if kind == "classifier":
-        return BertClassifier(config, num_labels, readout=readout)
+        return classifier(config, num_labels, head, readout)
     if kind == "tagger":
         return BertTagger(config, num_labels)
     if kind == "span":

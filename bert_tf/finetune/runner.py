@@ -202,6 +202,8 @@ def run(config: FinetuneConfig, task: Task) -> Outcome:
         num_warmup_steps=int(steps * config.warmup_proportion),
         weight_decay_rate=config.weight_decay_rate, clip_norm=config.clip_norm or None)
     files = model.files
+    # A task whose head depends on the checkpoint (ELECTRA's classifier) settles it here.
+    getattr(task, "settle_head", lambda kind, model_dir: None)(model.kind, config.output_dir)
     runner = trainer.Trainer(
         trainer_config, strategy,
         model_fn=lambda: task.build_model(model.config),

@@ -43,12 +43,16 @@ class InitModel:
         vocab_file: --vocab_file, else the checkpoint's.
         files: the pretrained weights, or None to start from random weights.
         fmt: the detected format of --init_checkpoint ("" without one).
+        kind: "electra" when --init_checkpoint is an ELECTRA model (its discriminator's head
+            or generator is among the weights: `electra_layout.is_electra`), "bert" for
+            another checkpoint, "" without one.
     """
 
     config: BertConfig
     vocab_file: str
     files: Optional[ModelFiles]
     fmt: str = ""
+    kind: str = ""
 
 
 def resolve(init_checkpoint: str, bert_config_file: str, vocab_file: str) -> InitModel:
@@ -110,7 +114,12 @@ def resolve(init_checkpoint: str, bert_config_file: str, vocab_file: str) -> Ini
         raise UserError(f"--vocab_file={vocab} has {size} tokens, more than vocab_size="
                         f"{config.vocab_size} in {where}: the ids from {config.vocab_size} "
                         f"on have no word embedding")
-    return InitModel(config, vocab, files, fmt)
+    kind = ""
+    if files is not None:
+        from bert_tf.interop import electra_layout
+
+        kind = "electra" if electra_layout.is_electra(files.weights) else "bert"
+    return InitModel(config, vocab, files, fmt, kind)
 
 
 def _check_architecture(checkpoint_config: BertConfig, config: BertConfig,
