@@ -62,3 +62,39 @@ def test_config_checks(kwargs, message):
     with pytest.raises(UserError) as e:
         rr.RetrievalConfig(output_dir="o", **kwargs)
     assert str(e.value).startswith(message)
+
+
+def test_train_input_reopens_at_a_batch_and_cuts_each_batch_to_its_longest_row():
+    import numpy as np
+    import tensorflow as tf
+
+    rng = np.random.default_rng(0)
+    arrays = {}
+    for prefix, shape in (("query_", (6, 16)), ("passage_", (6, 2, 24))):
+        lengths = rng.integers(3, 12, size=shape[:-1])
+        mask = (np.arange(shape[-1]) < lengths[..., None]).astype(np.int32)
+        arrays.update({prefix + "input_ids": mask * 7, prefix + "input_mask": mask,
+                       prefix + "segment_ids": np.zeros_like(mask)})
+    order = np.array([[0, 1], [2, 3], [4, 5], [1, 0]], np.int32)  # 4 steps of 2
+    dataset_fn = rr.train_dataset_fn(arrays, order)
+    assert dataset_fn.arithmetic_position
+    context = tf.distribute.InputContext()
+    batches = list(dataset_fn(context, 2))
+    assert [b["query_input_mask"].shape[0] for b in batches] == [2, 2, 2, 2]
+    for batch, rows in zip(batches, order):
+        for prefix in ("query_", "passage_"):
+            mask = arrays[prefix + "input_mask"][rows]
+            width = -(-int(mask.sum(-1).max()) // 8) * 8
+            np.testing.assert_array_equal(batch[prefix + "input_mask"].numpy(),
+                                          mask[..., :width])
+    # Resuming at step 3 reopens at the third batch (the position is the step).
+    again = list(dataset_fn(context, 2, 2))
+    assert len(again) == 2
+    for a, b in zip(again, batches[2:]):
+        assert all(np.array_equal(a[k].numpy(), b[k].numpy()) for k in a)
+    # Two replicas of 1: the same rows in replica batches, in order.
+    halves = [b["query_input_mask"].numpy() for b in dataset_fn(context, 1)]
+    assert len(halves) == 8
+    for half, row in zip(halves, order.reshape(-1)):
+        np.testing.assert_array_equal(half[0], arrays["query_input_mask"][row][:half.shape[1]])
+        assert half.shape[1] % 8 == 0 and half[0].sum() == arrays["query_input_mask"][row].sum()

@@ -236,7 +236,8 @@ def train_dataset_fn(arrays: Dict[str, np.ndarray], order: np.ndarray) -> traine
             batch = {k: tf.gather(t, index) for k, t in tensors.items()}
             return _trim(_trim(batch, "query_"), "passage_")
 
-        return rows.skip(first_batch).map(gather, deterministic=True).prefetch(2)
+        return rows.skip(first_batch).map(gather, num_parallel_calls=tf.data.AUTOTUNE,
+                                          deterministic=True).prefetch(2)
 
     dataset_fn.arithmetic_position = True  # the position is the step (trainer.distribute_dataset)
     return dataset_fn
