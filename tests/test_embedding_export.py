@@ -131,3 +131,60 @@ def test_minilm_round_trip_through_a_written_folder(tmp_path, cli):
     np.testing.assert_allclose(served, expected, atol=1e-5)
     # The vectors are the model's, not a constant: the paraphrases are closer to each other.
     assert served[0] @ served[1] > served[0] @ served[2] + 0.2
+
+
+@pytest.fixture(scope="module")
+def bi_encoder_run(tiny, tmp_path_factory):
+    """A run_retrieval output_dir as its training leaves it (cls pooling, normalised): the
+    embedder's checkpoint, bert_config.json, vocab.txt, finetune_task.json."""
+    vocab, embedder = tiny
+    run = tmp_path_factory.mktemp("bi_encoder")
+    trained = BertEmbedder(embedder.config, pooling="cls")
+    trained.encoder = embedder.encoder
+    tf.train.Checkpoint(model=trained).save(str(run / "ckpt"))
+    embedder.config.to_json_file(str(run / "bert_config.json"))
+    (run / "vocab.txt").write_text(open(vocab).read())
+    (run / "finetune_task.json").write_text(json.dumps(
+        {"kind": "bi_encoder", "pooling": "cls", "normalize": True, "do_lower_case": True,
+         "max_query_length": 8, "max_passage_length": MAX_SEQ_LENGTH,
+         "similarity_scale": 20.0}))
+    return str(run), trained
+
+
+def test_a_bi_encoder_run_exports_and_converts_with_its_settings(bi_encoder_run, tmp_path,
+                                                                 cli):
+    from bert_tf.finetune.retrieval import st_folder
+    from bert_tf.interop import hf_checkpoint
+
+    run, trained = bi_encoder_run
+    export_dir = tmp_path / "export"
+    result = cli.run("bert_tf.export", [f"--output_dir={run}", f"--export_dir={export_dir}"])
+    assert result.returncode == 0, result.stderr
+    served = tf.saved_model.load(str(export_dir)).signatures["embed"](
+        text=tf.constant(TEXTS))["embedding"].numpy()
+    np.testing.assert_allclose(served, _keras_embeddings(trained, run + "/vocab.txt", TEXTS),
+                               atol=1e-6)
+
+    folder = tmp_path / "st"
+    result = cli.run("bert_tf.convert_checkpoint", [
+        "--from_format=bert_tf", "--to_format=sentence_transformers", f"--input={run}",
+        f"--output={folder}"])
+    assert result.returncode == 0, result.stderr
+    read = st_folder.read_folder(str(folder))
+    assert (read.pooling, read.normalize, read.max_seq_length, read.do_lower_case) == (
+        "cls", True, MAX_SEQ_LENGTH, True)
+    pool = json.loads((folder / "1_Pooling" / "config.json").read_text())
+    assert pool["pooling_mode"] == "cls" and pool["pooling_mode_cls_token"] is True
+    assert pool["pooling_mode_mean_tokens"] is False
+    weights = hf_checkpoint.read(str(folder)).weights
+    assert not any(k.startswith(("mlm/", "nsp/")) for k in weights)
+    word = keras.ops.convert_to_numpy(next(
+        w for w in trained.encoder.weights if "word_embeddings" in w.path))
+    np.testing.assert_array_equal(weights["embeddings/word_embeddings"], word)
+
+    # A pooling other than the trained one is refused in one line.
+    result = cli.run("bert_tf.convert_checkpoint", [
+        "--from_format=bert_tf", "--to_format=sentence_transformers", f"--input={run}",
+        f"--output={tmp_path / 'st2'}", "--pooling=mean"])
+    assert result.returncode != 0
+    assert "--pooling=mean" in result.stderr and "embeds with cls pooling" in result.stderr

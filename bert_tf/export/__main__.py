@@ -43,7 +43,8 @@ flags are refused there.
 A sentence-transformers folder (modules.json; e.g. one `convert_checkpoint
 --to_format=sentence_transformers` wrote) exports with the `embed` signature, its pooling,
 normalisation, casing and max_seq_length read from the folder
-(`bert_tf/export/embedding_export.py`); only --max_seq_length applies there.
+(`bert_tf/export/embedding_export.py`); only --max_seq_length applies there. So does a
+run_retrieval output directory, with the settings it was trained with.
 """
 
 from __future__ import annotations
@@ -190,6 +191,17 @@ def is_finetuned(path: str) -> bool:
     return fileio.exists(os.path.join(path, TASK_FILE))
 
 
+def bi_encoder(path: str) -> bool:
+    """Whether the fine-tuning output directory `path` is run_retrieval's (a bi-encoder)."""
+    import json
+
+    from bert_tf.core import fileio
+    from bert_tf.finetune.runner import TASK_FILE
+
+    with fileio.open_file(os.path.join(path, TASK_FILE), "rb") as f:
+        return json.loads(f.read().decode("utf-8")).get("kind") == "bi_encoder"
+
+
 def export_finetuned_from_flags() -> str:
     """Exports the fine-tuned --output_dir with its task signatures. Returns export_dir."""
     from bert_tf.export.task_serving import export_finetuned
@@ -206,7 +218,13 @@ def export_finetuned_from_flags() -> str:
         if FLAGS[name].present:
             raise UserError(f"--{name} applies to --format=keras_hub only; a fine-tuned "
                             "model exports as saved_model")
-    export_finetuned(FLAGS.output_dir, FLAGS.export_dir, max_seq_length=FLAGS.max_seq_length)
+    if bi_encoder(FLAGS.output_dir):  # a run_retrieval output_dir: the embed signature
+        from bert_tf.export.embedding_export import export_bi_encoder
+
+        export_bi_encoder(FLAGS.output_dir, FLAGS.export_dir, FLAGS.max_seq_length)
+    else:
+        export_finetuned(FLAGS.output_dir, FLAGS.export_dir,
+                         max_seq_length=FLAGS.max_seq_length)
     print(f"exported fine-tuned {FLAGS.output_dir} as saved_model to {FLAGS.export_dir}",
           flush=True)
     return FLAGS.export_dir

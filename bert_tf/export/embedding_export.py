@@ -9,10 +9,16 @@ Hugging Face weights and vocabulary, the pooling, the normalisation, max_seq_len
 casing. The SavedModel has `bert_tf.export.serving`'s signatures plus `embed` (text: string
 [batch] -> embedding float32 [batch, hidden]), the vectors sentence-transformers' `encode`
 gives for the folder, and no fill_mask (such a folder has no masked-LM head).
+
+A `run_retrieval` output directory (finetune_task.json of kind "bi_encoder", bert_config.json,
+vocab.txt, its checkpoints) exports the same way with `export_bi_encoder`: its latest
+checkpoint, with the pooling, normalisation, casing and passage length it was trained with.
 """
 
 from __future__ import annotations
 
+import json
+import os
 from typing import Optional
 
 from bert_tf.core.errors import UserError
@@ -86,3 +92,49 @@ def export_st_folder(path: str, export_dir: str, max_seq_length: Optional[int] =
         DEFAULT_MAX_SEQ_LENGTH, model.config.max_position_embeddings)
     return export_embedder(embedder.encoder, model.vocab_file, lower, export_dir, length,
                            folder.pooling, folder.normalize)
+
+
+def export_bi_encoder(run_dir: str, export_dir: str, max_seq_length: Optional[int] = None
+                      ) -> str:
+    """Exports the latest checkpoint of the run_retrieval output directory `run_dir`.
+
+    Args:
+        max_seq_length: None: the run's max_passage_length.
+
+    Returns:
+        export_dir.
+
+    Raises:
+        UserError: a file of the directory missing or of another kind of task, no checkpoint.
+    """
+    import tensorflow as tf
+
+    from bert_tf.core import fileio
+    from bert_tf.finetune.retrieval.embedder import BertEmbedder
+    from bert_tf.interop.model_files import check_new_directory
+    from bert_tf.modeling.config import BertConfig
+    from bert_tf.modeling.encoder import INPUT_NAMES
+    from bert_tf.training.checkpoint_paths import read_strictly
+
+    task = os.path.join(run_dir, "finetune_task.json")
+    with fileio.open_file(task, "rb") as f:
+        info = json.loads(f.read().decode("utf-8"))
+    if info.get("kind") != "bi_encoder":
+        raise UserError(f"{task}: a {info.get('kind')} model, not a bi-encoder")
+    missing = [k for k in ("pooling", "normalize", "max_passage_length", "do_lower_case")
+               if info.get(k) is None]
+    if missing:
+        raise UserError(f"{task}: no {missing[0]!r}")
+    check_new_directory(export_dir)  # Before the (slow) restore.
+    latest = tf.train.latest_checkpoint(run_dir)
+    if not latest:
+        raise UserError(f"{run_dir}: no trained checkpoint to export")
+    config = BertConfig.from_json_file(os.path.join(run_dir, "bert_config.json"))
+    embedder = BertEmbedder(config, info["pooling"], bool(info["normalize"]))
+    embedder({name: tf.ones([1, 4], tf.int32) if name == "input_mask"
+              else tf.zeros([1, 4], tf.int32) for name in INPUT_NAMES})
+    read_strictly(latest, {"model": embedder}, what="export")
+    return export_embedder(embedder.encoder, os.path.join(run_dir, "vocab.txt"),
+                           bool(info["do_lower_case"]), export_dir,
+                           int(max_seq_length or info["max_passage_length"]),
+                           info["pooling"], bool(info["normalize"]))
