@@ -103,13 +103,24 @@ def exact_cased_preset(tmp_path_factory, google_vocab_path):
     return path
 
 
+@pytest.fixture(scope="module")
+def exact_classifiers():
+    """BertTextClassifier.from_preset of each exact preset, built once for the module (two
+    tests read its preprocessor; a build costs about 0.7 CPU s)."""
+    return {}
+
+
 @pytest.fixture(params=[True, False], ids=["uncased", "cased"])
-def exact_preset_and_case(request):
-    """(exact preset directory, do_lower_case) for both settings."""
+def exact_preset_and_case(request, exact_classifiers):
+    """(exact preset directory, do_lower_case, the classifier loaded from it) for both
+    settings."""
     lower = request.param
-    if lower:
-        return request.getfixturevalue("exact_preset")[1], lower
-    return request.getfixturevalue("exact_cased_preset"), lower
+    path = (request.getfixturevalue("exact_preset")[1] if lower
+            else request.getfixturevalue("exact_cased_preset"))
+    if path not in exact_classifiers:
+        exact_classifiers[path] = keras_hub.models.BertTextClassifier.from_preset(
+            path, num_classes=2)
+    return path, lower, exact_classifiers[path]
 
 
 def _ids_both_paths(layer, texts):
@@ -140,7 +151,7 @@ def test_backbone_from_preset_has_our_outputs(preset):
 
 
 def test_exact_preset_tokenizer_agrees_with_ours(exact_preset_and_case, google_vocab_path):
-    path, lower = exact_preset_and_case
+    path, lower, classifier = exact_preset_and_case
     tokenizer = keras_hub.models.BertTokenizer.from_preset(path)
     assert isinstance(tokenizer, OriginalBertTokenizer) and tokenizer.lowercase == lower
     ours = FullTokenizer(google_vocab_path, do_lower_case=lower)
@@ -150,8 +161,8 @@ def test_exact_preset_tokenizer_agrees_with_ours(exact_preset_and_case, google_v
     eager, graph = _ids_both_paths(tokenizer, HARD_STRINGS)
     assert eager == expected and graph == expected
 
-    # The route users take: the classifier's preprocessor, [CLS] ids [SEP] padded to 32.
-    classifier = keras_hub.models.BertTextClassifier.from_preset(path, num_classes=2)
+    # The route users take: the classifier's preprocessor (of
+    # BertTextClassifier.from_preset(path)), [CLS] ids [SEP] padded to 32.
     packed = [[ours.vocab["[CLS]"]] + ids[:30] + [ours.vocab["[SEP]"]] for ids in expected]
     packed = [row + [0] * (32 - len(row)) for row in packed]
     eager, graph = _ids_both_paths(classifier.preprocessor, HARD_STRINGS)
@@ -202,13 +213,11 @@ def test_exact_preset_tokenizer_matches_ours_on_the_corpus(exact_preset_and_case
                                                            corpus_lines, google_vocab_path):
     """Every line of the bundled corpus gets the pretraining ids, on both keras-hub paths
     (keras-hub's own tokenizer differs on some lines, uncased)."""
-    path, lower = exact_preset_and_case
+    _, lower, classifier = exact_preset_and_case  # BertTextClassifier.from_preset
     lines = [line for line in corpus_lines if line.strip()]
     assert len(lines) == 17541
     expected = FullTokenizer(google_vocab_path, do_lower_case=lower).encode_batch(lines)
-    tokenizer = keras_hub.models.BertTextClassifier.from_preset(
-        path, num_classes=2).preprocessor.tokenizer
-    eager, graph = _ids_both_paths(tokenizer, lines)
+    eager, graph = _ids_both_paths(classifier.preprocessor.tokenizer, lines)
     assert sum(a != b for a, b in zip(eager, expected)) == 0
     assert sum(a != b for a, b in zip(graph, expected)) == 0
 
