@@ -195,8 +195,10 @@ def mlm_accuracy(arm_dir: str, checkpoint: str, bert_config: str, heldout: str,
         return marker
     out = os.path.join(arm_dir, "mlm_eval")
     shutil.rmtree(out, ignore_errors=True)
+    # ELECTRA has no next-sentence head, and refuses --no_nsp.
+    nsp = [] if objective else ["--no_nsp"]
     budget_data.run_logged([PY, "-m", "bert_tf.run_pretraining", "--do_train=false",
-                            "--do_eval=true", "--no_nsp", f"--bert_config_file={bert_config}",
+                            "--do_eval=true", *nsp, f"--bert_config_file={bert_config}",
                             f"--init_checkpoint={checkpoint}", f"--eval_input_file={heldout}",
                             f"--output_dir={out}", f"--max_seq_length={max_seq_length}",
                             f"--max_predictions_per_seq={max_predictions_per_seq}",
