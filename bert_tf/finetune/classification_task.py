@@ -137,10 +137,11 @@ class ClassificationTask:
                                 self.settings.classifier_readout)
 
     def serving_settings(self) -> Dict[str, object]:
-        """finetune_task.json's head settings: export rebuilds the same head and readout."""
-        head = "bert" if self.head == "auto" else self.head
-        readout = "cls" if head == "electra" else self.settings.classifier_readout
-        return {"classifier_readout": readout, "classifier_head": head}
+        """finetune_task.json's head settings: export rebuilds the same head and readout
+        (a BERT head's file is as before ELECTRA's: no classifier_head means "bert")."""
+        if self.head == "electra":
+            return {"classifier_readout": "cls", "classifier_head": "electra"}
+        return {"classifier_readout": self.settings.classifier_readout}
 
     def objective(self) -> ClassificationObjective:
         train = self.features.get("train")
