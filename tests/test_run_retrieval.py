@@ -13,7 +13,7 @@ next two sentences of the article, 40 passages from 8 articles.
 - GradCache (--mini_batch_size=2, batch 4, --train_file pairs with a hard negative) gives
   the plain loss's first-step loss, gradients and weights after one step (dropout off);
 - bad input is one `error:` line: a qrels id not in the corpus, a pooling config bert_tf
-  cannot honour.
+  cannot honour, GradCache asked to run XLA-compiled.
 """
 
 from __future__ import annotations
@@ -241,7 +241,7 @@ def test_grad_cache_step_equals_the_plain_step(cli, beir, bert_config, google_vo
     assert max(float(np.max(np.abs(plain[k] - cached[k]))) / moments[k] for k in checked) < 1e-4
 
 
-def test_bad_input_is_one_line(cli, beir, tmp_path):
+def test_bad_input_is_one_line(cli, beir, bert_config, google_vocab_path, tmp_path):
     bad = pathlib.Path(build_beir(tmp_path / "bad", articles=2))
     qrels = bad / "qrels" / "test.tsv"
     with open(qrels, "a") as f:
@@ -268,3 +268,11 @@ def test_bad_input_is_one_line(cli, beir, tmp_path):
     assert error_lines(proc.stderr) == [
         f"error: {folder}/1_Pooling/config.json: pooling mode 'weightedmean' is not supported "
         "(bert_tf pools with mean, cls, max)"]
+
+    proc = cli.run(MODULE, tiny_args(bert_config, google_vocab_path, beir, tmp_path / "o3",
+                                     "--do_train", "--train_batch_size=4", "--mini_batch_size=2",
+                                     "--use_xla"))
+    assert proc.returncode == 2
+    assert error_lines(proc.stderr) == [
+        "error: --mini_batch_size (GradCache) does not run XLA-compiled yet: drop --use_xla "
+        "or --mini_batch_size (TPUs need XLA)"]

@@ -301,6 +301,14 @@ def run(config: RetrievalConfig) -> Dict[str, float]:
                                             settings.max_passage_length)
         order = batch_order(examples, config.train_batch_size, steps, config.seed)
     strategy = distribution.create_strategy(config.distribution)
+    use_xla = distribution.resolve_use_xla(config.distribution, strategy)
+    if use_xla and config.mini_batch_size and config.do_train:
+        # GradCache's loops over mini-batches of varying length do not compile with XLA yet.
+        if config.distribution.use_xla or distribution.is_tpu_strategy(strategy):
+            raise UserError("--mini_batch_size (GradCache) does not run XLA-compiled yet: "
+                            "drop --use_xla or --mini_batch_size (TPUs need XLA)")
+        logging.info("--mini_batch_size: the train step runs without XLA")
+        use_xla = False
     warmup = int(steps * config.warmup_proportion)
     trainer_config = trainer.TrainerConfig(
         output_dir=config.output_dir, train_batch_size=config.train_batch_size,
@@ -309,7 +317,7 @@ def run(config: RetrievalConfig) -> Dict[str, float]:
         keep_checkpoint_max=config.keep_checkpoint_max, steps_per_loop=config.steps_per_loop,
         log_every_n_steps=config.log_every_n_steps, max_steps_per_run=config.max_steps_per_run,
         init_checkpoint=config.init_checkpoint, use_nsp=False, seed=config.seed,
-        use_xla=distribution.resolve_use_xla(config.distribution, strategy),
+        use_xla=use_xla,
         dtype_policy=config.distribution.dtype_policy, num_warmup_steps=warmup)
     optimizer = optimization.OptimizerConfig(
         learning_rate=config.learning_rate, num_train_steps=steps, num_warmup_steps=warmup,
