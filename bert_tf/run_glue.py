@@ -20,6 +20,9 @@ counts as their mean).
 * --classifier_readout=pooler|cls|mean: the classification head's sentence vector (the
   pooled [CLS], [CLS] without the pooler, or the mean over the real tokens), for every
   classification task; a suite's task may name its own.
+* --classifier_head=auto|bert|electra: BERT's head or ELECTRA's (dense + GELU + dense on
+  [CLS]); auto picks electra for an ELECTRA checkpoint, so give electra to score a random
+  reference with the same head.
 * --reference_checkpoint adds a second row with the identical protocol (`random`: the same
   architecture from random weights, to see what pretraining bought).
 * --do_predict: the GLUE server's files from each task's selected run, and submission.zip.
@@ -76,6 +79,7 @@ flags.DEFINE_integer("subset_seed", 0, "Seed of the --max_train_examples subsets
 flags.DEFINE_bool("do_predict", False, "Write the GLUE server's files and submission.zip.")
 flags.DEFINE_bool("keep_checkpoints", False, "Keep every run's fine-tuned checkpoint.")
 cli.define_classifier_readout_flag()
+cli.define_classifier_head_flag()
 distribution_flags.define_flags()
 
 
@@ -99,7 +103,8 @@ def _config():
         train_batch_size=FLAGS.train_batch_size, eval_batch_size=FLAGS.eval_batch_size,
         num_train_epochs=FLAGS.num_train_epochs, warmup_proportion=FLAGS.warmup_proportion,
         max_seq_length=FLAGS.max_seq_length, max_train_examples=FLAGS.max_train_examples,
-        subset_seed=FLAGS.subset_seed, classifier_readout=FLAGS.classifier_readout)
+        subset_seed=FLAGS.subset_seed, classifier_readout=FLAGS.classifier_readout,
+        classifier_head=FLAGS.classifier_head)
     init = FLAGS.init_checkpoint or ""
     name = FLAGS.name or (os.path.basename(os.path.normpath(init)) if init else "random")
     model = Model(name, init, FLAGS.bert_config_file or "", FLAGS.vocab_file or "",

@@ -179,3 +179,24 @@ def test_head_errors_are_one_line(tmp_path):
     assert auto.head == "electra"
     auto.settle_head("bert", os.fspath(tmp_path / "fresh"))  # BERT's behaviour unchanged
     assert auto.head == "bert"
+
+
+def test_run_glue_passes_its_head_to_classification_only():
+    from bert_tf.finetune.scorecard_runs import Model, Protocol, Run, fingerprint
+    from bert_tf.finetune.suite import ScoredTask
+
+    sst = ScoredTask("sst2", "classification", (("task_name", "sst2"), ("data_dir", "d")),
+                     (("accuracy", "eval_accuracy"),))
+    ner = ScoredTask("ner", "tagging", (("train_file", "t"), ("eval_file", "e")),
+                     (("f1", "eval_f1"),))
+    model = Model("random", "", "c.json", "v.txt", True)
+    auto, electra = (Protocol("fixed", (1e-3,), (1,), classifier_head=h)
+                     for h in ("auto", "electra"))
+    # "auto" is the default: earlier records' fingerprints still match.
+    assert "classifier_head" not in fingerprint(Run(model, sst, 1e-3, 1), auto)["protocol"]
+    assert fingerprint(Run(model, sst, 1e-3, 1), electra)["protocol"]["classifier_head"] == \
+        "electra"
+    assert "classifier_head" not in fingerprint(Run(model, ner, 1e-3, 1), electra)["protocol"]
+    task = sst.build(sst.evaluations[0], 0, 0, True, "pooler", "electra")
+    assert task.settings.classifier_head == "electra"
+    assert sst.build(sst.evaluations[0], 0, 0, True).settings.classifier_head == "auto"

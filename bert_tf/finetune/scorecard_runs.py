@@ -72,6 +72,8 @@ class Protocol:
             (0 = all); subset_seed seeds it, the same for every model and seed.
         classifier_readout: the classification tasks' sentence vector ("pooler", "cls",
             "mean": `bert_tf.finetune.heads`); a suite's classification task may set its own.
+        classifier_head: "auto", "bert" or "electra" (run_classifier's --classifier_head):
+            give "electra" to score a random reference with the ELECTRA arm's head.
         The rest: as run_classifier's flags.
     """
 
@@ -87,6 +89,7 @@ class Protocol:
     max_train_examples: int = 0
     subset_seed: int = 0
     classifier_readout: str = "pooler"
+    classifier_head: str = "auto"
 
     def __post_init__(self) -> None:
         if self.name not in ("fixed", "grid"):
@@ -162,6 +165,8 @@ def fingerprint(run: Run, protocol: Protocol) -> Dict[str, object]:
     if (run.task.kind != "classification" or protocol.classifier_readout == "pooler"
             or "classifier_readout" in dict(run.task.settings)):
         proto.pop("classifier_readout")
+    if run.task.kind != "classification" or protocol.classifier_head == "auto":
+        proto.pop("classifier_head")
     return {"model": model, "task": {"name": run.task.name, "kind": run.task.kind,
                                      "settings": [list(kv) for kv in run.task.settings]},
             "learning_rate": run.learning_rate, "seed": run.seed, "protocol": proto}
@@ -278,7 +283,8 @@ def execute(run: Run, protocol: Protocol, output_dir: str, do_predict: bool,
             continue  # AX without --do_predict or without GLUE's diagnostic folder
         task = run.task.build(evaluation, protocol.max_train_examples if
                               run.task.subsettable else 0, protocol.subset_seed,
-                              run.model.do_lower_case, protocol.classifier_readout)
+                              run.model.do_lower_case, protocol.classifier_readout,
+                              protocol.classifier_head)
         config = _finetune_config(run, protocol, folder, index, bool(evaluation.eval_split),
                                   predict_path is not None, strategy)
         try:

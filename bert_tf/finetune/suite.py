@@ -64,11 +64,12 @@ class ScoredTask:
     subsettable: bool = True
 
     def build(self, evaluation: glue.Evaluation, max_train_examples: int, subset_seed: int,
-              do_lower_case: bool, classifier_readout: str = "pooler"):
+              do_lower_case: bool, classifier_readout: str = "pooler",
+              classifier_head: str = "auto"):
         """The fine-tuning task object for one evaluation (see `runner.Task`).
 
         `classifier_readout` is the protocol's, for classification tasks whose settings do
-        not name their own.
+        not name their own; `classifier_head` the protocol's (`ClassificationSettings`).
         """
         settings = dict(self.settings)
         if self.kind == "classification":
@@ -83,6 +84,7 @@ class ScoredTask:
                 settings["predictions_file"] = results_name("test_results", evaluation, "tsv")
             settings["eval_split"] = evaluation.eval_split or "dev"
             settings.setdefault("classifier_readout", classifier_readout)
+            settings.setdefault("classifier_head", classifier_head)
             return ClassificationTask(ClassificationSettings(
                 max_train_examples=max_train_examples, subset_seed=subset_seed, **settings))
         if self.kind == "tagging":
