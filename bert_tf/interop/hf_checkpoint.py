@@ -55,8 +55,9 @@ SAFETENSORS_INDEX_NAME = "model.safetensors.index.json"
 PYTORCH_NAME = "pytorch_model.bin"
 VOCAB_NAME = "vocab.txt"
 
-# config.json keys that are BertConfig keys under the same name.
-_SAME_KEYS = (
+# config.json keys that are BertConfig keys under the same name (ELECTRA's config.json
+# shares them: hf_electra reads and writes these too).
+SAME_KEYS = (
     "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
     "intermediate_size", "hidden_dropout_prob", "attention_probs_dropout_prob",
     "max_position_embeddings", "type_vocab_size", "initializer_range",
@@ -140,7 +141,7 @@ def config_from_hf(d: Mapping[str, Any], source: str) -> BertConfig:
     if d.get("model_type", "bert") != "bert":
         raise UserError(f"{source}: model_type is {d.get('model_type')!r}, not 'bert'")
     for key in d:
-        if key not in _SAME_KEYS and key != "hidden_act" and key not in _IGNORED_KEYS:
+        if key not in SAME_KEYS and key != "hidden_act" and key not in _IGNORED_KEYS:
             raise UserError(f"{source}: unknown key {key!r} in config.json")
     if d.get("position_embedding_type", "absolute") != "absolute":
         raise UserError(f"{source}: position_embedding_type={d['position_embedding_type']!r}"
@@ -152,7 +153,7 @@ def config_from_hf(d: Mapping[str, Any], source: str) -> BertConfig:
     if d.get("is_decoder") or d.get("add_cross_attention"):
         raise UserError(f"{source}: decoder BERT models (is_decoder/add_cross_attention) are "
                         "not supported")
-    values = {k: d[k] for k in _SAME_KEYS if k in d}
+    values = {k: d[k] for k in SAME_KEYS if k in d}
     values["hidden_act"] = activation_name(activation_meaning(d.get("hidden_act", "gelu"), "hf"),
                                            "bert_tf")
     return BertConfig.from_dict(values, source=source)

@@ -50,7 +50,15 @@ import numpy as np
 from bert_tf.core import fileio, tokenization
 from bert_tf.core.errors import UserError
 from bert_tf.interop import electra_layout, safetensors_io
-from bert_tf.interop.hf_checkpoint import load_tensors, name_table, read_config_dict
+from bert_tf.interop.hf_checkpoint import (
+    CONFIG_NAME,
+    SAFETENSORS_NAME,
+    SAME_KEYS,
+    VOCAB_NAME,
+    load_tensors,
+    name_table,
+    read_config_dict,
+)
 from bert_tf.interop.hf_tokenizer_files import write_tokenizer_files
 from bert_tf.interop.model_files import (
     ModelFiles,
@@ -67,19 +75,11 @@ from bert_tf.modeling.config import BertConfig
 from bert_tf.modeling.encoder import LAYER_NORM_EPSILON
 
 MODEL_TYPE = "electra"
-CONFIG_NAME = "config.json"
-SAFETENSORS_NAME = "model.safetensors"
-VOCAB_NAME = "vocab.txt"
 DISCRIMINATOR_DIR = "discriminator"
 GENERATOR_DIR = "generator"
 # transformers' ElectraGeneratorPredictions computes this activation, whatever hidden_act is.
 HF_GENERATOR_HEAD_ACT = "gelu_erf"
 
-_SAME_KEYS = (
-    "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
-    "intermediate_size", "hidden_dropout_prob", "attention_probs_dropout_prob",
-    "max_position_embeddings", "type_vocab_size", "initializer_range",
-)
 # Keys that change nothing bert_tf computes (the summary_* ones configure transformers'
 # multiple-choice head only).
 _IGNORED_KEYS = frozenset({
@@ -142,11 +142,11 @@ def config_from_hf(d: Mapping[str, Any], source: str) -> BertConfig:
                         f"{LAYER_NORM_EPSILON})")
     if d.get("is_decoder") or d.get("add_cross_attention"):
         raise UserError(f"{source}: decoder ELECTRA models are not supported")
-    unknown = sorted(k for k in d if k not in _SAME_KEYS and k not in _IGNORED_KEYS)
+    unknown = sorted(k for k in d if k not in SAME_KEYS and k not in _IGNORED_KEYS)
     if unknown:
         print(f"note: {source}: ignored config key(s) {', '.join(unknown)}", file=sys.stderr,
               flush=True)
-    values = {k: d[k] for k in _SAME_KEYS if k in d}
+    values = {k: d[k] for k in SAME_KEYS if k in d}
     values["hidden_act"] = activation_name(activation_meaning(d.get("hidden_act", "gelu"), "hf"),
                                            "bert_tf")
     # transformers' default embedding_size is 128: absent means 128, not hidden_size.
