@@ -42,7 +42,7 @@ def test_drop_last_keeps_full_batches_only():
 
 def test_a_conflicting_example_is_deferred_not_lost():
     # Examples 0 and 1 share a positive: never in one batch, both used.
-    texts = [("a", "shared"), ("b", "shared"), ("c", "x"), ("d", "y")]
+    texts = [("a", "common"), ("b", "common"), ("c", "x"), ("d", "y")]
     for seed in range(10):
         batches = batching.no_duplicate_batches(texts, 2, np.random.default_rng(seed),
                                                 drop_last=False)

@@ -35,7 +35,7 @@ def test_settings_come_from_the_flag_then_the_run_then_the_folder_then_the_defau
 
 def test_batch_order_spans_epochs_without_a_text_twice_in_a_batch():
     # Examples 0-3 share one positive: at most one of them per batch.
-    examples = [TrainingExample(f"q{i}", "shared" if i < 4 else f"p{i}") for i in range(12)]
+    examples = [TrainingExample(f"q{i}", "common" if i < 4 else f"p{i}") for i in range(12)]
     order = rr.batch_order(examples, batch_size=4, steps=7, seed=3)
     assert order.shape == (7, 4)
     for row in order:
