@@ -2,7 +2,7 @@ r"""Writes pretraining TFRecords (masked LM + next sentence prediction) from raw
 
 Same flags, defaults and output schema as google-research/bert's create_pretraining_data.py,
 plus streaming (bounded memory), parallel workers, sharded and gzip output, whole-word
-masking with one decision per word, n-gram masking and an MLM-only mode.
+masking with one decision per word, n-gram masking, an MLM-only mode and packed MLM-only rows.
 
     python -m data_tools.create_pretraining_data \
       --input_file=data/corpus/wikitext2.bert.txt \
@@ -11,6 +11,12 @@ masking with one decision per word, n-gram masking and an MLM-only mode.
 
 Input: one sentence per line, a blank line between documents (globs and comma lists).
 Output: one tf.train.Example per instance with the features of `bert_tf/core/schema.py`.
+
+`--feature_set=packed_mlm` (masked LM only) fills every row with several documents, each as
+[CLS] tokens [SEP] (a long document cut at sentence ends into row-sized pieces), and writes
+two more features: `doc_ids` (1..k, the document of each token in its row; 0 for padding)
+and `position_ids` (each token's position in its document, restarting at 0 at its [CLS]).
+The trainer keeps attention within each document and takes positions from them.
 The same --random_seed, inputs and outputs give byte-identical files for any --num_workers.
 """
 
@@ -20,7 +26,7 @@ from typing import Sequence
 
 from absl import flags
 
-from bert_tf.core import errors
+from bert_tf.core import errors, schema
 from bert_tf.core.errors import UserError, cli_main
 from data_tools.pretraining_data import create_job, instances, masking
 from data_tools.pretraining_data.create_config import CreateConfig
@@ -59,6 +65,11 @@ flags.DEFINE_integer("max_ngram_size", 1,
 flags.DEFINE_bool("no_nsp", False,
                   "MLM only: pack whole sentences across document boundaries ([SEP] between "
                   "documents) into [CLS] ... [SEP]; segment ids and NSP labels are all 0.")
+flags.DEFINE_enum("feature_set", schema.FEATURE_SET_BERT, list(schema.FEATURE_SETS),
+                  "bert: the original features (NSP pairs, or --no_nsp blocks). packed_mlm: "
+                  "MLM only, several whole documents per row ([CLS] ... [SEP] each; long ones "
+                  "cut into row-sized pieces), plus doc_ids and position_ids features; "
+                  "--short_seq_prob does not apply.")
 flags.DEFINE_string("output_compression", "", "'' (none) or 'gzip'.")
 flags.DEFINE_bool("use_v2_feature_names", False,
                   "Name features input_word_ids / input_type_ids instead of input_ids / "
@@ -100,13 +111,14 @@ def config_from_flags() -> CreateConfig:
         raise UserError(f"--chunk_mb={FLAGS.chunk_mb}: must be > 0")
     if not FLAGS.shuffle_memory_mb >= 1:
         raise UserError(f"--shuffle_memory_mb={FLAGS.shuffle_memory_mb}: must be >= 1")
+    packed = FLAGS.feature_set == schema.FEATURE_SET_PACKED_MLM
     # Flag values are checked by CreateConfig itself; the files only after that.
     settings = dict(
         vocab_file=FLAGS.vocab_file,
         do_lower_case=FLAGS.do_lower_case,
         packing=instances.PackingConfig(max_seq_length=FLAGS.max_seq_length,
                                         short_seq_prob=FLAGS.short_seq_prob,
-                                        nsp=not FLAGS.no_nsp),
+                                        nsp=not (FLAGS.no_nsp or packed), packed=packed),
         masked_lm_prob=FLAGS.masked_lm_prob,
         max_predictions_per_seq=FLAGS.max_predictions_per_seq,
         do_whole_word_mask=FLAGS.do_whole_word_mask,

@@ -18,8 +18,9 @@ from data_tools.pretraining_data import beam_create  # noqa: E402
 from data_tools.runtime import beam_runtime  # noqa: E402
 
 
-@pytest.mark.parametrize("packing", [[], ["--no_nsp", "--do_whole_word_mask"]],
-                         ids=["nsp", "mlm_only"])
+@pytest.mark.parametrize("packing", [[], ["--no_nsp", "--do_whole_word_mask"],
+                                     ["--feature_set=packed_mlm"]],
+                         ids=["nsp", "mlm_only", "packed_mlm"])
 def test_create_pretraining_data_on_direct_runner_writes_the_local_bytes(
         tmp_path, corpus_lines, google_vocab_path, repo_root, packing):
     small = small_corpus(tmp_path, corpus_lines, 3000)

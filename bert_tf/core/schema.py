@@ -10,6 +10,18 @@ One `tf.train.Example` per instance, exactly the features of the original BERT r
     masked_lm_weights     float [max_predictions_per_seq]  1.0 for real predictions, 0.0 pad
     next_sentence_labels  int64 [1]                        0 = B follows A, 1 = B is random
 
+The packed MLM-only feature set (`create_pretraining_data --feature_set=packed_mlm`) has the
+same seven features (segment ids and NSP labels all 0) and two more, after them:
+
+    doc_ids               int64 [max_seq_length]           1..k: the document (segment) of
+                                                           each token in its row, 0 padding
+    position_ids          int64 [max_seq_length]           position within its document,
+                                                           from 0 at its [CLS]; 0 padding
+
+A packed row holds several documents, each as [CLS] tokens [SEP], back to back; a reader
+that knows the two features keeps attention within each document and restarts positions
+(`bert_tf.modeling.packing`); one that does not sees a valid `--no_nsp` record.
+
 `--use_v2_feature_names` renames `input_ids` -> `input_word_ids` and `segment_ids` ->
 `input_type_ids` (the names of TF-Hub and tensorflow/models). Inside bert_tf the model and the
 trainer always see the original (v1) names; the reader maps v2 names back.
@@ -29,6 +41,13 @@ MASKED_LM_POSITIONS = "masked_lm_positions"
 MASKED_LM_IDS = "masked_lm_ids"
 MASKED_LM_WEIGHTS = "masked_lm_weights"
 NEXT_SENTENCE_LABELS = "next_sentence_labels"
+DOC_IDS = "doc_ids"
+POSITION_IDS = "position_ids"
+
+# The feature sets a writer can produce (`create_pretraining_data --feature_set`).
+FEATURE_SET_BERT = "bert"
+FEATURE_SET_PACKED_MLM = "packed_mlm"
+FEATURE_SETS = (FEATURE_SET_BERT, FEATURE_SET_PACKED_MLM)
 
 # v1 name -> v2 name, for the features that differ.
 V2_NAMES: Dict[str, str] = {INPUT_IDS: "input_word_ids", SEGMENT_IDS: "input_type_ids"}
@@ -64,6 +83,16 @@ FEATURES: Tuple[Feature, ...] = (
     Feature(MASKED_LM_WEIGHTS, "float32", "pred"),
     Feature(NEXT_SENTENCE_LABELS, "int64", 1),
 )
+# What the packed MLM-only feature set adds to FEATURES.
+PACKED_FEATURES: Tuple[Feature, ...] = (
+    Feature(DOC_IDS, "int64", "seq"),
+    Feature(POSITION_IDS, "int64", "seq"),
+)
+
+
+def features_of(packed: bool = False) -> Tuple[Feature, ...]:
+    """The features of a record: FEATURES, plus PACKED_FEATURES for packed rows."""
+    return FEATURES + PACKED_FEATURES if packed else FEATURES
 
 
 def feature_length(feature: Feature, max_seq_length: int, max_predictions_per_seq: int) -> int:
@@ -85,21 +114,23 @@ def canonical_name(name: str) -> str:
 
 
 def feature_layout(
-    max_seq_length: int, max_predictions_per_seq: int, use_v2_feature_names: bool = False
+    max_seq_length: int, max_predictions_per_seq: int, use_v2_feature_names: bool = False,
+    packed: bool = False,
 ) -> List[Tuple[str, str, int]]:
-    """(stored name, dtype, length) for every feature, in writer order."""
+    """(stored name, dtype, length) for every feature (of packed rows too), in writer order."""
     return [
         (
             stored_name(f.name, use_v2_feature_names),
             f.dtype,
             feature_length(f, max_seq_length, max_predictions_per_seq),
         )
-        for f in FEATURES
+        for f in features_of(packed)
     ]
 
 
 def parsing_spec(
-    max_seq_length: int, max_predictions_per_seq: int, use_v2_feature_names: bool = False
+    max_seq_length: int, max_predictions_per_seq: int, use_v2_feature_names: bool = False,
+    packed: bool = False,
 ) -> dict:
     """The `tf.io.parse_example` spec for the schema (fixed-length features).
 
@@ -112,6 +143,6 @@ def parsing_spec(
     return {
         name: tf.io.FixedLenFeature([length], dtypes[dtype])
         for name, dtype, length in feature_layout(
-            max_seq_length, max_predictions_per_seq, use_v2_feature_names
+            max_seq_length, max_predictions_per_seq, use_v2_feature_names, packed
         )
     }

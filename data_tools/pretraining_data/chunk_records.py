@@ -24,7 +24,7 @@ import numpy as np
 from bert_tf.core import schema, tokenization
 from bert_tf.core.errors import UserError, reason
 from data_tools.inputs import documents
-from data_tools.pretraining_data import instances, masking, negatives, token_store
+from data_tools.pretraining_data import instances, masking, negatives, packed_rows, token_store
 from data_tools.pretraining_data.create_config import CreateConfig
 from data_tools.records import example_codec, tfrecord_frames
 from data_tools.records.byte_rows import Rows
@@ -53,6 +53,10 @@ class InstanceStats:
             setattr(self, f.name, tuple(x + y for x, y in zip(a, b))
                     if isinstance(a, tuple) else a + b)
 
+    def padding_share(self, max_seq_length: int) -> float:
+        """The share of the instances' max_seq_length slots that are padding."""
+        return 1.0 - self.tokens / max(self.instances * max_seq_length, 1)
+
     def describe(self, nsp: bool, max_seq_length: int) -> str:
         n = max(self.instances, 1)
         p = max(self.predictions, 1)
@@ -61,7 +65,8 @@ class InstanceStats:
                 f"{max_seq_length // 2}, {self.predictions / n:.1f} predictions per instance "
                 f"({self.predictions / max(self.maskable_tokens, 1):.3f} of non-special "
                 f"tokens), [MASK] {100 * m / p:.1f}% / kept {100 * k / p:.1f}% / random "
-                f"{100 * r / p:.1f}%")
+                f"{100 * r / p:.1f}%, padding {100 * self.padding_share(max_seq_length):.1f}% "
+                "of the slots")
         if nsp:
             text += f", IsNext {100 * (1 - self.random_next / n):.1f}%"
         return text
@@ -124,6 +129,8 @@ class InstanceBatch:
         segment_ids: int32 [n, max_seq_length].
         lengths: int64 [n] real tokens.
         masked: the masked-LM choice (`masked.input_ids` are the ids written).
+        doc_ids, position_ids: int32 [n, max_seq_length] of packed rows (`packed_rows`),
+            else None.
     """
 
     spans: instances.Spans
@@ -131,11 +138,13 @@ class InstanceBatch:
     segment_ids: np.ndarray
     lengths: np.ndarray
     masked: masking.MaskedBatch
+    doc_ids: Optional[np.ndarray] = None
+    position_ids: Optional[np.ndarray] = None
 
     def features(self, max_seq_length: int) -> Dict[str, np.ndarray]:
-        """The schema features (v1 names) of the batch."""
+        """The schema features (v1 names) of the batch (of packed rows: their two more)."""
         m = self.masked
-        return {
+        features = {
             schema.INPUT_IDS: m.input_ids,
             schema.INPUT_MASK: (np.arange(max_seq_length)[None, :]
                                 < self.lengths[:, None]).astype(np.int32),
@@ -145,6 +154,10 @@ class InstanceBatch:
             schema.MASKED_LM_WEIGHTS: m.weights,
             schema.NEXT_SENTENCE_LABELS: self.spans.is_random_next[:, None],
         }
+        if self.doc_ids is not None:
+            features[schema.DOC_IDS] = self.doc_ids
+            features[schema.POSITION_IDS] = self.position_ids
+        return features
 
 
 def truncation_stats(buf: instances.DocumentBuffer, max_num_tokens: int) -> InstanceStats:
@@ -239,6 +252,9 @@ def instance_batches(buf: instances.DocumentBuffer, index: int, config: CreateCo
     vocab = tokenizer.vocab
     cls_id, sep_id = vocab[tokenization.CLS], vocab[tokenization.SEP]
     rng = chunk_rng(config.random_seed, index)
+    if config.packing.packed:
+        yield from packed_batches(buf, config, tokenizer, rng)
+        return
     source = (negatives.RandomNext(reader, index, buf.ids, buf.doc_ids)
               if reader is not None and config.packing.nsp else None)
     spans = build_instances(buf, config, rng, source)
@@ -250,6 +266,27 @@ def instance_batches(buf: instances.DocumentBuffer, index: int, config: CreateCo
         input_ids, segment_ids, lengths = instances.materialize(part, ids, cls_id, sep_id, seq)
         masked = masking.mask_batch(input_ids, lengths, mcfg, rng, tokenizer.is_continuation)
         yield InstanceBatch(part, input_ids, segment_ids, lengths, masked)
+
+
+def packed_batches(buf: instances.DocumentBuffer, config: CreateConfig,
+                   tokenizer: tokenization.FullTokenizer, rng: np.random.Generator
+                   ) -> Iterator[InstanceBatch]:
+    """`instance_batches` of the packed MLM-only feature set: the chunk's documents packed
+    into full rows once per dupe (`packed_rows`), then masked, in batches, in row order."""
+    vocab = tokenizer.vocab
+    cls_id, sep_id = vocab[tokenization.CLS], vocab[tokenization.SEP]
+    seq = config.packing.max_seq_length
+    pieces, placement = packed_rows.pack_dupes(buf, seq, config.dupe_factor, rng)
+    mcfg = masking_config(config, tokenizer)
+    for lo in range(0, placement.num_rows, _BATCH_ROWS):
+        hi = min(lo + _BATCH_ROWS, placement.num_rows)
+        rows = packed_rows.materialize(buf.ids, pieces, placement, lo, hi, cls_id, sep_id, seq)
+        masked = masking.mask_batch(rows.input_ids, rows.lengths, mcfg, rng,
+                                    tokenizer.is_continuation)
+        zeros = np.zeros(hi - lo, np.int64)  # no segment pairs: NSP labels and spans 0
+        yield InstanceBatch(instances.Spans(zeros, zeros, zeros, zeros, zeros),
+                            rows.input_ids, np.zeros_like(rows.input_ids), rows.lengths,
+                            masked, rows.doc_ids, rows.position_ids)
 
 
 def chunk_buffer(chunk: documents.Chunk, tokenizer: tokenization.FullTokenizer
@@ -293,12 +330,15 @@ def process_buffer(buf: instances.DocumentBuffer, index: int, num_bytes: int,
     """
     seq = config.packing.max_seq_length
     stats = truncation_stats(buf, config.packing.max_num_tokens)
+    if config.packing.packed:  # packed rows cut long lines instead of truncating them
+        stats = InstanceStats(text_tokens=stats.text_tokens)
     examples: List[Dict[str, object]] = []
     frames: List[Rows] = []
     for batch in instance_batches(buf, index, config, tokenizer, reader):
         features = batch.features(seq)
         records = example_codec.encode_examples(
-            features, seq, config.max_predictions_per_seq, config.use_v2_feature_names)
+            features, seq, config.max_predictions_per_seq, config.use_v2_feature_names,
+            config.packing.packed)
         frames.append(tfrecord_frames.frame_records(records))
         stats.add(batch_stats(batch, seq))
         if len(examples) < num_examples:

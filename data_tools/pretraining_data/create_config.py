@@ -73,6 +73,9 @@ class CreateConfig:
                             "can be masked)")
         if not 0.0 < self.masked_lm_prob <= 1.0:
             raise UserError(f"--masked_lm_prob={self.masked_lm_prob}: must be in (0, 1]")
+        if packing.packed and packing.nsp:
+            raise UserError("--feature_set=packed_mlm is masked LM only: packing.nsp must be "
+                            "False")
         if not 0.0 <= packing.short_seq_prob <= 1.0:
             raise UserError(f"--short_seq_prob={packing.short_seq_prob}: must be in [0, 1]")
         if self.dupe_factor < 1:

@@ -244,7 +244,7 @@ def log_example(example: Dict[str, object], tokenizer: tokenization.FullTokenize
     n_pred = int(sum(example[schema.MASKED_LM_WEIGHTS]))
     labels = tokenizer.convert_ids_to_tokens(example[schema.MASKED_LM_IDS][:n_pred])
     logging.info("masked_lm_labels: %s", " ".join(labels))
-    for f in schema.FEATURES:
+    for f in schema.features_of(packed=schema.DOC_IDS in example):
         values = example[f.name]
         logging.info("%s: %s", schema.stored_name(f.name, use_v2_feature_names),
                      " ".join(str(v) for v in values))

@@ -39,11 +39,14 @@ class PackingConfig:
         short_seq_prob: probability of a shorter random target length.
         nsp: True for [CLS] A [SEP] B [SEP] pairs with NSP labels; False for MLM-only
             [CLS] sentences... [SEP] blocks that cross documents (RoBERTa FULL-SENTENCES).
+        packed: MLM-only rows of several documents, each [CLS] ... [SEP], with document
+            and position ids (`data_tools.pretraining_data.packed_rows`; nsp must be False).
     """
 
     max_seq_length: int = 128
     short_seq_prob: float = 0.1
     nsp: bool = True
+    packed: bool = False
 
     @property
     def max_num_tokens(self) -> int:

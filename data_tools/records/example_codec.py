@@ -76,6 +76,7 @@ def encode_examples(
     max_seq_length: int,
     max_predictions_per_seq: int,
     use_v2_feature_names: bool = False,
+    packed: bool = False,
 ) -> Rows:
     """Serialised `tf.train.Example`s, one per row of the feature arrays.
 
@@ -85,6 +86,7 @@ def encode_examples(
         max_seq_length: the length of the "seq" features.
         max_predictions_per_seq: the length of the "pred" features.
         use_v2_feature_names: store `input_word_ids` / `input_type_ids` (see schema).
+        packed: the packed MLM-only feature set (`doc_ids`, `position_ids` as well).
 
     Returns:
         `Rows`: row i is the serialised Example of instance i.
@@ -95,7 +97,7 @@ def encode_examples(
     layout = {
         schema.canonical_name(stored): (stored, dtype, length)
         for stored, dtype, length in schema.feature_layout(
-            max_seq_length, max_predictions_per_seq, use_v2_feature_names)
+            max_seq_length, max_predictions_per_seq, use_v2_feature_names, packed)
     }
     missing = set(layout) - set(features)
     if missing:
@@ -137,8 +139,9 @@ def example_bytes(
     max_seq_length: int,
     max_predictions_per_seq: int,
     use_v2_feature_names: bool = False,
+    packed: bool = False,
 ) -> List[bytes]:
     """`encode_examples` as a list of bytes objects (convenient for tests and small batches)."""
-    return encode_examples(
-        features, max_seq_length, max_predictions_per_seq, use_v2_feature_names).to_list()
+    return encode_examples(features, max_seq_length, max_predictions_per_seq,
+                           use_v2_feature_names, packed).to_list()
 
