@@ -10,7 +10,8 @@
 --init_checkpoint takes what the fine-tuning commands take (a bert_tf run, a Google or a
 Hugging Face checkpoint) and sentence-transformers folders, whose pooling, normalisation and
 maximum length become the defaults. Training minimises in-batch negatives
-(MultipleNegativesRankingLoss: cosine x --similarity_scale) over batches with no text twice;
+(MultipleNegativesRankingLoss: cosine x --similarity_scale) over batches with no text twice,
+with the negatives of --train_file or mined by --hard_negatives_from=bm25|model;
 --mini_batch_size > 0 computes it by GradCache, for large batches at bounded memory.
 --do_eval writes eval_results.txt: ndcg_at_10, recall_at_100, mrr_at_10, map_at_100 on
 --eval_split, as BEIR computes them.
@@ -54,6 +55,17 @@ flags.DEFINE_bool("normalize", None, "L2-normalise the vectors (default: true, o
                   "a sentence-transformers folder has a Normalize module).")
 flags.DEFINE_enum("loss", "in_batch", ["in_batch"], "in_batch: every other passage of the "
                   "batch is a negative (MultipleNegativesRankingLoss).")
+flags.DEFINE_enum("hard_negatives_from", None, ["bm25", "model"], "Mine hard negatives for "
+                  "each training query: by BM25 (bm25s) over the passages, or by the model "
+                  "before training; written to output_dir/hard_negatives.jsonl.")
+flags.DEFINE_integer("num_hard_negatives", 1, "Mined negatives per example "
+                     "(sentence-transformers' num_negatives).")
+flags.DEFINE_integer("hard_negative_range_min", 0, "Skip this many best-ranked non-positive "
+                     "passages (likely unlabelled positives; sentence-transformers' range_min).")
+flags.DEFINE_integer("hard_negative_range_max", 100, "Mine from ranks below this "
+                     "(sentence-transformers' range_max).")
+flags.DEFINE_enum("hard_negative_sampling", "top", ["top", "random"], "top: the best-ranked "
+                  "candidates; random: drawn from the range with --seed.")
 flags.DEFINE_float("similarity_scale", 20.0, "Multiplies the cosines in the loss "
                    "(1 / temperature).")
 flags.DEFINE_integer("max_query_length", None, "Tokens per query, [CLS] and [SEP] included "
@@ -95,6 +107,11 @@ def config_from_flags():
         eval_split=FLAGS.eval_split, pooling=FLAGS.pooling, normalize=FLAGS.normalize,
         max_query_length=FLAGS.max_query_length, max_passage_length=FLAGS.max_passage_length,
         do_lower_case=FLAGS.do_lower_case, loss=FLAGS.loss,
+        hard_negatives_from=FLAGS.hard_negatives_from or "",
+        num_hard_negatives=FLAGS.num_hard_negatives,
+        hard_negative_range_min=FLAGS.hard_negative_range_min,
+        hard_negative_range_max=FLAGS.hard_negative_range_max,
+        hard_negative_sampling=FLAGS.hard_negative_sampling,
         similarity_scale=FLAGS.similarity_scale, mini_batch_size=FLAGS.mini_batch_size,
         embeddings_dir=FLAGS.embeddings_dir or "", train_batch_size=FLAGS.train_batch_size,
         eval_batch_size=FLAGS.eval_batch_size, learning_rate=FLAGS.learning_rate,

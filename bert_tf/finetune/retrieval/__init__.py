@@ -12,6 +12,10 @@ BEIR's evaluation.
   embeddings in shards on disk, reused while the model is unchanged.
 * `ir_metrics`: nDCG@10, Recall@100, MRR@10, MAP@100 as BEIR computes them.
 * `st_folder`: a sentence-transformers folder's pooling, normalisation and lengths.
+* `bm25`: BM25 by the bm25s library (tokenise, index, top k), shared with rerankers;
+  `hard_negatives`: negatives mined by BM25 or the initial model, as sentence-transformers'
+  mine_hard_negatives.
 * `retrieval_runner`: `python -m bert_tf.run_retrieval`'s flow on the shared trainer;
-  `corpus_eval`: its --do_eval (embed the corpus and queries, search, the metrics).
+  `training_input`: its examples, batch order and tf.data input; `corpus_eval`: its
+  --do_eval (embed the corpus and queries, search, the metrics).
 """

@@ -1,13 +1,13 @@
 """The bi-encoder's run (`python -m bert_tf.run_retrieval`): train, then evaluate on BEIR.
 
     read the data (every check before TensorFlow work)  ->  warm_start.resolve()
+        -> hard negatives mined (--hard_negatives_from: `hard_negatives`, `training_input`)
         -> Trainer(BertEmbedder, AdamW, BiEncoderObjective): checkpoints, exact resume,
            SIGTERM, the divergence stop  ->  corpus_eval: embed, search, eval_results.txt
 
 The trainer, optimizer, checkpoints and warm start are the fine-tuning commands' own; this
-module adds the retrieval data, the model and its settings. Training batches come from
-`batching.no_duplicate_batches` (no text twice in a batch), epoch e from (seed, e), so the
-input position is a function of the step and a resumed run sees the batches it would have.
+module adds the retrieval data, the model and its settings. Training batches
+(`training_input`) have no text twice, and a resumed run sees the batches it would have.
 Steps: int(examples / train_batch_size * epochs), as the original fine-tuning scripts count.
 
 Embedding settings (pooling, normalisation, lengths, lower-casing) are, in order: the flag,
@@ -22,15 +22,21 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from typing import Dict, List, Optional
+from typing import Dict, Optional
 
-import numpy as np
 from absl import logging
 
 from bert_tf.core import fileio, tokenization
 from bert_tf.core.errors import UserError
 from bert_tf.finetune import warm_start
-from bert_tf.finetune.retrieval import batching, beir_data, corpus_eval, features, st_folder
+from bert_tf.finetune.retrieval import (
+    beir_data,
+    corpus_eval,
+    features,
+    hard_negatives,
+    st_folder,
+    training_input,
+)
 from bert_tf.finetune.retrieval.pooling import POOLING_MODES
 from bert_tf.training import distribution, optimization, results, trainer
 
@@ -56,6 +62,8 @@ class RetrievalConfig:
         pooling, normalize, max_query_length, max_passage_length, do_lower_case: None =
             settled as the module docstring says.
         loss: "in_batch" (MultipleNegativesRankingLoss).
+        hard_negatives_from: "" (none mined), "bm25" or "model" (`hard_negatives`), with
+            num_hard_negatives, hard_negative_range_min/max and hard_negative_sampling.
         similarity_scale: the cosines' multiplier (1 / temperature).
         mini_batch_size: GradCache's texts per pass (0 = one pass, no cache).
         embeddings_dir: corpus embeddings stored and reused ("" = not stored).
@@ -81,6 +89,11 @@ class RetrievalConfig:
     max_passage_length: Optional[int] = None
     do_lower_case: Optional[bool] = None
     loss: str = "in_batch"
+    hard_negatives_from: str = ""
+    num_hard_negatives: int = 1
+    hard_negative_range_min: int = 0
+    hard_negative_range_max: int = 100
+    hard_negative_sampling: str = "top"
     similarity_scale: float = 20.0
     mini_batch_size: int = 0
     embeddings_dir: str = ""
@@ -123,6 +136,17 @@ class RetrievalConfig:
         if not 0 <= self.warmup_proportion <= 1:
             raise UserError(f"--warmup_proportion must be in [0, 1], got "
                             f"{self.warmup_proportion}")
+        if self.hard_negatives_from and not self.do_train:
+            raise UserError("--hard_negatives_from mines negatives for training: add --do_train")
+        self.mining()  # checks the mining flags
+
+    def mining(self) -> Optional[hard_negatives.MiningConfig]:
+        """The mining of --hard_negatives_from, or None."""
+        if not self.hard_negatives_from:
+            return None
+        return hard_negatives.MiningConfig(
+            self.hard_negatives_from, self.num_hard_negatives, self.hard_negative_range_min,
+            self.hard_negative_range_max, self.hard_negative_sampling, self.seed)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -178,69 +202,13 @@ def read_task_file(output_dir: str) -> Optional[Dict[str, object]]:
     return info
 
 
-def _write_task_file(output_dir: str, settings: EmbeddingSettings, scale: float) -> None:
+def _write_task_file(output_dir: str, settings: EmbeddingSettings, scale: float,
+                     mining: Optional[hard_negatives.MiningConfig]) -> None:
     info = {"kind": KIND, "similarity_scale": scale, **dataclasses.asdict(settings)}
+    if mining is not None:  # only then: the file of a run without mining is as before
+        info["hard_negatives"] = mining.settings()
     with fileio.atomic_output(os.path.join(output_dir, TASK_FILE), "wb") as f:
         f.write((json.dumps(info, indent=2, sort_keys=True) + "\n").encode("utf-8"))
-
-
-def read_training_examples(config: RetrievalConfig) -> List[beir_data.TrainingExample]:
-    if config.train_file:
-        return beir_data.read_training_pairs(config.train_file)
-    return beir_data.pairs_from_split(beir_data.read_split(config.train_dir, "train"))
-
-
-def batch_order(examples: List[beir_data.TrainingExample], batch_size: int, steps: int,
-                seed: int) -> np.ndarray:
-    """int32 [steps, batch_size]: the example indices of every training batch, epoch after
-    epoch of `batching.no_duplicate_batches`.
-
-    Raises:
-        UserError: the examples cannot fill one batch without a repeated text.
-    """
-    texts = [e.texts for e in examples]
-    batches: List[List[int]] = []
-    epoch = 0
-    while len(batches) < steps:
-        more = batching.no_duplicate_batches(texts, batch_size, batching.epoch_rng(seed, epoch))
-        if not more:
-            raise UserError(f"--train_batch_size={batch_size}: the {len(examples)} training "
-                            f"examples cannot fill one batch without a repeated text")
-        batches.extend(more)
-        epoch += 1
-    return np.asarray(batches[:steps], np.int32)
-
-
-def _trim(batch, prefix: str):
-    """The `prefix` arrays cut to their longest row, rounded up to a multiple of 8."""
-    import tensorflow as tf
-
-    mask = batch[prefix + "input_mask"]
-    longest = tf.reduce_max(tf.reduce_sum(mask, axis=-1))
-    length = tf.minimum(tf.shape(mask)[-1], (longest + 7) // 8 * 8)
-    return {k: (v[..., :length] if k.startswith(prefix) else v) for k, v in batch.items()}
-
-
-def train_dataset_fn(arrays: Dict[str, np.ndarray], order: np.ndarray) -> trainer.DatasetFn:
-    """The batches of `order` ([steps, global batch]) as replica batches, cut to length."""
-    import tensorflow as tf
-
-    def dataset_fn(context, per_replica_batch: int, first_batch: int = 0):
-        tensors = {k: tf.constant(v) for k, v in arrays.items()}
-        rows = tf.data.Dataset.from_tensor_slices(order.reshape(-1, per_replica_batch))
-        if context.num_input_pipelines > 1:
-            rows = rows.shard(context.num_input_pipelines, context.input_pipeline_id)
-
-        @tf.autograph.experimental.do_not_convert
-        def gather(index):
-            batch = {k: tf.gather(t, index) for k, t in tensors.items()}
-            return _trim(_trim(batch, "query_"), "passage_")
-
-        return rows.skip(first_batch).map(gather, num_parallel_calls=tf.data.AUTOTUNE,
-                                          deterministic=True).prefetch(2)
-
-    dataset_fn.arithmetic_position = True  # the position is the step (trainer.distribute_dataset)
-    return dataset_fn
 
 
 def _build_model(config, settings: EmbeddingSettings):
@@ -252,6 +220,17 @@ def _build_model(config, settings: EmbeddingSettings):
     model({name: tf.ones([1, 8], tf.int32) if name == "input_mask" else tf.zeros([1, 8], tf.int32)
            for name in features.INPUT_NAMES})
     return model
+
+
+def initial_model(model: warm_start.InitModel, settings: EmbeddingSettings, seed: int):
+    """The bi-encoder as training starts: warm-started, or fresh weights from `seed`."""
+    import keras
+
+    keras.utils.set_random_seed(seed)
+    embedder = _build_model(model.config, settings)
+    if model.files:
+        warm_start.load_encoder_weights(embedder, model.files)
+    return embedder
 
 
 def run(config: RetrievalConfig) -> Dict[str, float]:
@@ -276,7 +255,9 @@ def run(config: RetrievalConfig) -> Dict[str, float]:
               if not resumed and st_folder.is_folder(config.init_checkpoint) else None)
     settings = settle(config, saved, folder)
     # Every input is read and checked before any model is built.
-    examples = read_training_examples(config) if config.do_train else []
+    examples, passages = (training_input.read_training_examples(
+        config.train_file, config.train_dir, bool(config.hard_negatives_from))
+        if config.do_train else ([], []))
     eval_split = (beir_data.read_split(config.eval_dir, config.eval_split)
                   if config.do_eval else None)
     local_config = os.path.join(config.output_dir, "bert_config.json")
@@ -294,12 +275,17 @@ def run(config: RetrievalConfig) -> Dict[str, float]:
                  settings.max_query_length, settings.max_passage_length,
                  "lower-cased" if settings.do_lower_case else "cased")
     tokenizer = tokenization.FullTokenizer(model.vocab_file, settings.do_lower_case)
+    if config.hard_negatives_from:
+        examples = training_input.mined_examples(
+            config.mining(), config.output_dir, examples, passages, saved,
+            lambda: initial_model(model, settings, config.seed), tokenizer,
+            settings.max_query_length, settings.max_passage_length, config.eval_batch_size)
     steps = 1
     if config.do_train:
         steps = max(1, int(len(examples) / config.train_batch_size * config.num_train_epochs))
         arrays = features.training_features(examples, tokenizer, settings.max_query_length,
                                             settings.max_passage_length)
-        order = batch_order(examples, config.train_batch_size, steps, config.seed)
+        order = training_input.batch_order(examples, config.train_batch_size, steps, config.seed)
     strategy = distribution.create_strategy(config.distribution)
     use_xla = distribution.resolve_use_xla(config.distribution, strategy)
     if use_xla and config.mini_batch_size and config.do_train:
@@ -341,12 +327,13 @@ def run(config: RetrievalConfig) -> Dict[str, float]:
                 from bert_tf.interop.model_files import copy_file
 
                 copy_file(model.vocab_file, local_vocab)
-            _write_task_file(config.output_dir, settings, config.similarity_scale)
+            _write_task_file(config.output_dir, settings, config.similarity_scale,
+                             config.mining())
         logging.info("training on %d examples (%d negatives each): %d steps of %d, %d warmup%s",
                      len(examples), columns - 1, steps, config.train_batch_size, warmup,
                      f", GradCache mini-batches of {config.mini_batch_size}"
                      if config.mini_batch_size else "")
-        runner.train(train_dataset_fn(arrays, order))
+        runner.train(training_input.train_dataset_fn(arrays, order))
     else:
         runner.restore_for_eval()
     if not config.do_eval:
