@@ -4,7 +4,7 @@ Built from keras-hub layers, checked against BERT's definition:
 
 * `keras_hub.layers.ReversibleEmbedding` holds the word embeddings; its `reverse` projection
   (hidden states times the transposed table) gives the tied MLM output layer.
-  `WordEmbedding` below only changes how that projection is computed (one 2-D matmul with a
+  `embeddings.WordEmbedding` only changes how that projection is computed (one 2-D matmul with a
   transposed operand instead of materialising the transposed table every step).
 * `keras_hub.layers.PositionEmbedding` is the learned absolute position table, sliced to the
   sequence length.
@@ -48,10 +48,10 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf.core.errors import UserError
-from bert_tf.modeling import modern_config
+from bert_tf.modeling import modern_config, packing
 from bert_tf.modeling.activations import get_activation
 from bert_tf.modeling.config import BertConfig
-from bert_tf.modeling.embeddings import embed, shared_embedding_layers
+from bert_tf.modeling.embeddings import WordEmbedding, embed, shared_embedding_layers
 
 # BERT's LayerNorm epsilon (the original used 1e-12 everywhere).
 LAYER_NORM_EPSILON = 1e-12
@@ -62,36 +62,6 @@ INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
 def bert_initializer(config: BertConfig) -> keras.initializers.Initializer:
     """A fresh truncated-normal initializer with stddev `config.initializer_range`."""
     return keras.initializers.TruncatedNormal(stddev=config.initializer_range)
-
-
-@keras.saving.register_keras_serializable(package="bert_tf")
-class WordEmbedding(keras_hub.layers.ReversibleEmbedding):
-    """keras-hub's tied `ReversibleEmbedding` with a cheaper reverse projection.
-
-    The parent computes `inputs @ transpose(table)`, which copies the [vocab, hidden] table
-    into a transposed [hidden, vocab] tensor on every call (and its gradient back again), and
-    multiplies a 3-D input by a 2-D matrix as a broadcast batch matmul. Here the rows are
-    flattened and multiplied by the table with `transpose_b`, so oneDNN reads the table in
-    place: the same values, in float32 when `reverse_dtype` is set, as the parent.
-
-    Call args:
-        inputs: int ids [...], or with reverse=True hidden states [..., hidden].
-        reverse: project hidden states onto the vocabulary.
-
-    Returns:
-        Embeddings [..., hidden], or with reverse=True logits [..., vocab_size].
-    """
-
-    def call(self, inputs, reverse=False):
-        if not (reverse and self.tie_weights) or self.logit_soft_cap is not None:
-            return super().call(inputs, reverse=reverse)
-        table = self.embeddings  # [vocab, hidden]
-        if self.reverse_dtype is not None:
-            inputs = keras.ops.cast(inputs, self.reverse_dtype)
-            table = keras.ops.cast(table, self.reverse_dtype)
-        rows = tf.reshape(inputs, [-1, self.output_dim])  # [batch * n, hidden]
-        logits = tf.matmul(rows, table, transpose_b=True)  # [batch * n, vocab]
-        return tf.reshape(logits, tf.concat([tf.shape(inputs)[:-1], [self.input_dim]], 0))
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -109,6 +79,8 @@ class BertTransformerBlock(keras_hub.layers.TransformerEncoder):
             positions are computed: their queries attend to all (unpadded) positions of
             `inputs`, then the residuals, LayerNorms and feed-forward run on num_queries rows
             instead of seq_len. The values equal the full output gathered at those positions.
+        doc_ids: optional int [batch, seq_len] of a packed batch: queries attend only to keys
+            of their own document (`bert_tf.modeling.packing`; it masks padding too).
 
     Returns:
         [batch, seq_len, hidden], or [batch, num_queries, hidden] with query_positions.
@@ -140,9 +112,9 @@ class BertTransformerBlock(keras_hub.layers.TransformerEncoder):
         self._feedforward_dropout.rate = hidden
 
     def call(self, inputs, padding_mask=None, attention_mask=None, training=None,
-             return_attention_scores=False, query_positions=None):
+             return_attention_scores=False, query_positions=None, doc_ids=None):
         if attention_mask is not None or return_attention_scores or self.normalize_first:
-            if query_positions is not None:
+            if query_positions is not None or doc_ids is not None:
                 raise ValueError("query_positions supports a padding mask and post-LN blocks only")
             return super().call(inputs, padding_mask=padding_mask, attention_mask=attention_mask,
                                 training=training,
@@ -155,7 +127,9 @@ class BertTransformerBlock(keras_hub.layers.TransformerEncoder):
             residual = inputs  # [batch, seq_len, hidden]
         else:
             residual = gather_positions(inputs, query_positions)  # [batch, queries, hidden]
-        x = self._self_attention(residual, inputs, padding_mask, training)
+        bias = None if doc_ids is None else packing.document_bias(
+            doc_ids, query_positions, self.compute_dtype)
+        x = self._self_attention(residual, inputs, padding_mask, training, bias)
         x = self._self_attention_dropout(x, training=training)
         x = self._self_attention_layer_norm(x + residual)
         residual = x
@@ -164,7 +138,7 @@ class BertTransformerBlock(keras_hub.layers.TransformerEncoder):
         x = self._feedforward_dropout(x, training=training)
         return self._feedforward_layer_norm(x + residual)
 
-    def _self_attention(self, queries, inputs, padding_mask, training):
+    def _self_attention(self, queries, inputs, padding_mask, training, bias=None):
         """Multi-head attention of `queries` over `inputs`, with the parent's weights.
 
         The same arithmetic as the parent's `keras.layers.MultiHeadAttention` (its dense
@@ -180,6 +154,8 @@ class BertTransformerBlock(keras_hub.layers.TransformerEncoder):
             inputs: [batch, seq_len, hidden], the rows attended to (keys and values).
             padding_mask: int or bool [batch, seq_len], 1 for real tokens, or None.
             training: enables dropout on the attention probabilities.
+            bias: [batch, 1, queries, seq_len] added to the scores instead of the padding
+                mask's (a packed batch's `packing.document_bias`), or None.
 
         Returns:
             [batch, queries, hidden].
@@ -191,7 +167,9 @@ class BertTransformerBlock(keras_hub.layers.TransformerEncoder):
         v = tf.transpose(layer._value_dense(inputs), heads_first)  # [batch, heads, seq_len, size]
         q = q * tf.cast(1.0 / math.sqrt(layer.key_dim), q.dtype)
         scores = tf.matmul(q, k, transpose_b=True)  # [batch, heads, queries, seq_len]
-        if padding_mask is not None:
+        if bias is not None:
+            scores += tf.cast(bias, scores.dtype)
+        elif padding_mask is not None:
             padded = 1.0 - tf.cast(padding_mask, scores.dtype)[:, None, None, :]
             scores += padded * _large_negative(scores.dtype)
         probs = layer._dropout_layer(tf.nn.softmax(scores), training=training)
@@ -368,22 +346,26 @@ class BertEncoder(keras.Model):
         FLOPs of BERT-Small (4 layers) and 6% of BERT-Base (12), with the same values as `call`.
 
         Args:
-            inputs: as for `call` (extra keys are ignored).
-            query_positions: int32 [batch, num_queries], positions in [0, seq_len).
+            inputs: as for `call`, or a packed batch with `doc_ids` and `position_ids`
+                (`bert_tf.modeling.packing`: attention within each document, its positions);
+                other keys are ignored.
+            query_positions: int32 [batch, num_queries], positions in [0, seq_len); None:
+                every position.
             training: enables dropout.
 
         Returns:
             [batch, num_queries, hidden]: `call(inputs)["sequence_output"]` at those positions.
         """
+        doc_ids, position_ids = packing.packed_features(inputs) or (None, None)
         x = embed(self.token_embedding, self.position_embedding, self.segment_embedding,
                    self.embeddings_add, self.embeddings_layer_norm, self.embeddings_dropout,
                    inputs["input_ids"], inputs["segment_ids"], training=training,
-                   project=self.embeddings_project)
+                   project=self.embeddings_project, position_ids=position_ids)
         mask = inputs["input_mask"]
-        for block in self.transformer_layers[:-1]:
-            x = block(x, padding_mask=mask, training=training)  # [batch, seq_len, hidden]
-        return self.transformer_layers[-1](
-            x, padding_mask=mask, query_positions=query_positions, training=training)
+        for block in self.transformer_layers[:-1]:  # [batch, seq_len, hidden]
+            x = block(x, padding_mask=mask, doc_ids=doc_ids, training=training)
+        return self.transformer_layers[-1](x, padding_mask=mask, query_positions=query_positions,
+                                           doc_ids=doc_ids, training=training)
 
     def get_config(self) -> Dict[str, Any]:
         # The whole graph is a function of the BertConfig; serialize that, not the graph.

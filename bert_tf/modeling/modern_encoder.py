@@ -33,7 +33,7 @@ import keras
 import keras_hub
 import tensorflow as tf
 
-from bert_tf.modeling import modern_config, modern_layout, rotary
+from bert_tf.modeling import modern_config, modern_layout, packing, rotary
 from bert_tf.modeling.activations import get_activation
 from bert_tf.modeling.config import BertConfig
 from bert_tf.modeling.encoder import (
@@ -68,6 +68,9 @@ class ModernTransformerBlock(keras.layers.Layer):
         padding_mask: int or bool [batch, seq_len], 1 for real tokens.
         query_positions: optional int32 [batch, num_queries]: compute only these rows
             (their queries attend to all positions); equal to the full output gathered there.
+        doc_ids, position_ids: optional int [batch, seq_len] of a packed batch
+            (`bert_tf.modeling.packing`): queries attend only to their own document's keys,
+            and rotary angles come from position_ids instead of the rows.
 
     Returns:
         [batch, seq_len, hidden], or [batch, num_queries, hidden] with query_positions.
@@ -122,23 +125,29 @@ class ModernTransformerBlock(keras.layers.Layer):
         self.output_dense.build(inner)
         self.built = True
 
-    def call(self, inputs, padding_mask=None, query_positions=None, training=None):
+    def call(self, inputs, padding_mask=None, query_positions=None, training=None,
+             doc_ids=None, position_ids=None):
         if query_positions is None:
             positions = tf.range(tf.shape(inputs)[1], dtype=tf.int32)[None]  # [1, seq_len]
             residual = inputs
         else:
             positions = tf.cast(query_positions, tf.int32)
             residual = gather_positions(inputs, positions)  # [batch, queries, hidden]
+        packed = None
+        if doc_ids is not None:  # (same document [batch, 1, q, seq_len], query and key angles)
+            keys = tf.cast(position_ids, tf.int32)
+            packed = (packing.same_document(doc_ids, query_positions),
+                      packing.at_rows(keys, query_positions), keys)
         if self.pre_layer_norm:
             normed = inputs if self.attention_layer_norm is None else \
                 self.attention_layer_norm(inputs)
             queries = normed if query_positions is None else gather_positions(normed, positions)
             x = residual + self.attention_output_dropout(
-                self._attention(queries, normed, positions, padding_mask, training),
+                self._attention(queries, normed, positions, padding_mask, training, packed),
                 training=training)
             return x + self.output_dropout(self._feedforward(self.output_layer_norm(x)),
                                            training=training)
-        x = self._attention(residual, inputs, positions, padding_mask, training)
+        x = self._attention(residual, inputs, positions, padding_mask, training, packed)
         x = self.attention_layer_norm(residual + self.attention_output_dropout(
             x, training=training))
         return self.output_layer_norm(x + self.output_dropout(self._feedforward(x),
@@ -150,20 +159,25 @@ class ModernTransformerBlock(keras.layers.Layer):
         x = tf.reshape(x, [shape[0], shape[1], self.num_heads, self.head_size])
         return tf.transpose(x, [0, 2, 1, 3])
 
-    def _attention(self, queries, inputs, positions, padding_mask, training):
-        """Attention of `queries` [batch, queries, hidden] at `positions` over `inputs`
-        [batch, seq_len, hidden] -> [batch, queries, hidden] (after the output Dense)."""
+    def _attention(self, queries, inputs, positions, padding_mask, training, packed=None):
+        """Attention of `queries` [batch, queries, hidden] at rows `positions` over `inputs`
+        [batch, seq_len, hidden] -> [batch, queries, hidden] (after the output Dense);
+        `packed`: (same-document mask, query and key position ids) of a packed batch."""
         h = self.hidden_size
         qkv = self.qkv_dense(inputs)  # [batch, seq_len, 3 * hidden]
         q = qkv[..., :h] if queries is inputs else self.qkv_dense(queries)[..., :h]
         q, k, v = self._heads(q), self._heads(qkv[..., h:2 * h]), self._heads(qkv[..., 2 * h:])
         if self.inv_freq is not None:
-            keys = tf.range(tf.shape(inputs)[1], dtype=tf.int32)[None]
-            q = rotary.rotate(q, *rotary.cos_sin(positions, self.inv_freq))
-            k = rotary.rotate(k, *rotary.cos_sin(keys, self.inv_freq))
+            if packed is None:
+                q_at, k_at = positions, tf.range(tf.shape(inputs)[1], dtype=tf.int32)[None]
+            else:
+                q_at, k_at = packed[1], packed[2]
+            q = rotary.rotate(q, *rotary.cos_sin(q_at, self.inv_freq))
+            k = rotary.rotate(k, *rotary.cos_sin(k_at, self.inv_freq))
         q = q * tf.cast(1.0 / math.sqrt(self.head_size), q.dtype)
         scores = tf.matmul(q, k, transpose_b=True)  # [batch, heads, queries, seq_len]
-        bias = rotary.attention_bias(positions, padding_mask, self.window, scores.dtype)
+        bias = rotary.attention_bias(positions, padding_mask, self.window, scores.dtype,
+                                     None if packed is None else packed[0])
         if bias is not None:
             scores += bias
         probs = self.probs_dropout(tf.nn.softmax(scores), training=training)
@@ -195,18 +209,19 @@ def _layer_theta(config: BertConfig, index: int) -> Optional[float]:
     return float(config.rope_theta)
 
 
-def embed(layers, input_ids, segment_ids, training=None):
+def embed(layers, input_ids, segment_ids, training=None, position_ids=None):
     """LN(word (+ position) (+ segment)), dropout -> [batch, seq_len, hidden].
 
     Args:
         layers: (word, position or None, segment or None, LayerNorm, Dropout) layers.
         input_ids, segment_ids: int32 [batch, seq_len].
         training: enables dropout.
+        position_ids: int32 [batch, seq_len], the absolute table's rows (None: 0..seq_len-1).
     """
     tokens, positions, segments, layer_norm, dropout = layers
     x = tokens(input_ids)
     if positions is not None:
-        x = x + positions(x)
+        x = x + positions(x, positions=position_ids)
     if segments is not None:
         x = x + segments(segment_ids)
     return dropout(layer_norm(x), training=training)
@@ -314,21 +329,26 @@ class ModernEncoder(keras.Model):
         `BertEncoder.encode_at`).
 
         Args:
-            inputs: as for `call` (extra keys are ignored).
-            query_positions: int32 [batch, num_queries], positions in [0, seq_len).
+            inputs: as for `call`, or a packed batch with `doc_ids` and `position_ids`
+                (`bert_tf.modeling.packing`); other keys are ignored.
+            query_positions: int32 [batch, num_queries], positions in [0, seq_len); None:
+                every position.
             training: enables dropout.
 
         Returns:
             [batch, num_queries, hidden]: `call(inputs)["sequence_output"]` at those positions.
         """
+        doc_ids, position_ids = packing.packed_features(inputs) or (None, None)
         x = embed((self.token_embedding, self.position_embedding, self.segment_embedding,
                    self.embeddings_layer_norm, self.embeddings_dropout),
-                  inputs["input_ids"], inputs["segment_ids"], training=training)
+                  inputs["input_ids"], inputs["segment_ids"], training=training,
+                  position_ids=position_ids)
         mask = inputs["input_mask"]
+        packed = dict(doc_ids=doc_ids, position_ids=position_ids)
         for block in self.transformer_layers[:-1]:
-            x = block(x, padding_mask=mask, training=training)
+            x = block(x, padding_mask=mask, training=training, **packed)
         x = self.transformer_layers[-1](x, padding_mask=mask, query_positions=query_positions,
-                                        training=training)
+                                        training=training, **packed)
         return x if self.final_layer_norm is None else self.final_layer_norm(x)
 
     def get_config(self) -> Dict[str, Any]:

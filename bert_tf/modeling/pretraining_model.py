@@ -12,6 +12,7 @@ from typing import Any, Dict, Optional
 import keras
 import numpy as np
 
+from bert_tf.modeling import packing
 from bert_tf.modeling.config import BertConfig
 from bert_tf.modeling.encoder import INPUT_NAMES, constructor_args
 from bert_tf.modeling.heads import build_masked_lm_head, build_next_sentence_head
@@ -34,7 +35,9 @@ class BertPretrainingModel(keras.Model):
     Call args:
         inputs: {"input_ids", "input_mask", "segment_ids": int32 [batch, seq_len],
             "masked_lm_positions": int32 [batch, num_predictions]}. Other keys (labels,
-            weights of a whole input-pipeline batch) are ignored.
+            weights of a whole input-pipeline batch) are ignored, but for "doc_ids" and
+            "position_ids" of a packed batch (`bert_tf.modeling.packing`), which keep
+            attention within each document of a row and restart its positions.
         training: enables dropout.
 
     Returns:
@@ -90,8 +93,24 @@ class BertPretrainingModel(keras.Model):
         # A pipeline batch carries labels too; pass only what the graph consumes (Keras
         # would otherwise warn on every trace about the unexpected keys).
         if isinstance(inputs, dict):
+            if packing.packed_features(inputs) is not None:
+                return self.packed_call(inputs, training=training)
             inputs = {k: inputs[k] for k in MODEL_INPUT_NAMES}
         return super().call(inputs, training=training, mask=mask)
+
+    def packed_call(self, inputs: Dict[str, Any], training: Optional[bool] = None
+                    ) -> Dict[str, Any]:
+        """`call` of a packed batch (`bert_tf.modeling.packing`: with doc_ids and
+        position_ids), which the functional graph has no inputs for: the encoder's `encode_at`
+        at every position, then the heads as in `call`. The same outputs."""
+        sequence = self.encoder.encode_at(inputs, None, training=training)
+        pooled = self.encoder.pooler(sequence[:, 0, :])  # [batch, hidden]
+        outputs = {"mlm_logits": self.mlm_head(sequence,
+                                               mask_positions=inputs["masked_lm_positions"]),
+                   "sequence_output": sequence, "pooled_output": pooled}
+        if self.nsp_head is not None:
+            outputs["nsp_logits"] = self.nsp_head(pooled)
+        return outputs
 
     def head_logits(self, inputs: Dict[str, Any], training: Optional[bool] = None
                     ) -> Dict[str, Any]:

@@ -54,15 +54,19 @@ def large_negative(dtype: tf.DType) -> float:
     return -3e4 if dtype == tf.float16 else -1e9
 
 
-def attention_bias(query_positions, padding_mask, window: Optional[int], dtype: tf.DType):
+def attention_bias(query_positions, padding_mask, window: Optional[int], dtype: tf.DType,
+                   same_document=None):
     """What to add to the attention scores: 0 where a query may attend, a large negative
-    number at padded keys and, with `window`, at keys farther than window // 2.
+    number at padded keys, with `window` at keys farther than window // 2 and, with
+    `same_document`, at keys of other documents.
 
     Args:
-        query_positions: int32 [batch, queries] (or [1, queries]): the queries' positions.
+        query_positions: int32 [batch, queries] (or [1, queries]): the queries' rows.
         padding_mask: int or bool [batch, seq_len], 1 for real tokens, or None.
         window: the local attention window, or None (global attention).
         dtype: the scores' dtype.
+        same_document: bool [batch, 1, queries, seq_len] of a packed batch
+            (`bert_tf.modeling.packing.same_document`), or None.
 
     Returns:
         [batch, 1, queries, seq_len] (batch may be 1 when both inputs broadcast), or None
@@ -79,6 +83,9 @@ def attention_bias(query_positions, padding_mask, window: Optional[int], dtype: 
         distance = tf.abs(tf.cast(query_positions, tf.int32)[:, :, None] - keys[None, None, :])
         far = (distance > window // 2)[:, None]  # [batch, 1, queries, seq_len]
         masked = far if masked is None else tf.logical_or(masked, far)
+    if same_document is not None:
+        other = tf.logical_not(same_document)
+        masked = other if masked is None else tf.logical_or(masked, other)
     if masked is None:
         return None
     return tf.cast(masked, dtype) * large_negative(dtype)
