@@ -32,7 +32,10 @@ cli.define_classifier_head_flag()
 
 def _task():
     from bert_tf.core.errors import UserError
-    from bert_tf.finetune.classification_task import ClassificationSettings, ClassificationTask
+    from bert_tf.finetune.classification.classification_task import (
+        ClassificationSettings,
+        ClassificationTask,
+    )
 
     if not FLAGS.task_name:
         raise UserError("--task_name is required")

@@ -27,7 +27,7 @@ counts as their mean).
   architecture from random weights, to see what pretraining bought).
 * --do_predict: the GLUE server's files from each task's selected run, and submission.zip.
 * --suite=FILE: a JSON list of tasks of any kind (classification, tagging, squad, glue)
-  instead of GLUE; see `bert_tf.finetune.suite`.
+  instead of GLUE; see `bert_tf.finetune.scorecard.suite`.
 
 Rerunning the same command skips the runs that finished, so a killed scorecard resumes.
 """
@@ -93,8 +93,8 @@ def _numbers(name: str, values, kind):
 def _config():
     import os
 
-    from bert_tf.finetune.scorecard import ScorecardConfig
-    from bert_tf.finetune.scorecard_runs import Model, Protocol
+    from bert_tf.finetune.scorecard.scorecard import ScorecardConfig
+    from bert_tf.finetune.scorecard.scorecard_runs import Model, Protocol
 
     lrs = ((FLAGS.learning_rate,) if FLAGS.protocol == "fixed"
            else _numbers("learning_rates", FLAGS.learning_rates, float))
@@ -130,7 +130,7 @@ def _config():
 def main(argv) -> None:
     if len(argv) > 1:
         raise UserError(f"unexpected arguments: {' '.join(argv[1:])}")
-    from bert_tf.finetune import scorecard
+    from bert_tf.finetune.scorecard import scorecard
 
     scorecard.run(_config())
 

@@ -32,7 +32,7 @@ flags.DEFINE_integer("max_answer_length", 30, "Longest answer, in tokens.")
 
 
 def _task():
-    from bert_tf.finetune.squad_task import SquadSettings, SquadTask
+    from bert_tf.finetune.squad.squad_task import SquadSettings, SquadTask
 
     return SquadTask(SquadSettings(
         train_file=FLAGS.train_file or "", predict_file=FLAGS.predict_file or "",

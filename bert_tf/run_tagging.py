@@ -26,7 +26,7 @@ flags.DEFINE_string("predict_file", None, "CoNLL (or one-token-per-line) file to
 
 
 def _task():
-    from bert_tf.finetune.tagging_task import TaggingSettings, TaggingTask
+    from bert_tf.finetune.tagging.tagging_task import TaggingSettings, TaggingTask
 
     return TaggingTask(TaggingSettings(train_file=FLAGS.train_file or "",
                                        eval_file=FLAGS.eval_file or "",

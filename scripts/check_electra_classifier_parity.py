@@ -56,7 +56,7 @@ def main() -> None:
     import numpy as np
 
     from bert_tf.finetune import warm_start
-    from bert_tf.finetune.classification_task import (
+    from bert_tf.finetune.classification.classification_task import (
         ClassificationSettings,
         ClassificationTask,
     )

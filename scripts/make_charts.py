@@ -230,7 +230,7 @@ def chart_pretraining_curve(doc: dict) -> plt.Figure:
 
 def chart_pretraining_budget(doc: dict) -> plt.Figure:
     """GLUE score (mean ± standard error over seeds) of every arm of the budget benchmark."""
-    from bert_tf.finetune.scorecard_report import standard_error
+    from bert_tf.finetune.scorecard.scorecard_report import standard_error
 
     arms = [a for a in doc["arms"] if a.get("row")]
     fig, ax = plt.subplots(figsize=(7, 0.5 * len(arms) + 1.4))

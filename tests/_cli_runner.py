@@ -53,9 +53,9 @@ PRELOAD = (
     "bert_tf.training.optimization",
     "bert_tf.training.trainer",
     "bert_tf.finetune_main",
-    "bert_tf.finetune.scorecard",
-    "bert_tf.finetune.squad_task",
-    "bert_tf.finetune.tagging_task",
+    "bert_tf.finetune.scorecard.scorecard",
+    "bert_tf.finetune.squad.squad_task",
+    "bert_tf.finetune.tagging.tagging_task",
     "bert_tf.export.saved_model",
     "bert_tf.export.keras_hub_preset",
 )

@@ -1,5 +1,6 @@
-"""Tests for bert_tf.finetune.classification_data: GLUE layouts, generic readers, errors,
-featurize golden ids and pair truncation, and the bundled snli_tiny / vader_tiny sets."""
+"""Tests for bert_tf.finetune.classification.classification_data: GLUE layouts, generic
+readers, errors, featurize golden ids and pair truncation, and the bundled snli_tiny /
+vader_tiny sets."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 
 from bert_tf.core.errors import UserError
 from bert_tf.core.tokenization import FullTokenizer
-from bert_tf.finetune import classification_data as cd
+from bert_tf.finetune.classification import classification_data as cd
 
 
 @pytest.fixture(scope="module")

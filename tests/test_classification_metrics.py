@@ -1,4 +1,5 @@
-"""Tests for bert_tf.finetune.classification_metrics: hand-computed accuracy, F1, MCC, r."""
+"""Tests for bert_tf.finetune.classification.classification_metrics: hand-computed accuracy,
+F1, MCC, r."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import numpy as np
 import pytest
 
 from bert_tf.core.errors import UserError
-from bert_tf.finetune import classification_metrics as metrics
+from bert_tf.finetune.classification import classification_metrics as metrics
 
 # Binary example: TP = 3, FN = 1, TN = 4, FP = 2.
 BINARY_LABELS = np.array([1, 1, 1, 1, 0, 0, 0, 0, 0, 0])

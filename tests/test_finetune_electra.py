@@ -31,7 +31,10 @@ from _pretraining_helpers import REPO_ROOT
 from bert_tf.core import tokenization
 from bert_tf.core.errors import UserError
 from bert_tf.finetune import heads, runner, warm_start
-from bert_tf.finetune.classification_task import ClassificationSettings, ClassificationTask
+from bert_tf.finetune.classification.classification_task import (
+    ClassificationSettings,
+    ClassificationTask,
+)
 from bert_tf.interop import formats
 from bert_tf.modeling.config import BertConfig
 from bert_tf.modeling.electra import ElectraPretrainingModel
@@ -182,8 +185,8 @@ def test_head_errors_are_one_line(tmp_path):
 
 
 def test_run_glue_passes_its_head_to_classification_only():
-    from bert_tf.finetune.scorecard_runs import Model, Protocol, Run, fingerprint
-    from bert_tf.finetune.suite import ScoredTask
+    from bert_tf.finetune.scorecard.scorecard_runs import Model, Protocol, Run, fingerprint
+    from bert_tf.finetune.scorecard.suite import ScoredTask
 
     sst = ScoredTask("sst2", "classification", (("task_name", "sst2"), ("data_dir", "d")),
                      (("accuracy", "eval_accuracy"),))

@@ -36,7 +36,10 @@ from _pretraining_helpers import TINY_FINETUNE_BERT, error_lines, minilm_dir
 
 from bert_tf.core.errors import UserError
 from bert_tf.finetune import runner, warm_start
-from bert_tf.finetune.classification_task import ClassificationSettings, ClassificationTask
+from bert_tf.finetune.classification.classification_task import (
+    ClassificationSettings,
+    ClassificationTask,
+)
 from bert_tf.finetune.heads import BertClassifier
 from bert_tf.interop import google_checkpoint, safetensors_io
 from bert_tf.interop.model_files import ModelFiles
@@ -202,7 +205,7 @@ def test_mean_readout_trains_and_predicts_with_the_mean(mean_run):
 
 def _softmax_of(model, texts, out):
     from bert_tf.core.tokenization import FullTokenizer
-    from bert_tf.finetune import classification_data
+    from bert_tf.finetune.classification import classification_data
 
     tokenizer = FullTokenizer(os.fspath(out / "vocab.txt"), do_lower_case=True)
     examples = [classification_data.Example(str(i), t, None, None) for i, t in enumerate(texts)]

@@ -34,8 +34,9 @@ from _pretraining_helpers import TINY_FINETUNE_BERT, error_lines, minilm_dir
 
 from bert_tf.core.errors import UserError
 from bert_tf.core.tokenization import BasicTokenizer
-from bert_tf.finetune import scorecard, scorecard_runs, suite, warm_start
-from bert_tf.finetune.scorecard_runs import Model, Protocol
+from bert_tf.finetune import warm_start
+from bert_tf.finetune.scorecard import scorecard, scorecard_runs, suite
+from bert_tf.finetune.scorecard.scorecard_runs import Model, Protocol
 
 MODULE = "bert_tf.run_glue"
 DATA = pathlib.Path(__file__).resolve().parent.parent / "data" / "finetune"

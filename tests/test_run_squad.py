@@ -23,7 +23,7 @@ import pytest
 from _pretraining_helpers import TINY_FINETUNE_BERT, error_lines
 
 from bert_tf.core.tokenization import FullTokenizer
-from bert_tf.finetune.squad_task import SquadSettings, SquadTask
+from bert_tf.finetune.squad.squad_task import SquadSettings, SquadTask
 
 MODULE = "bert_tf.run_squad"
 SQUAD = pathlib.Path(__file__).resolve().parent.parent / "data" / "finetune" / "squad_tiny"

@@ -7,8 +7,8 @@ import pathlib
 
 import pytest
 
-from bert_tf.finetune import scorecard_baselines, scorecard_report, suite
-from bert_tf.finetune.scorecard_runs import Model, Protocol, Run, RunRecord
+from bert_tf.finetune.scorecard import scorecard_baselines, scorecard_report, suite
+from bert_tf.finetune.scorecard.scorecard_runs import Model, Protocol, Run, RunRecord
 
 
 def _write(path: pathlib.Path, header, rows) -> None:

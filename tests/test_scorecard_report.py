@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from bert_tf.finetune import scorecard_report
+from bert_tf.finetune.scorecard import scorecard_report
 
 
 def test_stats_mean_sample_std_and_median():
@@ -77,8 +77,8 @@ def test_standard_error_is_std_over_root_n_and_none_for_one_seed():
 
 
 def test_diverged_runs_are_reported_as_diverged_not_scored():
-    from bert_tf.finetune import suite
-    from bert_tf.finetune.scorecard_runs import Model, Protocol, Run, RunRecord
+    from bert_tf.finetune.scorecard import suite
+    from bert_tf.finetune.scorecard.scorecard_runs import Model, Protocol, Run, RunRecord
 
     a, b = (suite.ScoredTask(name, "tagging", (), (("eval_f1", "F1"),)) for name in "ab")
     protocol = Protocol("grid", (1e-4, 1e-3), (1, 2))

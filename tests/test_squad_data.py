@@ -12,7 +12,7 @@ import pytest
 
 from bert_tf.core.errors import UserError
 from bert_tf.core.tokenization import FullTokenizer
-from bert_tf.finetune import squad_data as sd
+from bert_tf.finetune.squad import squad_data as sd
 
 # 16 words, one WordPiece each in the uncased vocab.
 CONTEXT = "in the spring of that year the old red barn by the river was painted blue"
@@ -214,7 +214,8 @@ def test_query_truncation_stride_gaps_empty_context_and_bad_lengths(tmp_path, to
 
 
 def test_squad_modules_do_not_import_tensorflow():
-    code = ("import sys; import bert_tf.finetune.squad_data, bert_tf.finetune.squad_postprocess;"
+    code = ("import sys; import bert_tf.finetune.squad.squad_data,"
+            " bert_tf.finetune.squad.squad_postprocess;"
             " print('tensorflow' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, timeout=600)

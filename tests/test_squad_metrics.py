@@ -1,11 +1,11 @@
-"""Tests for bert_tf.finetune.squad_metrics: normalisation, EM/F1 and v2.0 figures by hand."""
+"""Tests for bert_tf.finetune.squad.squad_metrics: normalisation, EM/F1 and v2.0 figures by hand."""
 
 from __future__ import annotations
 
 import pytest
 
 from bert_tf.core.errors import UserError
-from bert_tf.finetune import squad_metrics as sm
+from bert_tf.finetune.squad import squad_metrics as sm
 
 
 def make_dataset(questions, version=None):

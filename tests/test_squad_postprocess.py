@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from bert_tf.core.tokenization import FullTokenizer
-from bert_tf.finetune import squad_data as sd
-from bert_tf.finetune import squad_postprocess as sp
+from bert_tf.finetune.squad import squad_data as sd
+from bert_tf.finetune.squad import squad_postprocess as sp
 
 # 16 words, one WordPiece each; with max_seq_length 14 and stride 4 the windows hold pieces
 # 0..8, 4..12 and 8..15, and score pieces 0..6, 7..10 and 11..15 (see test_squad_data).

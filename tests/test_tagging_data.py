@@ -1,4 +1,4 @@
-"""Tests for bert_tf.finetune.tagging_data: CoNLL reading, first-piece labels, windows with
+"""Tests for bert_tf.finetune.tagging.tagging_data: CoNLL reading, first-piece labels, windows with
 the max-context rule, predictions back to words, write_conll, and the bundled conll_tiny."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 
 from bert_tf.core.errors import UserError
 from bert_tf.core.tokenization import FullTokenizer
-from bert_tf.finetune import tagging_data as td
+from bert_tf.finetune.tagging import tagging_data as td
 
 
 @pytest.fixture(scope="module")

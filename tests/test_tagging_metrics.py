@@ -1,11 +1,12 @@
-"""Tests for bert_tf.finetune.tagging_metrics: chunk decoding and hand-counted CoNLL scores."""
+"""Tests for bert_tf.finetune.tagging.tagging_metrics: chunk decoding and hand-counted CoNLL
+scores."""
 
 from __future__ import annotations
 
 import pytest
 
 from bert_tf.core.errors import UserError
-from bert_tf.finetune import tagging_metrics as tm
+from bert_tf.finetune.tagging import tagging_metrics as tm
 
 
 @pytest.mark.parametrize("tags, spans", [

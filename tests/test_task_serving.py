@@ -16,15 +16,11 @@ from bert_tf.core.errors import UserError
 from bert_tf.core.tokenization import FullTokenizer
 from bert_tf.export import task_serving
 from bert_tf.export.qa_serving import SpanServingModule, max_context_window, plan_windows
-from bert_tf.finetune import (
-    classification_data,
-    heads,
-    squad_data,
-    squad_postprocess,
-    tagging_data,
-    tagging_metrics,
-)
+from bert_tf.finetune import heads
+from bert_tf.finetune.classification import classification_data
 from bert_tf.finetune.label_list import save_label_list
+from bert_tf.finetune.squad import squad_data, squad_postprocess
+from bert_tf.finetune.tagging import tagging_data, tagging_metrics
 from bert_tf.modeling.config import BertConfig
 from bert_tf.text.tf_tokenization import TFBertTokenizer
 

@@ -294,7 +294,7 @@ def run_classification(args, recipe, tok, check, result) -> None:
     import torch
     from transformers import BertForSequenceClassification
 
-    from bert_tf.finetune import classification_metrics as metrics
+    from bert_tf.finetune.classification import classification_metrics as metrics
 
     task, max_len = args.task, recipe["max_seq_length"]
     pad = max_len if args.pad_to_max else None
@@ -332,7 +332,7 @@ def run_tagging(args, recipe, tok, check, result) -> None:
     import torch
     from transformers import BertForTokenClassification
 
-    from bert_tf.finetune import tagging_metrics
+    from bert_tf.finetune.tagging import tagging_metrics
 
     max_len, stride = recipe["max_seq_length"], recipe["stride"]
     pad = max_len if args.pad_to_max else None
@@ -397,7 +397,7 @@ def run_squad(args, recipe, tok, check, result) -> None:
     import torch
     from transformers import BertForQuestionAnswering
 
-    from bert_tf.finetune import squad_data, squad_metrics, squad_postprocess
+    from bert_tf.finetune.squad import squad_data, squad_metrics, squad_postprocess
 
     d = os.path.join(args.data_dir, "squad")
     kw = {k: recipe[k] for k in ("max_seq_length", "doc_stride", "max_query_length")}

@@ -247,7 +247,7 @@ def finetune_bert_tf(arm: Arm, arm_dir: str, args, ctx: Context, checkpoint: str
 def finetune_hf(arm: Arm, arm_dir: str, args, ctx: Context, hf_model: str) -> dict:
     """hf_finetune.py --tagging on both NER sets and every seed (finished runs kept);
     hf_model "" fine-tunes hf_finetune.py's default, MiniLM as released."""
-    from bert_tf.finetune.scorecard_report import stats
+    from bert_tf.finetune.scorecard.scorecard_report import stats
 
     out, stage = finetune_key(arm_dir, args, ctx)
     done = budget_cache.done(out, stage)

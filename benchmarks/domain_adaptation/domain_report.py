@@ -32,7 +32,7 @@ def differences(scores: Dict[str, Dict[str, dict]]) -> List[dict]:
     Args:
         scores: arm -> set -> stats ({"mean", "std", "per_seed", ...}).
     """
-    from bert_tf.finetune.scorecard_report import difference
+    from bert_tf.finetune.scorecard.scorecard_report import difference
 
     out = []
     for arm, ref in PAIRS:

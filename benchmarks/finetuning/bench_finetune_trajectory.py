@@ -48,8 +48,8 @@ def child(trace_dir: str, argv: list) -> None:
     from absl import app
 
     from bert_tf.finetune import inputs
-    from bert_tf.finetune.classification_task import ClassificationTask
-    from bert_tf.finetune.tagging_task import TaggingTask
+    from bert_tf.finetune.classification.classification_task import ClassificationTask
+    from bert_tf.finetune.tagging.tagging_task import TaggingTask
 
     task_classes = (ClassificationTask, TaggingTask)
     builders = {cls: cls.build_model for cls in task_classes}

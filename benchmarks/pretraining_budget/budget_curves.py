@@ -84,7 +84,7 @@ def curve_points(results: List[dict], recipes: Sequence[str] = ("c", "f")) -> Li
 def against(row: dict, base: dict, task: Optional[str] = None) -> dict:
     """row - base in GLUE points (or one task's score), paired over seeds, with SE and
     verdict."""
-    from bert_tf.finetune.scorecard_report import difference
+    from bert_tf.finetune.scorecard.scorecard_report import difference
 
     a = row["tasks"][task]["score"] if task else row["glue_score"]
     b = base["tasks"][task]["score"] if task else base["glue_score"]

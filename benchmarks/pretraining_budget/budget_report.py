@@ -70,7 +70,7 @@ def verdict(diff: float, se: Optional[float], df: int) -> str:
 def comparisons(rows: Dict[str, dict]) -> List[dict]:
     """Each of COMPARISONS whose two arms have scorecards: the difference of GLUE scores
     with its SE and verdict."""
-    from bert_tf.finetune.scorecard_report import difference
+    from bert_tf.finetune.scorecard.scorecard_report import difference
 
     out = []
     for label, arm, ref, what in COMPARISONS:
@@ -96,7 +96,7 @@ def _ms(stats: Dict[str, object]) -> str:
 
 def glue_se(row: dict) -> Optional[float]:
     """The standard error of an arm's GLUE score; None for one seed."""
-    from bert_tf.finetune.scorecard_report import standard_error
+    from bert_tf.finetune.scorecard.scorecard_report import standard_error
 
     return standard_error(row["glue_score"])
 
@@ -125,7 +125,7 @@ def reference(rows: Dict[str, dict], name: str) -> Optional[str]:
 def differences(rows: Dict[str, dict]) -> List[dict]:
     """Each goal's difference (GLUE points) with its standard error, PASS/FAIL, and the
     floor's."""
-    from bert_tf.finetune.scorecard_report import difference
+    from bert_tf.finetune.scorecard.scorecard_report import difference
 
     out = []
     for label, arm, ref_name, threshold, *strict in GOALS + FLOOR:
@@ -149,7 +149,7 @@ def ablation(arms: List[dict]) -> List[dict]:
     scorecard; and whether the two budgets were spent on one machine (minutes on different
     machines buy different numbers of steps, so such a row compares machines too). Empty
     without c."""
-    from bert_tf.finetune.scorecard_report import difference
+    from bert_tf.finetune.scorecard.scorecard_report import difference
 
     by_name = {a["name"]: a for a in arms}
     c = by_name.get("c")

@@ -35,7 +35,7 @@ from typing import Dict, Optional
 
 import tensorflow as tf
 
-from bert_tf.finetune.squad_data import CONTEXT_SPACES
+from bert_tf.finetune.squad.squad_data import CONTEXT_SPACES
 from bert_tf.text.tf_tokenization import TFBertTokenizer
 
 _TEXT = tf.TensorSpec([None], tf.string)

@@ -121,7 +121,7 @@ class ClassifierServingModule(tf.Module):
 
 def _chunk_codes(label_list: Sequence[str]):
     """(prefix code per tag, type id per tag, type names), or None for non-chunk tags."""
-    from bert_tf.finetune.tagging_metrics import split_tag
+    from bert_tf.finetune.tagging.tagging_metrics import split_tag
 
     types: List[str] = []
     prefixes, type_ids = [], []

@@ -35,7 +35,7 @@ from absl import logging
 from bert_tf.core import fileio
 from bert_tf.core.errors import UserError
 from bert_tf.finetune import heads, runner
-from bert_tf.finetune.suite import ScoredTask, results_name
+from bert_tf.finetune.scorecard.suite import ScoredTask, results_name
 from bert_tf.training import distribution, health
 
 RUN_RECORD_FILE = "scorecard_run.json"

@@ -25,7 +25,7 @@ from typing import Dict, List, Tuple
 
 from bert_tf.core import fileio
 from bert_tf.core.errors import UserError
-from bert_tf.finetune import classification_data
+from bert_tf.finetune.classification import classification_data
 
 DIAGNOSTIC_FOLDER = "diagnostic"
 DIAGNOSTIC_FILE = "diagnostic.tsv"

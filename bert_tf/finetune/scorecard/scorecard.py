@@ -15,8 +15,8 @@ from typing import Callable, Dict, Optional, Tuple
 
 from bert_tf.core import fileio
 from bert_tf.core.errors import UserError
-from bert_tf.finetune import scorecard_baselines, scorecard_report, scorecard_runs, suite
-from bert_tf.finetune.scorecard_runs import Model, Protocol
+from bert_tf.finetune.scorecard import scorecard_baselines, scorecard_report, scorecard_runs, suite
+from bert_tf.finetune.scorecard.scorecard_runs import Model, Protocol
 from bert_tf.training import distribution
 
 
@@ -30,7 +30,8 @@ class ScorecardConfig:
         protocol: how every model is fine-tuned.
         glue_dir: GLUE's folders (with `tasks`); "" with a suite file.
         tasks: GLUE task names ("" = every task present but WNLI).
-        suite_file: a suite of tasks of any kind instead of GLUE (`bert_tf.finetune.suite`).
+        suite_file: a suite of tasks of any kind instead of GLUE
+            (`bert_tf.finetune.scorecard.suite`).
         do_predict: also predict the test sets and write the GLUE server's files.
         keep_checkpoints: keep each run's fine-tuned checkpoint.
         distribution: strategy and precision of every run.

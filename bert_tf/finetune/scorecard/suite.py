@@ -2,7 +2,7 @@
 
 A `ScoredTask` says how to build the fine-tuning task (`ClassificationTask`, `TaggingTask`,
 `SquadTask`) for each of its evaluations and which eval_results.txt keys make its score. GLUE
-tasks come from `bert_tf.finetune.glue`; a suite file (`--suite=FILE`) lists tasks of any
+tasks come from `bert_tf.finetune.scorecard.glue`; a suite file (`--suite=FILE`) lists tasks of any
 kind, so a domain user can score a model on their own benchmarks (a BLURB-like suite):
 
     {"tasks": [
@@ -31,7 +31,8 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from bert_tf.core import fileio
 from bert_tf.core.errors import UserError, reason
-from bert_tf.finetune import classification_data, glue
+from bert_tf.finetune.classification import classification_data
+from bert_tf.finetune.scorecard import glue
 
 KINDS = ("classification", "tagging", "squad", "glue")
 _PATH_KEYS = ("data_dir", "train_file", "eval_file", "predict_file", "glue_dir")
@@ -73,7 +74,7 @@ class ScoredTask:
         """
         settings = dict(self.settings)
         if self.kind == "classification":
-            from bert_tf.finetune.classification_task import (
+            from bert_tf.finetune.classification.classification_task import (
                 ClassificationSettings,
                 ClassificationTask,
             )
@@ -88,11 +89,11 @@ class ScoredTask:
             return ClassificationTask(ClassificationSettings(
                 max_train_examples=max_train_examples, subset_seed=subset_seed, **settings))
         if self.kind == "tagging":
-            from bert_tf.finetune.tagging_task import TaggingSettings, TaggingTask
+            from bert_tf.finetune.tagging.tagging_task import TaggingSettings, TaggingTask
 
             return TaggingTask(TaggingSettings(max_train_examples=max_train_examples,
                                                subset_seed=subset_seed, **settings))
-        from bert_tf.finetune.squad_task import SquadSettings, SquadTask
+        from bert_tf.finetune.squad.squad_task import SquadSettings, SquadTask
 
         return SquadTask(SquadSettings(do_lower_case=do_lower_case, **settings))
 

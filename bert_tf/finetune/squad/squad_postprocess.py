@@ -29,7 +29,7 @@ import numpy as np
 
 from bert_tf.core import fileio
 from bert_tf.core.tokenization import CONTINUATION_PREFIX, CachedBasicTokenizer
-from bert_tf.finetune.squad_data import FeatureMeta, SquadExample
+from bert_tf.finetune.squad.squad_data import FeatureMeta, SquadExample
 
 # Score given to "no span at all" (an empty context), so that v2.0's null always wins.
 _NO_SPAN_SCORE = -1e4

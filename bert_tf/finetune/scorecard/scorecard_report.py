@@ -27,9 +27,9 @@ from typing import Dict, List, Optional, Sequence
 
 from bert_tf import install_check
 from bert_tf.core import fileio
-from bert_tf.finetune import glue
-from bert_tf.finetune.scorecard_runs import Model, Protocol, Run, RunRecord, task_score
-from bert_tf.finetune.suite import ScoredTask
+from bert_tf.finetune.scorecard import glue
+from bert_tf.finetune.scorecard.scorecard_runs import Model, Protocol, Run, RunRecord, task_score
+from bert_tf.finetune.scorecard.suite import ScoredTask
 
 SCORECARD_JSON = "scorecard.json"
 SCORECARD_MD = "scorecard.md"

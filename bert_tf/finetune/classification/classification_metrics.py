@@ -292,10 +292,3 @@ def classification_metrics(
     if with_mcc:
         result["eval_mcc"] = matthews_corrcoef(y, p, num_classes)
     return result
-
-
-def log_softmax(logits: ArrayLike) -> np.ndarray:
-    """Log-probabilities over the last axis, computed stably (eval losses, probabilities)."""
-    logits = np.asarray(logits, dtype=np.float64)
-    shifted = logits - logits.max(axis=-1, keepdims=True)
-    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))

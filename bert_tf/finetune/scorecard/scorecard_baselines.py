@@ -22,8 +22,8 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
-from bert_tf.finetune import classification_metrics
-from bert_tf.finetune.suite import ScoredTask
+from bert_tf.finetune.classification import classification_metrics
+from bert_tf.finetune.scorecard.suite import ScoredTask
 
 MAJORITY = "majority class (dev)"
 CHANCE = "chance (0)"

@@ -16,10 +16,10 @@ from absl import logging
 
 from bert_tf.core import fileio
 from bert_tf.core.errors import UserError
-from bert_tf.finetune import classification_data as data
-from bert_tf.finetune import classification_metrics as metrics
-from bert_tf.finetune import heads, runner, subset
+from bert_tf.finetune import heads, probabilities, runner, subset
 from bert_tf.finetune import label_list as labels_io
+from bert_tf.finetune.classification import classification_data as data
+from bert_tf.finetune.classification import classification_metrics as metrics
 from bert_tf.finetune.objectives import ClassificationObjective
 from bert_tf.modeling.config import BertConfig
 
@@ -228,7 +228,7 @@ class ClassificationTask:
             return result
         result = metrics.classification_metrics(
             "classification", gold, logits, with_mcc=self.spec.name in _MCC_TASKS)
-        nll = -metrics.log_softmax(logits)[np.arange(len(gold)), gold]
+        nll = -probabilities.log_softmax(logits)[np.arange(len(gold)), gold]
         result["eval_loss"] = float(nll.mean())
         return result
 
@@ -240,7 +240,7 @@ class ClassificationTask:
         if self.regression:
             lines = ["guid\tprediction"] + [f"{g}\t{v:.6f}" for g, v in zip(guids, logits[:, 0])]
         else:
-            probs = np.exp(metrics.log_softmax(logits))
+            probs = np.exp(probabilities.log_softmax(logits))
             header = ["guid"] + [f"prob_{name}" for name in self.label_list] + ["label"]
             lines = ["\t".join(header)]
             for guid, row in zip(guids, probs):

@@ -19,8 +19,9 @@ from absl import logging
 
 from bert_tf.core import fileio
 from bert_tf.core.errors import UserError
-from bert_tf.finetune import heads, squad_data, squad_metrics, squad_postprocess
+from bert_tf.finetune import heads
 from bert_tf.finetune.objectives import SpanObjective
+from bert_tf.finetune.squad import squad_data, squad_metrics, squad_postprocess
 from bert_tf.modeling.config import BertConfig
 from bert_tf.training import results
 

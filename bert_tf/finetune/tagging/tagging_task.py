@@ -17,11 +17,11 @@ import numpy as np
 from absl import logging
 
 from bert_tf.core.errors import UserError
-from bert_tf.finetune import classification_metrics as metrics
-from bert_tf.finetune import heads, subset, tagging_metrics
+from bert_tf.finetune import heads, probabilities, subset
 from bert_tf.finetune import label_list as labels_io
-from bert_tf.finetune import tagging_data as data
 from bert_tf.finetune.objectives import TaggingObjective
+from bert_tf.finetune.tagging import tagging_data as data
+from bert_tf.finetune.tagging import tagging_metrics
 from bert_tf.modeling.config import BertConfig
 
 EVAL_PREDICTIONS_FILE = "eval_predictions.conll"
@@ -129,7 +129,7 @@ class TaggingTask:
         predicted = self._tags("eval", outputs)
         result = tagging_metrics.tagging_metrics(gold, predicted)
         arrays = self.features["eval"].arrays
-        log_probs = metrics.log_softmax(outputs["logits"])
+        log_probs = probabilities.log_softmax(outputs["logits"])
         scored = arrays["word_index"] >= 0  # each word once, from its max-context window
         picked = np.take_along_axis(log_probs, arrays["label_ids"][..., None], -1)[..., 0]
         result["eval_loss"] = float(-picked[scored].mean())
