@@ -9,6 +9,13 @@ and `golden.npz`: three id rows with padding (lengths 16, 11 and 5), their atten
 the last hidden state of `ModernBertModel` and the MLM logits of every position, computed
 with the eager attention (checked against SDPA's here).
 
+`golden_classifier.npz` is the reference for the fine-tuning head
+(`tests/test_modern_classifier.py`): `ModernBertForSequenceClassification` loaded from that
+folder with 3 labels (its `head.dense` and `head.norm` come from the MLM model, as in any
+fine-tuning from a ModernBERT checkpoint), its new `classifier` set from a seeded
+generator, and its logits on the same rows with `classifier_pooling` "cls" and "mean".
+`--classifier_only` writes that file alone from an existing folder.
+
 Needs torch and transformers (not bert_tf's environment):
 
     benchmarks/.hf-venv/bin/python scripts/make_modernbert_golden.py [--output DIR]
@@ -60,10 +67,38 @@ def _inputs(seed: int):
     return ids, mask
 
 
+def classifier_golden(folder: str) -> None:
+    """Writes `folder`/golden_classifier.npz (module docstring)."""
+    golden = np.load(os.path.join(folder, "golden.npz"))
+    ids = torch.from_numpy(golden["input_ids"].astype(np.int64))
+    mask = torch.from_numpy(golden["attention_mask"].astype(np.int64))
+    generator = torch.Generator().manual_seed(2)
+    kernel = 0.3 * torch.randn((CONFIG["hidden_size"], 3), generator=generator)
+    bias = 0.1 * torch.randn((3,), generator=generator)
+    logits = {}
+    for pooling in ("cls", "mean"):
+        model = transformers.ModernBertForSequenceClassification.from_pretrained(
+            folder, num_labels=3, classifier_pooling=pooling,
+            attn_implementation="eager").eval()
+        with torch.no_grad():
+            model.classifier.weight.copy_(kernel.T)
+            model.classifier.bias.copy_(bias)
+            logits[pooling] = model(input_ids=ids, attention_mask=mask).logits.numpy()
+    np.savez(os.path.join(folder, "golden_classifier.npz"), classifier_kernel=kernel.numpy(),
+             classifier_bias=bias.numpy(), logits_cls=logits["cls"],
+             logits_mean=logits["mean"])
+    print(f"wrote {folder}/golden_classifier.npz")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output", default=str(ROOT / "tests" / "data" / "modernbert_tiny"))
+    parser.add_argument("--classifier_only", action="store_true",
+                        help="write golden_classifier.npz alone, from an existing --output")
     args = parser.parse_args()
+    if args.classifier_only:
+        classifier_golden(args.output)
+        return
     torch.manual_seed(0)
     config = transformers.ModernBertConfig(**CONFIG)
     model = transformers.ModernBertForMaskedLM(config).eval()
@@ -91,6 +126,7 @@ def main() -> None:
              mlm_logits=logits)
     print(f"wrote {args.output} (transformers {transformers.__version__}, torch "
           f"{torch.__version__})")
+    classifier_golden(args.output)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,12 @@
 * `ElectraClassifier`: ELECTRA's head (transformers' ElectraClassificationHead): dropout,
   Dense(hidden) + erf GELU, dropout, Dense(num_labels) on the [CLS] row of the sequence
   output. An ELECTRA discriminator has no trained pooler, and ELECTRA fine-tunes this way.
+* `ModernClassifier`: ModernBERT's head (transformers' ModernBertForSequenceClassification):
+  the [CLS] row or the mean over real tokens (its `classifier_pooling`), then Dense(hidden)
+  (bias with use_bias), erf GELU, LayerNorm (norm_eps, beta with use_bias), dropout,
+  Dense(num_labels). The Dense and LayerNorm are the MLM head's transform in shape and
+  name, so a warm start from a modern MLM checkpoint carries them over, as transformers
+  does (`head.dense`, `head.norm` in both models).
 * `BertTagger`: dropout + Dense(num_labels) on every position of the sequence output.
 * `BertSpanExtractor`: Dense(2) on the sequence output -> start and end logits (run_squad's
   head has no dropout of its own).
@@ -29,6 +35,7 @@ from typing import Any, Dict, Optional
 
 import keras
 
+from bert_tf.modeling import modern_weights
 from bert_tf.modeling.activations import gelu_exact
 from bert_tf.modeling.config import BertConfig
 from bert_tf.modeling.encoder import INPUT_NAMES, BertEncoder, constructor_args
@@ -36,7 +43,8 @@ from bert_tf.modeling.modern_encoder import build_encoder
 
 KINDS = ("classifier", "tagger", "span")
 READOUTS = ("pooler", "cls", "mean")  # BertClassifier's sentence vectors (module docstring)
-CLASSIFIER_HEADS = ("bert", "electra")  # BertClassifier, ElectraClassifier
+CLASSIFIER_HEADS = ("bert", "electra", "modernbert")  # BertClassifier, ElectraClassifier,
+# ModernClassifier
 
 
 def head_initializer(config: BertConfig) -> keras.initializers.Initializer:
@@ -184,12 +192,68 @@ class ElectraClassifier(BertClassifier):
         return {"logits": self.head(self.head_dropout(hidden, training=training))}
 
 
+@keras.saving.register_keras_serializable(package="bert_tf")
+class ModernClassifier(BertClassifier):
+    """ModernBERT's classification head on the [CLS] row or the token mean (module docstring).
+
+    Args:
+        readout: "cls" (transformers' classifier_pooling "cls", its default) or "mean".
+
+    Variables: `head_hidden` (classifier_dense: [hidden, hidden], [hidden] with use_bias),
+    `head_norm` (classifier_layer_norm) and `head` (classifier: [hidden, num_labels],
+    [num_labels]): transformers' head.dense, head.norm and classifier.
+
+    Returns:
+        {"logits": float32 [batch, num_labels]}.
+    """
+
+    def __init__(self, config: BertConfig, num_labels: int, name: str = "modern_classifier",
+                 dtype: Optional[Any] = None, readout: str = "cls", **kwargs: Any) -> None:
+        if readout not in ("cls", "mean"):
+            raise ValueError(f"ModernClassifier reads [CLS] or the token mean, not readout "
+                             f"{readout!r}")
+        super().__init__(config, num_labels, name=name, dtype=dtype, readout=readout,
+                         **kwargs)
+        config = self.config
+        self.head_hidden = keras.layers.Dense(
+            config.hidden_size, use_bias=config.use_bias,
+            kernel_initializer=head_initializer(config), dtype="float32",
+            name="classifier_dense")
+        self.head_norm = keras.layers.LayerNormalization(
+            epsilon=config.norm_eps, center=config.use_bias, dtype="float32",
+            name="classifier_layer_norm")
+        self.head_hidden.build((None, config.hidden_size))
+        self.head_norm.build((None, config.hidden_size))
+
+    def pretrained_head_map(self) -> Dict[str, Any]:
+        """Canonical name -> variable of the weights a modern MLM checkpoint gives this head
+        (its mlm/transform/*), for `warm_start.load_encoder_weights`."""
+        return modern_weights.transform_weight_map(self.head_hidden, self.head_norm)
+
+    def call(self, inputs, training=None, mask=None):
+        if isinstance(inputs, dict):
+            inputs = {k: inputs[k] for k in INPUT_NAMES}
+        if self.readout == "mean":
+            sequence = self.encoder(inputs, training=training)["sequence_output"]
+            vector = mean_over_tokens(sequence, inputs["input_mask"])  # [batch, hidden]
+        else:
+            cls_position = keras.ops.zeros_like(inputs["input_ids"][:, :1])  # [batch, 1]
+            vector = self.encoder.encode_at(inputs, cls_position, training=training)[:, 0, :]
+        vector = keras.ops.cast(vector, "float32")
+        hidden = self.head_norm(gelu_exact(self.head_hidden(vector)))
+        return {"logits": self.head(self.head_dropout(hidden, training=training))}
+
+
 def classifier(config: BertConfig, num_labels: int, head: str = "bert",
                readout: str = "pooler") -> BertClassifier:
     """The classification model of `head` ("bert": `BertClassifier` of `readout`; "electra":
-    `ElectraClassifier`, which reads [CLS] whatever `readout` says)."""
+    `ElectraClassifier`, which reads [CLS] whatever `readout` says; "modernbert":
+    `ModernClassifier` of `readout`, "cls" when `readout` is "pooler")."""
     if head == "electra":
         return ElectraClassifier(config, num_labels)
+    if head == "modernbert":
+        return ModernClassifier(config, num_labels,
+                                readout="mean" if readout == "mean" else "cls")
     if head != "bert":
         raise ValueError(f"unknown classifier head {head!r} (expected one of "
                          f"{', '.join(CLASSIFIER_HEADS)})")

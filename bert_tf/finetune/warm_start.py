@@ -141,7 +141,8 @@ def _same_but_vocab_size(config_file: str, other_file: str) -> bool:
 
 
 def load_encoder_weights(model, files: ModelFiles) -> None:
-    """Assigns the pretrained encoder weights to `model.encoder` (heads stay fresh).
+    """Assigns the pretrained encoder weights to `model.encoder`; task heads stay fresh but
+    for a `pretrained_head_map` (ModernClassifier's dense and norm, from the MLM head).
 
     Raises:
         UserError: an encoder weight is missing (the pooler alone may be: sentence-embedding
@@ -160,3 +161,17 @@ def load_encoder_weights(model, files: ModelFiles) -> None:
                         files.source)
     weight_map.set_weights(mapping, values, strict=False, source=files.source)
     logging.info("initialised %d encoder weights from %s", len(values), files.source)
+    # A head that starts from the checkpoint's MLM head (ModernBERT's classifier, as in
+    # transformers, where both are `head.*`); without that head it starts fresh.
+    head_map = getattr(model, "pretrained_head_map", None)
+    if head_map is None:
+        return
+    head = head_map()
+    if all(name in files.weights for name in head):
+        weight_map.set_weights(head, {n: files.weights[n] for n in head}, strict=False,
+                               source=files.source)
+        logging.info("initialised the classifier's dense and norm from %s's MLM head",
+                     files.source)
+    else:
+        logging.warning("%s has no MLM head: the classifier's dense and norm start from "
+                        "random weights", files.source)

@@ -55,12 +55,20 @@ def encoder_weight_map(encoder) -> Dict[str, MappedWeight]:
     return weights
 
 
+def transform_weight_map(dense, norm) -> Dict[str, MappedWeight]:
+    """The MLM head transform's canonical names (mlm/transform/*) for a Dense + LayerNorm
+    pair: the MLM head's own, or a task head that starts from it (`ModernClassifier`)."""
+    weights: Dict[str, MappedWeight] = {}
+    _dense(weights, "mlm/transform", dense)
+    _norm(weights, "mlm/transform/layer_norm", norm)
+    return weights
+
+
 def pretraining_weight_map(model) -> Dict[str, MappedWeight]:
     """Canonical name -> weight for a `BertPretrainingModel` of a modern config."""
     weights = encoder_weight_map(model.encoder)
     head = model.mlm_head
-    _dense(weights, "mlm/transform", head.transform)
-    _norm(weights, "mlm/transform/layer_norm", head.transform_layer_norm)
+    weights.update(transform_weight_map(head.transform, head.transform_layer_norm))
     if head.decoder is not None:
         kernel = head.decoder.kernel
         weights["mlm/output_weights"] = TransposedWeight(kernel, tuple(kernel.shape)[::-1])
