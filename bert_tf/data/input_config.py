@@ -17,7 +17,7 @@ from bert_tf.data.corrupt_records import CorruptRecords
 
 @dataclasses.dataclass(frozen=True)
 class InputFiles:
-    """The resolved input: files, the compression of each, and the feature naming."""
+    """The resolved input: files, the compression of each, the feature naming and set."""
 
     files: Tuple[str, ...]
     compressions: Tuple[str, ...]
@@ -26,6 +26,8 @@ class InputFiles:
     # 2^32, from its trailer); the pipeline compares them with what it read to find a file
     # that ended early at a damaged record. Empty: not checked.
     frame_bytes: Tuple[int, ...] = ()
+    # The records are packed rows (`doc_ids` and `position_ids` too: bert_tf.core.schema).
+    packed: bool = False
 
     def frame_bytes_or_unchecked(self) -> Tuple[int, ...]:
         """frame_bytes per file, -1 for every file when they were not read (not checked)."""

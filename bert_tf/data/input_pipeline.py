@@ -8,6 +8,7 @@ plain or GZIP), and yields dicts with the v1 names, int32 ids and float32 weight
     masked_lm_positions, masked_lm_ids   [batch, max_predictions_per_seq] int32
     masked_lm_weights                    [batch, max_predictions_per_seq] float32
     next_sentence_labels                 [batch, 1]                       int32
+    doc_ids, position_ids                [batch, max_seq_length]          int32 (packed rows)
 
 Training: files sharded per input pipeline, shuffled every epoch, read in parallel
 (deterministic interleave), repeated, records shuffled, batched, checked, prefetched. Eval:
@@ -42,21 +43,22 @@ from bert_tf.data.input_validation import (
 )
 
 
-def parse_batch(serialized: tf.Tensor, config: InputConfig, use_v2_feature_names: bool
-                ) -> Dict[str, tf.Tensor]:
+def parse_batch(serialized: tf.Tensor, config: InputConfig, use_v2_feature_names: bool,
+                packed: bool = False) -> Dict[str, tf.Tensor]:
     """Parses a batch of serialized examples into v1-named int32/float32 features.
 
     Args:
         serialized: [batch] tf.string records.
         config: gives the feature lengths.
         use_v2_feature_names: the names stored in the files.
+        packed: packed rows: doc_ids and position_ids too.
 
     Returns:
         {v1 name: [batch, length]} with int64 cast to int32 (TPUs want int32) and float32
         weights.
     """
     spec = schema.parsing_spec(config.max_seq_length, config.max_predictions_per_seq,
-                               use_v2_feature_names)
+                               use_v2_feature_names, packed)
     parsed = tf.io.parse_example(serialized, spec)
     features = {}
     for name, value in parsed.items():
@@ -306,8 +308,9 @@ def make_pretraining_dataset(
     @tf.autograph.experimental.do_not_convert  # plain graph code, as `read` above
     def to_features(index: tf.Tensor, batch) -> Dict[str, tf.Tensor]:
         serialized, file_index, record_index = batch
-        features = check_batch(parse_batch(serialized, config, v2), config.vocab_size,
-                               config.max_seq_length, (paths, file_index, record_index))
+        parsed = parse_batch(serialized, config, v2, inputs.packed)
+        features = check_batch(parsed, config.vocab_size, config.max_seq_length,
+                               (paths, file_index, record_index))
         if masking is not None and config.is_training:
             # One stateless seed per batch: reproducible, and fresh for every epoch.
             seed = tf.random.experimental.stateless_fold_in(base_seed, index)

@@ -122,14 +122,15 @@ def _detect_v2(example: tf.train.Example, path: str) -> bool:
     )
 
 
-def _check_example(example: tf.train.Example, path: str, config: InputConfig, v2: bool) -> None:
+def _check_example(example: tf.train.Example, path: str, config: InputConfig, v2: bool,
+                   packed: bool = False) -> None:
     """Checks names, kinds, lengths and token id ranges of one record against the config."""
     present = example.features.feature
     length_flags = {
         "seq": f"--max_seq_length={config.max_seq_length}",
         "pred": f"--max_predictions_per_seq={config.max_predictions_per_seq}",
     }
-    for feature in schema.FEATURES:
+    for feature in schema.features_of(packed):
         name = schema.stored_name(feature.name, v2)
         if name not in present:
             other = schema.stored_name(feature.name, not v2)
@@ -169,7 +170,8 @@ def validate_input_files(config: InputConfig) -> InputFiles:
 
     Checks that each file is a TFRecord (plain or GZIP), that every feature of the schema is
     present with the expected kind and length, that token ids are below vocab_size, and that
-    all files use the same feature names. Files without records are skipped with a warning.
+    all files use the same feature names and set (packed rows or not). Files without records
+    are skipped with a warning.
 
     Args:
         config: the input settings.
@@ -187,15 +189,16 @@ def validate_input_files(config: InputConfig) -> InputFiles:
     if config.validate_files:
         heads = fileio.map_files(lambda path: _first_example(path, config.compression), files)
     else:
-        # Unvalidated: the compressions, and the first example only where the naming needs
-        # it (the first non-empty file).
+        # Unvalidated: the compressions, and the first example of the first non-empty file
+        # (the feature naming and set).
         heads = fileio.map_files(
             lambda path: _read_head(path, config.compression, first_record=False), files)
-        for i in range(len(files) if fixed_v2 is None else 0):
+        for i in range(len(files)):
             heads[i] = _first_example(files[i], heads[i][0])
             if heads[i][1] is not None:
                 break
     v2, detected_from = fixed_v2, None
+    packed, packed_from = None, None
     kept: List[Tuple[str, str, int]] = []
     for path, (compression, example, size) in zip(files, heads):
         if example is None:
@@ -212,13 +215,20 @@ def validate_input_files(config: InputConfig) -> InputFiles:
                 f"{path} uses {'v2' if file_v2 else 'v1'} feature names but {detected_from} "
                 f"uses {'v2' if v2 else 'v1'}: mixed naming in one input"
             )
+        file_packed = schema.DOC_IDS in example.features.feature
+        if packed is None:
+            packed, packed_from = file_packed, path
+        elif file_packed != packed:
+            kinds = {True: "packed rows (doc_ids)", False: "unpacked rows"}
+            raise UserError(f"{path} holds {kinds[file_packed]} but {packed_from} holds "
+                            f"{kinds[packed]}: one feature set per input")
         if config.validate_files:
-            _check_example(example, path, config, v2)
+            _check_example(example, path, config, v2, packed)
         kept.append((path, compression, size))
     if not kept or v2 is None:
         raise UserError(f"--input_file={config.input_patterns}: every matching file is empty")
     return InputFiles(tuple(p for p, _, _ in kept), tuple(c for _, c, _ in kept), bool(v2),
-                      tuple(n for _, _, n in kept))
+                      tuple(n for _, _, n in kept), packed=bool(packed))
 
 
 # The pipeline's message for a file that ended early (input_pipeline.read_files).
