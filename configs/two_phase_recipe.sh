@@ -22,6 +22,9 @@
 # VOCAB_SIZE     30522 (must not exceed the bert_config's vocab_size).
 # SEQ1/PRED1     128/20 and SEQ2/PRED2 512/80: lengths and predictions of the two phases.
 # DUPE1/DUPE2    dupe_factor of each phase's data (10 and 5).
+# FEATURE_SET    the records' --feature_set: bert (default) or packed_mlm (several documents
+#                per row, MLM only: give TRAIN_FLAGS --no_nsp; docs/modern-encoder.md has the
+#                recipe for rotary models at 1,024 tokens and beyond).
 # DATA_SHARDS    TFRecord files per phase (64); TEXT_SHARDS text files (16).
 # PHASE1_FLAGS / PHASE2_FLAGS   the flagfiles (configs/base.flags, configs/base_phase2.flags).
 # TRAIN_FLAGS    flags for both training runs, after the flagfile (TPU name, steps, ...);
@@ -40,6 +43,7 @@ INPUT_FORMAT="${INPUT_FORMAT:-text}"
 VOCAB_SIZE="${VOCAB_SIZE:-30522}"
 SEQ1="${SEQ1:-128}" PRED1="${PRED1:-20}" DUPE1="${DUPE1:-10}"
 SEQ2="${SEQ2:-512}" PRED2="${PRED2:-80}" DUPE2="${DUPE2:-5}"
+FEATURE_SET="${FEATURE_SET:-bert}"
 TEXT_SHARDS="${TEXT_SHARDS:-16}" DATA_SHARDS="${DATA_SHARDS:-64}"
 PHASE1_FLAGS="${PHASE1_FLAGS:-configs/base.flags}"
 PHASE2_FLAGS="${PHASE2_FLAGS:-configs/base_phase2.flags}"
@@ -64,7 +68,7 @@ for phase in 1 2; do
     --output_file="$WORK/seq$seq/train-{shard}-of-{num_shards}.tfrecord" \
     --num_output_shards="$DATA_SHARDS" --vocab_file="$WORK/vocab.txt" --do_lower_case=true \
     --max_seq_length="$seq" --max_predictions_per_seq="$pred" --dupe_factor="$dupe" \
-    --random_seed="$((12345 + phase))"
+    --feature_set="$FEATURE_SET" --random_seed="$((12345 + phase))"
 done
 
 echo "== 4/5 phase 1: $PHASE1_FLAGS at $SEQ1 tokens -> $WORK/phase1"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import numpy as np
 import pytest
@@ -101,25 +102,73 @@ def _flags(root, out, vocab, **overrides):
         **overrides))
 
 
-def test_run_pretraining_trains_checkpoints_and_resumes_on_packed_rows(data, cli, tmp_path,
-                                                                       google_vocab_path):
+@pytest.fixture(scope="module")
+def straight(data, cli, tmp_path_factory, google_vocab_path):
     root, _ = data
-    vocab = google_vocab_path
-    straight = cli.run(MODULE, _flags(root, tmp_path / "straight", vocab, do_eval="true"))
-    assert straight.returncode == 0, straight.stderr[-3000:]
-    losses = progress_losses(straight.stderr)
+    out = tmp_path_factory.mktemp("straight")
+    proc = cli.run(MODULE, _flags(root, out, google_vocab_path, do_eval="true"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return out, progress_losses(proc.stderr)
+
+
+def test_run_pretraining_trains_and_evaluates_on_packed_rows(straight):
+    out, losses = straight
     assert len(losses) == STEPS and np.isfinite(losses).all()
     assert np.mean(losses[-2:]) < losses[0] - 0.1  # from ln(30522) = 10.3 (measured -0.19)
+    assert tf.train.latest_checkpoint(os.fspath(out)).endswith(f"ckpt-{STEPS}")
     results = dict(line.split(" = ") for line in
-                   (tmp_path / "straight" / "eval_results.txt").read_text().splitlines())
+                   (out / "eval_results.txt").read_text().splitlines())
     assert np.isfinite(float(results["masked_lm_loss"])) and "next_sentence_loss" not in results
-    # Stopped after 3 steps with a checkpoint, then resumed in a new process.
-    first = cli.run(MODULE, _flags(root, tmp_path / "split", vocab, max_steps_per_run=3))
+
+
+def test_a_stopped_run_resumes_on_the_straight_run_s_losses(data, straight, cli, tmp_path,
+                                                             google_vocab_path):
+    root, _ = data
+    _, losses = straight
+    first = cli.run(MODULE, _flags(root, tmp_path, google_vocab_path, max_steps_per_run=3))
     assert first.returncode == 0, first.stderr[-3000:]
-    assert tf.train.latest_checkpoint(os.fspath(tmp_path / "split")).endswith("ckpt-3")
-    second = cli.run(MODULE, _flags(root, tmp_path / "split", vocab))
+    assert tf.train.latest_checkpoint(os.fspath(tmp_path)).endswith("ckpt-3")
+    second = cli.run(MODULE, _flags(root, tmp_path, google_vocab_path))
     assert second.returncode == 0, second.stderr[-3000:]
     assert progress_steps(second.stderr) == [4, 5, 6]
     np.testing.assert_allclose(progress_losses(first.stderr) + progress_losses(second.stderr),
                                losses, rtol=1e-5)
-    assert tf.train.latest_checkpoint(os.fspath(tmp_path / "split")).endswith(f"ckpt-{STEPS}")
+    assert tf.train.latest_checkpoint(os.fspath(tmp_path)).endswith(f"ckpt-{STEPS}")
+
+
+def test_phase_2_at_1024_tokens_continues_a_rotary_model_of_phase_1(data, straight, cli,
+                                                                    tmp_path, corpus_lines,
+                                                                    google_vocab_path):
+    # The two-phase recipe with packed rows: phase 1 (`straight`) trained at 64 tokens with
+    # max_position_embeddings 64; phase 2 reads 1,024-token rows with a config that allows
+    # them. Rotary positions have no table, so every weight of phase 1 carries over.
+    root, _ = data
+    phase1, _ = straight
+    seq, pred = 1024, 154
+    text = tmp_path / "text.txt"
+    text.write_text("\n".join(corpus_lines[:1200]) + "\n", encoding="utf-8")
+    made = cli.run("data_tools.create_pretraining_data", [
+        f"--input_file={text}", f"--vocab_file={google_vocab_path}",
+        f"--output_file={tmp_path / 'train-0.tfrecord'}", "--feature_set=packed_mlm",
+        f"--max_seq_length={seq}", f"--max_predictions_per_seq={pred}", "--dupe_factor=1",
+        "--num_workers=1", "--progress_seconds=0", "--log_examples=0"])
+    assert made.returncode == 0, made.stderr[-3000:]
+    (tmp_path / "bert_config.json").write_text(json.dumps({**MODERN,
+                                                           "max_position_embeddings": seq}))
+    proc = cli.run(MODULE, pretraining_flags(
+        tmp_path, tmp_path / "phase2", eval_input_file=None, init_checkpoint=phase1,
+        max_seq_length=seq, max_predictions_per_seq=pred, train_batch_size=2,
+        num_train_steps=2, num_warmup_steps=1, save_checkpoints_steps=2, no_nsp="true",
+        learning_rate=5e-3, dynamic_masking="true", vocab_file=google_vocab_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert re.search(rf"init_checkpoint {re.escape(str(phase1))}\S*: restored \d+ variables",
+                     proc.stderr)
+    assert "NOT in the checkpoint" not in proc.stderr
+    losses = progress_losses(proc.stderr)
+    # Phase 1's weights carry on: below the untrained start of ln(30522) = 10.33.
+    assert len(losses) == 2 and np.isfinite(losses).all() and losses[0] < 10.3
+    assert tf.train.latest_checkpoint(os.fspath(tmp_path / "phase2")).endswith("ckpt-2")
+    record = next(iter(tf.data.TFRecordDataset(str(tmp_path / "train-0.tfrecord"))))
+    positions = tf.train.Example.FromString(record.numpy()).features.feature[
+        schema.POSITION_IDS].int64_list.value
+    assert len(positions) == seq and max(positions) > 512  # rows past phase 1's length
