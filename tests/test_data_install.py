@@ -31,7 +31,7 @@ HEAVY = {"tensorflow", "tensorflow-text", "keras", "keras-hub", "tf-keras", "ten
 BLOCKED = ("tensorflow", "tensorflow_text", "keras", "keras_hub", "tf_keras")
 # The trainer's own dependencies, which the light distribution leaves out.
 TRAINER_ONLY = {"tensorflow", "tensorflow-text", "keras", "keras-hub", "safetensors",
-                "ml-dtypes", "bm25s"}
+                "ml-dtypes", "bm25s", "tqdm"}
 
 # Installed as sitecustomize.py in the light subprocesses. It records every import of a
 # blocked module that anything attempts (a caught ImportError would otherwise hide it) and,

@@ -26,6 +26,7 @@ OWN_FLAG = {
     "bert-tf-convert": "--from_format",
     "bert-tf-build-vocab": "--vocab_size",
     "bert-tf-create-data": "--max_predictions_per_seq",
+    "bert-tf-embed-corpus": "--saved_model_dir",
     "bert-tf-prepare-corpus": "--document_per",
     "bert-tf-classify": "--text_pair_column",
     "bert-tf-tag": "--eval_file",

@@ -4,6 +4,10 @@
     <embeddings_dir>/ids-<fingerprint[:12]>.txt          one passage id per line
     <embeddings_dir>/embeddings-<fingerprint[:12]>-00000.npy, ...    [rows, dim] each
 
+A store may instead give each shard its own ids file (the shard's entry in the manifest
+names it, and the manifest has no top-level one): `data_tools.embed_corpus` writes its
+shards so, each complete on its own, and `read_embeddings` reads both layouts.
+
 The manifest records a fingerprint of everything the vectors depend on (the model's
 weights, pooling, normalisation, maximum length, the corpus texts: `fingerprint`). A second
 eval with the same fingerprint reads the shards instead of embedding the corpus again
@@ -184,8 +188,11 @@ def read_embeddings(directory: str, fingerprint: str) -> Optional[StoredEmbeddin
     where = os.path.join(directory, MANIFEST)
     try:
         shards = [_load(os.path.join(directory, entry["file"])) for entry in manifest["shards"]]
-        with fileio.open_file(os.path.join(directory, manifest["ids_file"]), "rb") as f:
-            ids = f.read().decode("utf-8").split("\n")[:-1]
+        ids: List[str] = []
+        for name in ([manifest["ids_file"]] if "ids_file" in manifest
+                     else [entry["ids_file"] for entry in manifest["shards"]]):
+            with fileio.open_file(os.path.join(directory, name), "rb") as f:
+                ids += f.read().decode("utf-8").split("\n")[:-1]
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise UserError(f"{where}: cannot read the stored embeddings ({reason(e)}); remove "
                         f"the directory to embed the corpus again") from None
@@ -194,6 +201,6 @@ def read_embeddings(directory: str, fingerprint: str) -> Optional[StoredEmbeddin
             raise UserError(f"{where}: {entry['file']} holds {shard.dtype} {shard.shape}, the "
                             f"manifest says float32 ({entry['rows']}, {manifest['dim']})")
     if len(ids) != manifest["rows"]:
-        raise UserError(f"{where}: {manifest['ids_file']} holds {len(ids)} ids for "
+        raise UserError(f"{where}: the ids files hold {len(ids)} ids for "
                         f"{manifest['rows']} rows")
     return StoredEmbeddings(ids=ids, shards=shards, fingerprint=fingerprint)
