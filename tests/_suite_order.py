@@ -13,5 +13,5 @@ LONGEST_FILES_FIRST = (
     "test_two_phase_recipe.py", "test_health.py", "test_saved_model.py",
     "test_input_pipeline.py", "test_keras_hub_preset.py", "test_notebook.py",
     "test_convert_checkpoint.py", "test_record_positions.py", "test_task_serving.py",
-    "test_embedding_export.py",
+    "test_embedding_export.py", "test_embed_corpus.py",
 )

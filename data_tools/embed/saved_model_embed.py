@@ -35,8 +35,8 @@ class SignatureEmbedder:
         signature: the signature's name.
 
     Raises:
-        UserError: no SavedModel there, or no such signature, or one that does not take
-            `text` (string [batch]) to `embedding`.
+        UserError: TensorFlow or tensorflow-text missing, no SavedModel there, no such
+            signature, or one that does not take `text` (string [batch]) to `embedding`.
     """
 
     def __init__(self, model_dir: str, signature: str = SIGNATURE) -> None:
