@@ -74,3 +74,62 @@ def test_pooler_readout_is_read_as_cls_and_others_refused(files):
     assert heads.classifier(files.config, 2, head="modernbert").readout == "cls"
     with pytest.raises(ValueError, match="ModernClassifier reads"):
         heads.ModernClassifier(files.config, 2, readout="pooler")
+
+
+# ids 0-4 as tests/data/modernbert_tiny's golden rows ([PAD] [CLS] [SEP] [UNK] [MASK]), then
+# the words of data/finetune/vader_tiny, then fillers up to the model's 256 ids.
+WORDS = ["[PAD]", "[CLS]", "[SEP]", "[UNK]", "[MASK]", "i", "the", "a", "is", "so", "and",
+         "to", "my", "it", "this", "love", "good", "bad", "hate", "sad", "happy", "!", ".", ","]
+
+
+@pytest.fixture(scope="module")
+def hf_folder(tmp_path_factory):
+    """transformers' ModernBertForMaskedLM folder (the tiny golden) with a WordPiece vocab."""
+    import shutil
+
+    folder = tmp_path_factory.mktemp("modernbert") / "hf"
+    shutil.copytree(DATA, folder)
+    words = WORDS + [f"w{i}" for i in range(256 - len(WORDS))]
+    (folder / "vocab.txt").write_text("\n".join(words) + "\n")
+    return folder
+
+
+def test_run_classifier_fine_tunes_modernbert_with_its_head(cli, hf_folder, tmp_path):
+    """--classifier_head=auto picks ModernBERT's head for the transformers folder; the run
+    trains, evaluates, records the head, and the serving SavedModel rebuilds it."""
+    import json
+
+    import tensorflow as tf
+
+    from bert_tf.core import tokenization
+    from bert_tf.finetune import runner
+    from bert_tf.training.checkpoint_paths import read_strictly
+
+    out = tmp_path / "out"
+    data = REPO_ROOT / "data" / "finetune" / "vader_tiny" / "binary"
+    proc = cli.run("bert_tf.run_classifier", [
+        f"--init_checkpoint={hf_folder}", f"--output_dir={out}", "--task_name=tsv",
+        f"--data_dir={data}", "--text_column=sentence", "--label_column=label", "--do_train",
+        "--do_eval", "--max_seq_length=32", "--train_batch_size=32",
+        "--num_train_epochs=0.32", "--learning_rate=1e-3"])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "global_step = 3" in (out / "eval_results.txt").read_text()  # 300 / 32 * 0.32
+    info = json.loads((out / runner.TASK_FILE).read_text())
+    assert (info["classifier_head"], info["classifier_readout"]) == ("modernbert", "cls")
+    export_dir = tmp_path / "sm" / "1"
+    proc = cli.run("bert_tf.export", [f"--output_dir={out}", f"--export_dir={export_dir}"])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    texts = ["i love this so good !", "bad and sad ."]
+    served = tf.saved_model.load(str(export_dir)).signatures["classify"](
+        text_a=tf.constant(texts))["probabilities"].numpy()
+    files = hf_checkpoint.read(str(hf_folder))
+    model = heads.model_of_kind("classifier", files.config, 2, "cls", "modernbert")
+    read_strictly(tf.train.latest_checkpoint(str(out)), {"model": model}, what="test")
+    tokenizer = tokenization.FullTokenizer(str(hf_folder / "vocab.txt"), True)
+    rows = [tokenizer.convert_tokens_to_ids(["[CLS]"] + tokenizer.tokenize(t) + ["[SEP]"])
+            for t in texts]
+    length = max(map(len, rows))
+    ids = np.array([r + [0] * (length - len(r)) for r in rows], "int32")
+    logits = model({"input_ids": ids, "input_mask": (ids > 0).astype("int32"),
+                    "segment_ids": np.zeros_like(ids)})["logits"].numpy()
+    np.testing.assert_allclose(served, tf.nn.softmax(logits).numpy(), atol=1e-5)

@@ -70,10 +70,13 @@ def define_classifier_readout_flag() -> None:
 
 def define_classifier_head_flag() -> None:
     """--classifier_head: BERT's classification head or ELECTRA's."""
-    flags.DEFINE_enum("classifier_head", "auto", ["auto", "bert", "electra"],
+    flags.DEFINE_enum("classifier_head", "auto", ["auto", "bert", "electra", "modernbert"],
                       "The classification head: bert = dropout + dense on the "
                       "--classifier_readout vector; electra = ELECTRA's head, dense + GELU + "
-                      "dense on the [CLS] row (no pooler); auto = electra when "
+                      "dense on the [CLS] row (no pooler); modernbert = ModernBERT's head, "
+                      "dense + GELU + LayerNorm + dense on [CLS] (or the token mean with "
+                      "--classifier_readout=mean), its dense and norm from the MLM head; "
+                      "auto = modernbert for a modern encoder, electra when "
                       "--init_checkpoint is an ELECTRA discriminator, else bert.")
 
 

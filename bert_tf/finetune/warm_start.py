@@ -26,6 +26,7 @@ from bert_tf.interop import formats, vocab_resize
 from bert_tf.interop.formats import detect_format
 from bert_tf.interop.hf_tokenizer_kind import check_wordpiece
 from bert_tf.interop.model_files import ModelFiles, find_beside, vocab_size_of
+from bert_tf.modeling import modern_config
 from bert_tf.modeling.config import BertConfig
 
 # The fields that fix the shapes of the encoder's weights (dropout and the activation may
@@ -43,9 +44,10 @@ class InitModel:
         vocab_file: --vocab_file, else the checkpoint's.
         files: the pretrained weights, or None to start from random weights.
         fmt: the detected format of --init_checkpoint ("" without one).
-        kind: "electra" when --init_checkpoint is an ELECTRA model (its discriminator's head
-            or generator is among the weights: `electra_layout.is_electra`), "bert" for
-            another checkpoint, "" without one.
+        kind: "modernbert" for a modern config (with or without a checkpoint: its
+            classifier is ModernBERT's), "electra" when --init_checkpoint is an ELECTRA model
+            (its discriminator's head or generator is among the weights:
+            `electra_layout.is_electra`), "bert" for another checkpoint, "" without one.
     """
 
     config: BertConfig
@@ -119,6 +121,8 @@ def resolve(init_checkpoint: str, bert_config_file: str, vocab_file: str) -> Ini
         from bert_tf.interop import electra_layout
 
         kind = "electra" if electra_layout.is_electra(files.weights) else "bert"
+    if modern_config.is_modern(config):
+        kind = "modernbert"
     return InitModel(config, vocab, files, fmt, kind)
 
 

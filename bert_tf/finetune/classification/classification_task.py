@@ -46,9 +46,11 @@ class ClassificationSettings:
         classifier_readout: the head's sentence vector, "pooler", "cls" or "mean"
             (`bert_tf.finetune.heads`).
         classifier_head: "bert" (`BertClassifier` of the readout), "electra"
-            (`ElectraClassifier`: dense + GELU + dense on [CLS]) or "auto": "electra" when
-            --init_checkpoint is an ELECTRA discriminator, else "bert" (a fine-tuned
-            directory's own head when it resumes or evaluates).
+            (`ElectraClassifier`: dense + GELU + dense on [CLS]), "modernbert"
+            (`ModernClassifier`: dense + GELU + LayerNorm + dense on [CLS] or the mean) or
+            "auto": "modernbert" for a modern encoder, "electra" when --init_checkpoint is
+            an ELECTRA discriminator, else "bert" (a fine-tuned directory's own head when it
+            resumes or evaluates).
     """
 
     task_name: str
@@ -70,8 +72,8 @@ class ClassificationSettings:
             raise UserError(f"--classifier_readout must be one of {', '.join(heads.READOUTS)}, "
                             f"got {self.classifier_readout!r}")
         if self.classifier_head not in ("auto",) + heads.CLASSIFIER_HEADS:
-            raise UserError(f"--classifier_head must be auto, "
-                            f"{' or '.join(heads.CLASSIFIER_HEADS)}, got {self.classifier_head!r}")
+            raise UserError(f"--classifier_head must be one of auto, "
+                            f"{', '.join(heads.CLASSIFIER_HEADS)}, got {self.classifier_head!r}")
         if self.classifier_head == "electra" and self.classifier_readout == "mean":
             raise UserError("--classifier_head=electra reads [CLS]: --classifier_readout=mean "
                             "needs --classifier_head=bert")
@@ -124,7 +126,8 @@ class ClassificationTask:
             raise UserError(f"{model_dir} was fine-tuned with --classifier_head={trained}, "
                             f"not {wanted}")
         if wanted == "auto":
-            wanted = trained or ("electra" if init_kind == "electra" else "bert")
+            wanted = trained or (init_kind if init_kind in ("electra", "modernbert")
+                                 else "bert")
         if wanted == "electra" and self.settings.classifier_readout == "mean":
             raise UserError("an ELECTRA discriminator's head reads [CLS]: give "
                             "--classifier_head=bert for --classifier_readout=mean")
@@ -141,6 +144,9 @@ class ClassificationTask:
         (a BERT head's file is as before ELECTRA's: no classifier_head means "bert")."""
         if self.head == "electra":
             return {"classifier_readout": "cls", "classifier_head": "electra"}
+        if self.head == "modernbert":  # [CLS] or the mean; "pooler" reads as [CLS]
+            readout = "mean" if self.settings.classifier_readout == "mean" else "cls"
+            return {"classifier_readout": readout, "classifier_head": "modernbert"}
         return {"classifier_readout": self.settings.classifier_readout}
 
     def objective(self) -> ClassificationObjective:
@@ -167,11 +173,15 @@ class ClassificationTask:
             self.label_list = labels_io.load_label_list(
                 os.path.join(model_dir, labels_io.LABEL_LIST_FILE))
             # Another readout would restore the same variables and score other logits
-            # (ELECTRA's head reads [CLS] whatever the flag says: settle_head).
+            # (ELECTRA's head reads [CLS] whatever the flag says: settle_head; ModernBERT's
+            # reads [CLS] for "pooler" too).
             task_file = os.path.join(model_dir, runner.TASK_FILE)
             info = runner.read_task_file(model_dir) if fileio.exists(task_file) else {}
             trained = info.get("classifier_readout", "pooler") if info else s.classifier_readout
-            if info.get("classifier_head") != "electra" and trained != s.classifier_readout:
+            wanted = s.classifier_readout
+            if info.get("classifier_head") == "modernbert" and wanted == "pooler":
+                wanted = "cls"
+            if info.get("classifier_head") != "electra" and trained != wanted:
                 raise UserError(f"{model_dir} was fine-tuned with --classifier_readout="
                                 f"{trained}; evaluate and predict with the same, not "
                                 f"{s.classifier_readout}")
