@@ -6,6 +6,7 @@ per input."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -93,6 +94,15 @@ def test_one_feature_set_per_input(data, tmp_path):
     with pytest.raises(UserError, match="holds unpacked rows but .*a-packed.tfrecord holds "
                                         r"packed rows \(doc_ids\): one feature set per input"):
         input_validation.validate_input_files(_config(tmp_path / "*.tfrecord"))
+    with pytest.raises(UserError, match=r"a-packed.tfrecord holds packed rows \(doc_ids\) but "
+                                        "packed=False was given"):
+        input_validation.validate_input_files(_config(tmp_path / "a-*.tfrecord", packed=False))
+    # Unvalidated with fixed names, no record is read: packed rows must be said so.
+    unread = _config(root / "train-0.tfrecord", validate_files=False,
+                     use_v2_feature_names=False)
+    assert not input_validation.validate_input_files(unread).packed
+    assert input_validation.validate_input_files(
+        dataclasses.replace(unread, packed=True)).packed
 
 
 def _flags(root, out, vocab, **overrides):

@@ -66,6 +66,9 @@ class InputConfig:
         cycle_length: files read in parallel.
         compression: "auto" (detect gzip from each file's magic bytes), "" or "GZIP".
         use_v2_feature_names: "auto" (detect from the first record), True or False.
+        packed: whether the records are packed rows (`doc_ids` and `position_ids` too):
+            "auto" (detect from the first record read; with validate_files False and a
+            fixed use_v2_feature_names none is read, and "auto" means False), True or False.
         masking: draw new masks with these settings (dynamic masking); None keeps the
             stored masks. Training draws fresh masks every batch (every epoch differs); eval
             (is_training False) draws one mask per record from `seed` and the record's place,
@@ -101,6 +104,7 @@ class InputConfig:
     cycle_length: int = 8
     compression: str = "auto"
     use_v2_feature_names: Union[str, bool] = "auto"
+    packed: Union[str, bool] = "auto"
     masking: Optional[masking_rules.MaskingConfig] = None
     drop_remainder: bool = True
     validate_files: bool = True
@@ -134,6 +138,8 @@ class InputConfig:
                             f"{self.input_position!r}")
         if self.compression not in _COMPRESSIONS:
             raise UserError(f"compression must be one of {_COMPRESSIONS}, got {self.compression!r}")
+        if self.packed not in ("auto", True, False):
+            raise UserError(f"packed must be 'auto', True or False, got {self.packed!r}")
         if self.use_v2_feature_names not in ("auto", True, False):
             raise UserError(
                 f"use_v2_feature_names must be 'auto', True or False, got "

@@ -189,16 +189,17 @@ def validate_input_files(config: InputConfig) -> InputFiles:
     if config.validate_files:
         heads = fileio.map_files(lambda path: _first_example(path, config.compression), files)
     else:
-        # Unvalidated: the compressions, and the first example of the first non-empty file
-        # (the feature naming and set).
+        # Unvalidated: the compressions, and the first example only where the naming needs
+        # it (the first non-empty file); the feature set is then detected from it too.
         heads = fileio.map_files(
             lambda path: _read_head(path, config.compression, first_record=False), files)
-        for i in range(len(files)):
+        for i in range(len(files) if fixed_v2 is None else 0):
             heads[i] = _first_example(files[i], heads[i][0])
             if heads[i][1] is not None:
                 break
     v2, detected_from = fixed_v2, None
-    packed, packed_from = None, None
+    fixed_packed = None if config.packed == "auto" else bool(config.packed)
+    packed, packed_from = fixed_packed, None
     kept: List[Tuple[str, str, int]] = []
     for path, (compression, example, size) in zip(files, heads):
         if example is None:
@@ -220,8 +221,10 @@ def validate_input_files(config: InputConfig) -> InputFiles:
             packed, packed_from = file_packed, path
         elif file_packed != packed:
             kinds = {True: "packed rows (doc_ids)", False: "unpacked rows"}
-            raise UserError(f"{path} holds {kinds[file_packed]} but {packed_from} holds "
-                            f"{kinds[packed]}: one feature set per input")
+            other = (f"{packed_from} holds {kinds[packed]}" if fixed_packed is None
+                     else f"packed={fixed_packed} was given")
+            raise UserError(f"{path} holds {kinds[file_packed]} but {other}: one feature set "
+                            "per input")
         if config.validate_files:
             _check_example(example, path, config, v2, packed)
         kept.append((path, compression, size))
