@@ -19,6 +19,9 @@ directory, written under a temporary name and renamed when complete:
               sentence_bert_config.json (`bert_tf.export.st_folder_writer`). Pooling,
               normalisation and length are the input's (a sentence-transformers folder, a
               run_retrieval output_dir), else --pooling (mean) and --max_seq_length (256).
+    cross_encoder (--to_format only, --from_format=bert_tf)   a run_rerank output_dir as a
+              transformers BertForSequenceClassification folder of one label that
+              sentence-transformers' CrossEncoder loads (`bert_tf.export.cross_encoder_writer`).
 
 An ELECTRA model (an `--objective=electra` run, a transformers ELECTRA directory, or the
 directory of its discriminator/ and generator/, a google-research/electra checkpoint)
@@ -47,12 +50,14 @@ from bert_tf.core.errors import UserError, cli_main
 from bert_tf.interop.formats import FORMATS, convert
 
 ST_FORMAT = "sentence_transformers"  # bert_tf.export.st_folder_writer.FORMAT (write only)
+CE_FORMAT = "cross_encoder"  # bert_tf.export.cross_encoder_writer.FORMAT (write only)
 
 def _define_flags() -> None:
     from absl import flags
 
     flags.DEFINE_enum("from_format", None, list(FORMATS), "Format of --input.")
-    flags.DEFINE_enum("to_format", None, [*FORMATS, ST_FORMAT], "Format of --output.")
+    flags.DEFINE_enum("to_format", None, [*FORMATS, ST_FORMAT, CE_FORMAT],
+                      "Format of --output.")
     flags.DEFINE_string("input", None, "Checkpoint prefix or directory to read.")
     flags.DEFINE_string("output", None, "New directory to write.")
     flags.DEFINE_string("bert_config_file", None,
@@ -84,6 +89,19 @@ def main(argv) -> None:
     if f.base_vocab_file and not f.vocab_file:
         raise UserError("--base_vocab_file applies only with --vocab_file (the vocabulary to "
                         "resize the model to)")
+    if f.to_format == CE_FORMAT:
+        from bert_tf.export import cross_encoder_writer
+
+        if f.from_format != "bert_tf":
+            raise UserError(f"--to_format={CE_FORMAT} converts a run_rerank output directory: "
+                            "give --from_format=bert_tf")
+        for name in ("bert_config_file", "vocab_file", "base_vocab_file", "pooling",
+                     "max_seq_length"):
+            if f[name].present:
+                raise UserError(f"--{name} does not apply to --to_format={CE_FORMAT} (the "
+                                "run directory has its config, vocabulary and length)")
+        cross_encoder_writer.convert(f.input, f.output, f.do_lower_case)
+        return
     if f.to_format == ST_FORMAT:
         from bert_tf.export import st_folder_writer
 

@@ -146,7 +146,8 @@ def test_utilities_import_no_layer(graph):
 # bert_tf/finetune: the parts every task shares (heads, inputs, objectives, the runner, warm
 # start, ...) at its top, and one folder per task family. A family imports the shared parts
 # and only the families it names here: the scorecard scores the classification, tagging and
-# SQuAD tasks; the others import no other family.
+# SQuAD tasks, the reranker builds on classification and retrieval; the others import no
+# other family.
 FINETUNE_SHARED = ("cli", "heads", "inputs", "label_list", "objectives", "probabilities",
                    "runner", "subset", "warm_start")
 FINETUNE_FAMILIES = {
@@ -154,6 +155,10 @@ FINETUNE_FAMILIES = {
     "bert_tf.finetune.tagging": (),
     "bert_tf.finetune.squad": (),
     "bert_tf.finetune.retrieval": (),
+    # A cross-encoder is a pair classifier over BEIR data: classification's featurizer,
+    # retrieval's BEIR reader, BM25, mining and metrics.
+    "bert_tf.finetune.reranking": ("bert_tf.finetune.classification",
+                                   "bert_tf.finetune.retrieval"),
     "bert_tf.finetune.scorecard": ("bert_tf.finetune.classification", "bert_tf.finetune.tagging",
                                    "bert_tf.finetune.squad"),
 }

@@ -33,6 +33,7 @@ OWN_FLAG = {
     "bert-tf-squad": "--doc_stride",
     "bert-tf-glue": "--reference_checkpoint",
     "bert-tf-retrieval": "--mini_batch_size",
+    "bert-tf-rerank": "--rerank_top_k",
     "bert-tf-extend-vocab": "--num_new_tokens",
 }
 

@@ -21,3 +21,10 @@ def test_log_softmax_is_stable_at_large_logits():
     got = probabilities.log_softmax(np.array([[1000.0, 1000.0 - math.log(3.0)]], np.float32))
     np.testing.assert_allclose(got, np.log([[0.75, 0.25]]), atol=1e-4)
     assert np.isfinite(got).all()
+
+
+def test_log_sigmoid_by_hand_and_at_extreme_logits():
+    got = probabilities.log_sigmoid([0.0, math.log(3.0), -math.log(3.0), 800.0, -800.0])
+    # sigmoid(ln 3) = 3/4, sigmoid(-ln 3) = 1/4; log(1 - s(x)) = log_sigmoid(-x).
+    np.testing.assert_allclose(got[:3], np.log([0.5, 0.75, 0.25]), rtol=0, atol=1e-15)
+    assert got[3] == 0.0 and got[4] == -800.0  # no overflow to inf or nan

@@ -14,6 +14,9 @@ batch dynamic:
                  -> probabilities float32 [batch, num_labels] (softmax), label string [batch];
                     a regression model (label_list null) returns score float32 [batch].
                  Packed as [CLS] A [SEP] (B [SEP]), longest-first truncation.
+                 A run_rerank cross-encoder ("reranker" in finetune_task.json) serves
+                 serving_default / score: query, passage -> score, logit
+                 (`bert_tf.export.classifier_serving`).
     tagger       serving_default / tag        text: string [batch]
                  -> words string [batch, max_words] (padded with ""): the text's words, split
                         on Unicode whitespace (Python's `str.split()`), as CoNLL tokens;
@@ -51,6 +54,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from bert_tf.core.errors import UserError
+from bert_tf.export.classifier_serving import ClassifierServingModule, RerankerServingModule
 from bert_tf.export.qa_serving import (
     SpanServingModule,
     build_rows,
@@ -72,51 +76,6 @@ _PREFIX_CODES = {"O": 0, "B": 1, "I": 2, "E": 3, "S": 4}
 
 def _i32(x) -> tf.Tensor:
     return tf.cast(x, tf.int32)
-
-
-class ClassifierServingModule(tf.Module):
-    """A `BertClassifier` with in-graph tokenization: text (pairs) -> probabilities and label.
-
-    Args:
-        model: the task model -> {"logits": [batch, num_labels]}.
-        tokenizer: the in-graph tokenizer of the model's vocabulary.
-        max_seq_length: longest packed sequence.
-        label_list: class names in class-id order; None for regression (one output).
-    """
-
-    def __init__(self, model, tokenizer: TFBertTokenizer, max_seq_length: int,
-                 label_list: Optional[Sequence[str]], name: Optional[str] = None) -> None:
-        super().__init__(name=name)
-        self.model = model
-        self.tokenizer = tokenizer
-        self.max_seq_length = int(max_seq_length)
-        self.regression = label_list is None
-        self.labels = tf.constant(list(label_list or [""]))
-
-    def _outputs(self, segments: List[tf.RaggedTensor]) -> Dict[str, tf.Tensor]:
-        packed = self.tokenizer.pack(segments, self.max_seq_length)
-        longest = tf.maximum(tf.reduce_max(tf.reduce_sum(packed["input_mask"], axis=1)), 1)
-        logits = tf.cast(self.model({k: v[:, :longest] for k, v in packed.items()},
-                                    training=False)["logits"], tf.float32)
-        if self.regression:
-            return {"score": logits[:, 0]}
-        return {"probabilities": tf.nn.softmax(logits, axis=-1),
-                "label": tf.gather(self.labels, tf.argmax(logits, axis=-1, output_type=tf.int32))}
-
-    @tf.function(input_signature=[_TEXT], autograph=False)
-    def classify(self, text_a: tf.Tensor) -> Dict[str, tf.Tensor]:
-        """text_a: string [batch] -> probabilities and label (or score)."""
-        return self._outputs([self.tokenizer.tokenize(text_a)])
-
-    @tf.function(input_signature=[_TEXT, _TEXT], autograph=False)
-    def classify_pair(self, text_a: tf.Tensor, text_b: tf.Tensor) -> Dict[str, tf.Tensor]:
-        """text_a, text_b: string [batch] -> probabilities and label (or score)."""
-        return self._outputs([self.tokenizer.tokenize(text_a), self.tokenizer.tokenize(text_b)])
-
-    def signatures(self) -> Dict[str, tf.types.experimental.ConcreteFunction]:
-        classify = self.classify.get_concrete_function()
-        return {"serving_default": classify, "classify": classify,
-                "classify_pair": self.classify_pair.get_concrete_function()}
 
 
 def _chunk_codes(label_list: Sequence[str]):
@@ -263,7 +222,8 @@ class TaggerServingModule(tf.Module):
         }
 
 
-def _restore(model_dir: str, kind: str, config, num_labels: int, readout: str, head: str):
+def restore_finetuned(model_dir: str, kind: str, config, num_labels: int, readout: str,
+                      head: str):
     """The task model with the latest checkpoint of `model_dir` read into it."""
     from bert_tf.finetune import heads
     from bert_tf.training.checkpoint_paths import read_strictly
@@ -342,9 +302,11 @@ def export_finetuned(model_dir: str, export_dir: str, model=None, *,
                         f"(expected one of {', '.join(heads.CLASSIFIER_HEADS)})")
     check_new_directory(export_dir)  # before the (slow) restore
     if model is None:
-        model = _restore(model_dir, kind, config, num_labels, readout, head)
+        model = restore_finetuned(model_dir, kind, config, num_labels, readout, head)
     tokenizer = TFBertTokenizer(vocab_file, bool(_setting(info, "do_lower_case")))
-    if kind == "classifier":
+    if kind == "classifier" and info.get("reranker"):  # run_rerank's cross-encoder
+        module = RerankerServingModule(model, tokenizer, length)
+    elif kind == "classifier":
         module = ClassifierServingModule(model, tokenizer, length, label_list)
     elif kind == "tagger":
         module = TaggerServingModule(model, tokenizer, length, label_list,

@@ -8,7 +8,7 @@ release's where it had the flag.
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Mapping, Optional
 
 from absl import flags, logging
 
@@ -17,11 +17,21 @@ from bert_tf.core.errors import UserError
 from bert_tf.training import distribution_flags
 
 FLAGS = flags.FLAGS
+# What an entry point runs: {flag: help}. run_rerank names its evaluation --do_rerank.
+RUN_MODES = {"do_train": "Fine-tune.", "do_eval": "Evaluate on the dev data.",
+             "do_predict": "Predict on the test data."}
 
 
 def define_common_flags(max_seq_length: int = 128, learning_rate: float = 5e-5,
-                        train_batch_size: int = 32) -> None:
-    """Defines the model, run, recipe and hardware flags (call once, at import)."""
+                        train_batch_size: int = 32, eval_batch_size: int = 8,
+                        run_modes: Mapping[str, str] = RUN_MODES) -> None:
+    """Defines the model, run, recipe and hardware flags (call once, at import).
+
+    Args:
+        max_seq_length, learning_rate, train_batch_size, eval_batch_size: the defaults.
+        run_modes: the --do_* flags {name: help}: do_train and one evaluation flag, and
+            optionally do_predict (`config_from_flags` reads them).
+    """
     flags.DEFINE_string("bert_config_file", None,
                         "bert_config.json (default: the one beside --init_checkpoint).")
     flags.DEFINE_string("vocab_file", None, "vocab.txt (default: beside --init_checkpoint).")
@@ -30,11 +40,10 @@ def define_common_flags(max_seq_length: int = 128, learning_rate: float = 5e-5,
                         "A bert_tf checkpoint or output directory, a Google TF1 checkpoint or a "
                         "Hugging Face directory (the format is detected).")
     flags.DEFINE_string("output_dir", None, "Checkpoints, eval results and predictions.")
-    flags.DEFINE_bool("do_train", False, "Fine-tune.")
-    flags.DEFINE_bool("do_eval", False, "Evaluate on the dev data.")
-    flags.DEFINE_bool("do_predict", False, "Predict on the test data.")
+    for name, help_text in run_modes.items():
+        flags.DEFINE_bool(name, False, help_text)
     flags.DEFINE_integer("train_batch_size", train_batch_size, "GLOBAL training batch.")
-    flags.DEFINE_integer("eval_batch_size", 8, "GLOBAL eval/predict batch.")
+    flags.DEFINE_integer("eval_batch_size", eval_batch_size, "GLOBAL eval/predict batch.")
     flags.DEFINE_float("learning_rate", learning_rate, "Peak learning rate (AdamW).")
     flags.DEFINE_float("num_train_epochs", 3.0, "Epochs of fine-tuning.")
     flags.DEFINE_float("warmup_proportion", 0.1, "Share of the steps with linear warmup.")
@@ -80,15 +89,26 @@ def define_classifier_head_flag() -> None:
                       "--init_checkpoint is an ELECTRA discriminator, else bert.")
 
 
-def config_from_flags():
-    """The frozen `runner.FinetuneConfig` of the parsed flags."""
+def config_from_flags(eval_mode: str = "do_eval"):
+    """The frozen `runner.FinetuneConfig` of the parsed flags.
+
+    Args:
+        eval_mode: the flag that sets `do_eval` (run_rerank: "do_rerank").
+
+    Raises:
+        UserError: no run mode given (named by the entry point's own flags).
+    """
     from bert_tf.finetune.runner import FinetuneConfig
 
+    modes = ["--" + name for name in ("do_train", eval_mode, "do_predict") if name in FLAGS]
+    if not any(FLAGS[name[2:]].value for name in modes):  # as FinetuneConfig says it
+        raise UserError(f"at least one of {', '.join(modes[:-1])} or {modes[-1]} must be true")
     return FinetuneConfig(
         output_dir=FLAGS.output_dir or "", bert_config_file=FLAGS.bert_config_file or "",
         vocab_file=FLAGS.vocab_file or "", do_lower_case=FLAGS.do_lower_case,
         init_checkpoint=FLAGS.init_checkpoint or "", do_train=FLAGS.do_train,
-        do_eval=FLAGS.do_eval, do_predict=FLAGS.do_predict,
+        do_eval=FLAGS[eval_mode].value,
+        do_predict="do_predict" in FLAGS and FLAGS.do_predict,
         train_batch_size=FLAGS.train_batch_size, eval_batch_size=FLAGS.eval_batch_size,
         learning_rate=FLAGS.learning_rate, num_train_epochs=FLAGS.num_train_epochs,
         warmup_proportion=FLAGS.warmup_proportion, weight_decay_rate=FLAGS.weight_decay_rate,
@@ -101,7 +121,8 @@ def config_from_flags():
 
 
 def run_main(argv, make_task: Callable[[], object],
-             export_fn: Callable[[str, str, object], None]) -> None:
+             export_fn: Callable[[str, str, object], None],
+             eval_mode: Optional[str] = None) -> None:
     """The body of every entry point's main: flags -> configs -> runner.run, exit codes.
 
     Args:
@@ -109,11 +130,12 @@ def run_main(argv, make_task: Callable[[], object],
         make_task: builds the task from the task's own flags.
         export_fn: (fine-tuned output_dir, export_dir, model in memory) -> writes the serving
             SavedModel (`bert_tf.export.task_serving.export_finetuned`).
+        eval_mode: the entry point's evaluation flag (None: --do_eval).
     """
     if len(argv) > 1:
         raise UserError(f"unexpected arguments: {' '.join(argv[1:])}")
     logging.set_verbosity(logging.INFO)
-    config = config_from_flags()
+    config = config_from_flags(eval_mode or "do_eval")
     task = make_task()
     from bert_tf.finetune import runner
     from bert_tf.training.checkpointing import Terminated

@@ -30,7 +30,7 @@ from bert_tf.training.objectives import Objective
 EXAMPLE_INDEX = "example_index"
 
 
-def _real(batch) -> tf.Tensor:
+def real_rows(batch) -> tf.Tensor:
     """float32 [batch]: 1 for real examples, 0 for padding rows (example_index -1)."""
     if EXAMPLE_INDEX in batch:
         return tf.cast(batch[EXAMPLE_INDEX] >= 0, tf.float32)
@@ -42,9 +42,12 @@ def _cross_entropy(logits: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
         labels=tf.cast(labels, tf.int32), logits=tf.cast(logits, tf.float32))
 
 
-class _FineTuneObjective(Objective):
+class FineTuneObjective(Objective):
+    """What every fine-tuning objective shares: the example count as the denominator, the
+    model's outputs as they are, and predictions that carry the example index."""
+
     def denominators(self, batch):
-        return {"num_examples": tf.reduce_sum(_real(batch))}
+        return {"num_examples": tf.reduce_sum(real_rows(batch))}
 
     def forward(self, model, batch, training):
         return model(batch, training=training)
@@ -60,7 +63,7 @@ def _log_of(choices: Optional[int]) -> Optional[float]:
     return math.log(choices) if choices and choices > 1 else None
 
 
-class ClassificationObjective(_FineTuneObjective):
+class ClassificationObjective(FineTuneObjective):
     """Softmax cross-entropy over `num_labels` classes, or squared error when regression.
 
     Args:
@@ -81,7 +84,7 @@ class ClassificationObjective(_FineTuneObjective):
             self.uniform_loss = _log_of(num_labels)
 
     def loss_and_sums(self, outputs, batch, global_denominators):
-        real = _real(batch)
+        real = real_rows(batch)
         logits = outputs["logits"]
         if self.regression:
             labels = tf.cast(batch["label_ids"], tf.float32)
@@ -105,7 +108,7 @@ class ClassificationObjective(_FineTuneObjective):
         return out
 
 
-class TaggingObjective(_FineTuneObjective):
+class TaggingObjective(FineTuneObjective):
     """Token cross-entropy at the weighted positions (first pieces of words).
 
     Args:
@@ -118,18 +121,18 @@ class TaggingObjective(_FineTuneObjective):
         self.uniform_loss = _log_of(num_labels)
 
     def denominators(self, batch):
-        weights = tf.cast(batch["label_weights"], tf.float32) * _real(batch)[:, None]
-        return {"weight": tf.reduce_sum(weights), "num_examples": tf.reduce_sum(_real(batch))}
+        weights = tf.cast(batch["label_weights"], tf.float32) * real_rows(batch)[:, None]
+        return {"weight": tf.reduce_sum(weights), "num_examples": tf.reduce_sum(real_rows(batch))}
 
     def loss_and_sums(self, outputs, batch, global_denominators):
-        weights = tf.cast(batch["label_weights"], tf.float32) * _real(batch)[:, None]
+        weights = tf.cast(batch["label_weights"], tf.float32) * real_rows(batch)[:, None]
         logits = outputs["logits"]  # [batch, seq, labels]
         ce = _cross_entropy(logits, batch["label_ids"]) * weights
         correct = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32),
                                    tf.cast(batch["label_ids"], tf.int32)), tf.float32) * weights
         share = tf.reduce_sum(ce) / tf.maximum(global_denominators["weight"], 1.0)
         sums = {"weighted_ce": tf.reduce_sum(ce), "weight": tf.reduce_sum(weights),
-                "correct": tf.reduce_sum(correct), "num_examples": tf.reduce_sum(_real(batch))}
+                "correct": tf.reduce_sum(correct), "num_examples": tf.reduce_sum(real_rows(batch))}
         return share, sums
 
     def metrics(self, sums):
@@ -139,7 +142,7 @@ class TaggingObjective(_FineTuneObjective):
                                                         weight)}
 
 
-class SpanObjective(_FineTuneObjective):
+class SpanObjective(FineTuneObjective):
     """Mean of the start and end cross-entropies (position 0, [CLS], means no answer).
 
     Args:
@@ -153,7 +156,7 @@ class SpanObjective(_FineTuneObjective):
         self.uniform_loss = _log_of(seq_length)
 
     def loss_and_sums(self, outputs, batch, global_denominators):
-        real = _real(batch)
+        real = real_rows(batch)
         start = _cross_entropy(outputs["start_logits"], batch["start_positions"])
         end = _cross_entropy(outputs["end_logits"], batch["end_positions"])
         per_example = (start + end) / 2.0 * real

@@ -307,6 +307,28 @@ def read(path: str, vocab_file: Optional[str] = None) -> ModelFiles:
     return ModelFiles(config, weights, vocab_file, directory)
 
 
+def hf_tensors(weights: Mapping[str, np.ndarray], num_layers: int, base_prefix: str = ""
+               ) -> Dict[str, np.ndarray]:
+    """The Hugging Face tensors of canonical BERT `weights` (float32, Linear weights [out, in]).
+
+    Args:
+        weights: canonical names (`name_table`); names it lacks are left out.
+        num_layers: the encoder's layers.
+        base_prefix: before the encoder's and pooler's names: "bert." in a model with heads
+            (BertForPreTraining, BertForSequenceClassification), "" in a BertModel. The MLM
+            and NSP heads' `cls.` names take none.
+    """
+    tensors = {}
+    for name, hf in name_table(num_layers).items():
+        if name not in weights:
+            continue
+        value = np.asarray(weights[name], np.float32)
+        if _is_transposed(name):
+            value = np.ascontiguousarray(value.T)
+        tensors[hf if _is_head(name) else base_prefix + hf] = value
+    return tensors
+
+
 def write(files: ModelFiles, output_dir: str, do_lower_case: Optional[bool] = None) -> str:
     """Writes an HF directory: config.json, model.safetensors and, with a vocabulary,
     vocab.txt and the tokenizer files (`hf_tokenizer_files`), so that transformers'
@@ -328,17 +350,8 @@ def write(files: ModelFiles, output_dir: str, do_lower_case: Optional[bool] = No
     if modern_config.is_modern(config):  # ModernBERT's layout and config.json
         return hf_modernbert.write(files, output_dir)
     with_heads = any(_is_head(n) for n in files.weights)
-    table = name_table(config.num_hidden_layers)
-    tensors = {}
-    for name, hf in table.items():
-        if name not in files.weights:
-            continue
-        value = np.asarray(files.weights[name], np.float32)
-        if _is_transposed(name):
-            value = np.ascontiguousarray(value.T)
-        if with_heads and not _is_head(name) and not hf.startswith("cls."):
-            hf = "bert." + hf
-        tensors[hf] = value
+    tensors = hf_tensors(files.weights, config.num_hidden_layers,
+                         "bert." if with_heads else "")
     with atomic_directory(output_dir) as tmp:
         safetensors_io.save_file(tensors, os.path.join(tmp, SAFETENSORS_NAME),
                                  metadata={"format": "pt"})
