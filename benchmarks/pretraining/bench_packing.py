@@ -86,6 +86,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--cache_dir", default=os.path.expanduser(
         "~/.cache/bert_tf/bench_packing"))
     parser.add_argument("--retime", action="store_true", help="time again if cached")
+    parser.add_argument("--data_only", action="store_true",
+                        help="make (or read) the records and print their padding; no timing")
     parser.add_argument("--smoke", action="store_true",
                         help="0.4 MB of text, batch 2, 2 rounds of 2 steps: checks it runs")
     args = parser.parse_args()
@@ -262,20 +264,23 @@ def timing(args: argparse.Namespace, sets: dict) -> dict:
 
 # ---- report -------------------------------------------------------------------------------
 
-def report(results: dict) -> None:
-    from bert_tf.modeling.config import BertConfig
-
-    settings, sets, arms = results["settings"], results["sets"], results["arms"]
-    seq = settings["seq"]
-    print(f"\n{results['provenance']['machine']}")
-    print(f"records at {seq} tokens from {settings['text_mb']} MB of Wikipedia "
-          f"({results['articles']} articles), dupe 1:")
+def report_sets(sets: dict, seq: int, text_mb: float, articles: int) -> None:
+    print(f"records at {seq} tokens from {text_mb} MB of Wikipedia ({articles} articles), "
+          "dupe 1:")
     print(f"  {'set':11s} {'rows':>7s} {'real tokens/row':>16s} {'padding slots':>14s} "
           f"{'masked pairs (pad + cross-doc)':>31s}")
     for name, s in ((n, sets[n]) for n in SETS):
         masked = 1 - s["same_document_pairs"] / s["pairs"]
         print(f"  {name:11s} {s['rows']:7d} {s['real_tokens'] / s['rows']:16.1f} "
               f"{100 * (1 - s['real_tokens'] / s['slots']):13.1f}% {100 * masked:30.1f}%")
+
+
+def report(results: dict) -> None:
+    from bert_tf.modeling.config import BertConfig
+
+    settings, sets, arms = results["settings"], results["sets"], results["arms"]
+    print(f"\n{results['provenance']['machine']}")
+    report_sets(sets, settings["seq"], settings["text_mb"], results["articles"])
     print(f"\narms: batch {settings['batch']}, {settings['rounds']} interleaved rounds of "
           f"{settings['steps']} steps, best round (median of per-round ratios):")
     base = arms.get("bert_padded")
@@ -311,6 +316,10 @@ def main() -> None:
     print(machine.describe(), flush=True)
     print(f"load average {os.getloadavg()[0]:.1f}; data ...", flush=True)
     sets = data(args)
+    articles = budget_cache.done(os.path.dirname(sets["bert"]["path"]), "text")["articles"]
+    if args.data_only:
+        report_sets(sets, args.seq, args.text_mb, articles)
+        return
     settings = {k: getattr(args, k) for k in ("corpus_dir", "text_mb", "seq", "preds", "batch",
                                                "steps", "rounds", "warmup", "arms")}
     key = budget_cache.digest([settings, budget_cache.this_machine()])
@@ -321,8 +330,7 @@ def main() -> None:
         results = budget_cache.finish(root, "results", {
             "settings": settings, "sets": {n: {k: v for k, v in s.items() if k != "provenance"}
                                            for n, s in sets.items()},
-            "articles": budget_cache.done(os.path.dirname(sets["bert"]["path"]),
-                                          "text")["articles"],
+            "articles": articles,
             "arms": arms, "load_average_end": os.getloadavg()[0]})
     else:
         print(f"cached timing of {results['provenance']['date']} (--retime to time again)")
