@@ -14,7 +14,8 @@ maximum length become the defaults. Training minimises in-batch negatives
 with the negatives of --train_file or mined by --hard_negatives_from=bm25|model;
 --mini_batch_size > 0 computes it by GradCache, for large batches at bounded memory.
 --do_eval writes eval_results.txt: ndcg_at_10, recall_at_100, mrr_at_10, map_at_100 on
---eval_split, as BEIR computes them.
+--eval_split, as BEIR computes them, and run.trec, the top 100 of each query as a TREC run
+file (`python -m bert_tf.run_rerank --first_stage=run.trec` reranks it).
 """
 
 from __future__ import annotations

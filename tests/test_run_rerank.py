@@ -29,8 +29,7 @@ import tensorflow as tf
 from _pretraining_helpers import TINY_FINETUNE_BERT, error_lines
 from _retrieval_helpers import build_beir
 
-from bert_tf.finetune.reranking import first_stage
-from bert_tf.finetune.retrieval import beir_data, ir_metrics
+from bert_tf.finetune.retrieval import beir_data, ir_metrics, trec_run
 from bert_tf.finetune.retrieval.bm25 import BM25Index
 
 MODULE = "bert_tf.run_rerank"
@@ -85,7 +84,7 @@ def test_train_rerank_and_export(trained, beir):
     assert results["global_step"] == STEPS
     split = beir_data.read_split(beir, "train")
     # The reranked run, as written: the four figures recomputed from the file.
-    reranked = first_stage.read_run(os.fspath(out / "reranked_run.trec"))
+    reranked = trec_run.read_run(os.fspath(out / "reranked_run.trec"))
     assert sorted(reranked) == sorted(split.queries)
     for name, value in ir_metrics.evaluate(split.qrels, reranked).items():
         assert results[name] == pytest.approx(value, abs=1e-6), name
@@ -104,7 +103,7 @@ def test_train_rerank_and_export(trained, beir):
     assert results["ndcg_at_10"] > results["first_stage_ndcg_at_10"] + 0.05
     assert 0 < results["eval_loss"] < 2
 
-    # The SavedModel's score signature: the reranked run's logits (written to 6 decimals).
+    # The SavedModel's score signature: the reranked run's logits.
     import tensorflow_text  # noqa: F401
 
     loaded = tf.saved_model.load(os.fspath(export))
@@ -128,7 +127,7 @@ def test_rerank_a_run_file(cli, trained, beir, tmp_path):
     ids = sorted(split.corpus, key=lambda p: (p[::-1], p))
     run = {qid: {pid: float(len(ids) - r) for r, pid in enumerate(ids)} for qid in split.queries}
     run_file = tmp_path / "first.trec"
-    first_stage.write_run(os.fspath(run_file), run, "scrambled")
+    trec_run.write_run(os.fspath(run_file), run, "scrambled")
     proc = cli.run(MODULE, [f"--output_dir={out}", "--do_rerank", f"--eval_dir={beir}",
                             f"--first_stage={run_file}", "--rerank_top_k=5",
                             "--max_seq_length=64"])
@@ -139,7 +138,7 @@ def test_rerank_a_run_file(cli, trained, beir, tmp_path):
     top5 = {qid: dict(list(hits.items())[:5]) for qid, hits in run.items()}
     for name, value in ir_metrics.evaluate(split.qrels, top5).items():
         assert results["first_stage_" + name] == pytest.approx(value, abs=1e-6), name
-    reranked = first_stage.read_run(os.fspath(out / "reranked_run.trec"))
+    reranked = trec_run.read_run(os.fspath(out / "reranked_run.trec"))
     assert {q: sorted(h) for q, h in reranked.items()} == {q: sorted(h) for q, h in top5.items()}
 
 

@@ -145,6 +145,14 @@ def test_train_then_eval_and_reuse_stored_embeddings(cli, beir, bert_config,
     assert set(first) == {"ndcg_at_10", "recall_at_100", "mrr_at_10", "map_at_100",
                           "global_step"}
     assert 0 < first["ndcg_at_10"] <= 1 and first["recall_at_100"] == 1.0  # 40 passages
+    # run.trec, run_rerank's --first_stage: every passage of every query, the same figures.
+    from bert_tf.finetune.retrieval import beir_data, ir_metrics, trec_run
+
+    run = trec_run.read_run(os.fspath(out / "run.trec"))
+    split = beir_data.read_split(beir, "test")
+    assert sorted(run) == sorted(split.queries) and {len(h) for h in run.values()} == {40}
+    for name, value in ir_metrics.evaluate(split.qrels, run).items():
+        assert first[name] == pytest.approx(value, abs=1e-6), name
     assert "wrote the corpus embeddings" in proc.stderr
     manifest = store / "manifest.json"
     mtime = manifest.stat().st_mtime_ns

@@ -39,7 +39,7 @@ from bert_tf.finetune.classification import classification_data
 from bert_tf.finetune.classification.classification_data import Example
 from bert_tf.finetune.reranking import first_stage, rerank_pairs
 from bert_tf.finetune.reranking.rerank_objective import BinaryCrossEntropyObjective
-from bert_tf.finetune.retrieval import beir_data, ir_metrics
+from bert_tf.finetune.retrieval import beir_data, ir_metrics, trec_run
 from bert_tf.finetune.retrieval.hard_negatives import MiningConfig
 from bert_tf.modeling.config import BertConfig
 
@@ -174,7 +174,7 @@ class RerankTask:
                 + (1 - labels) * probabilities.log_sigmoid(-logits))
         result["eval_loss"] = float(bce.mean())
         fileio.makedirs(output_dir)
-        first_stage.write_run(os.path.join(output_dir, RERANKED_RUN_FILE), run, RUN_NAME)
+        trec_run.write_run(os.path.join(output_dir, RERANKED_RUN_FILE), run, RUN_NAME)
         return result
 
     def write_predictions(self, outputs: Dict[str, np.ndarray], output_dir: str) -> List[str]:

@@ -3,6 +3,7 @@
     passages -> shards of SHARD_ROWS vectors (or the stored ones, `embedding_store`)
     queries  -> vectors -> `search.top_k` (k = 100, the query's own id skipped)
              -> `ir_metrics.evaluate` -> {ndcg_at_10, recall_at_100, mrr_at_10, map_at_100}
+             (and the run, written as a TREC run file: run_rerank's --first_stage)
 
 Texts are embedded longest first, each batch cut to its longest row (rounded up to a
 multiple of 8), as sentence-transformers' `encode` sorts by length: padding is masked out of
@@ -21,11 +22,13 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf.core import fileio
-from bert_tf.finetune.retrieval import embedding_store, features, ir_metrics, search
+from bert_tf.finetune.retrieval import embedding_store, features, ir_metrics, search, trec_run
 from bert_tf.finetune.retrieval.beir_data import BeirSplit
 
 SHARD_ROWS = 16384  # passages embedded (and stored) per shard
 TOP_K = 100  # the deepest cutoff of ir_metrics.METRICS
+RUN_FILE = "run.trec"  # in run_retrieval's output_dir: the --do_eval run
+RUN_NAME = "bert_tf_bi_encoder"
 LENGTH_MULTIPLE = 8
 PROGRESS_ROWS = 1024  # a log line per this many texts embedded
 
@@ -121,8 +124,8 @@ def corpus_embeddings(model, split: BeirSplit, tokenizer, settings: Mapping[str,
 
 
 def evaluate(model, split: BeirSplit, tokenizer, settings: Mapping[str, object],
-             max_query_length: int, batch_size: int, embeddings_dir: str = ""
-             ) -> Dict[str, float]:
+             max_query_length: int, batch_size: int, embeddings_dir: str = "",
+             run_file: str = "") -> Dict[str, float]:
     """BEIR's metrics of `model` on `split` (module docstring).
 
     Args:
@@ -133,6 +136,8 @@ def evaluate(model, split: BeirSplit, tokenizer, settings: Mapping[str, object],
         max_query_length: tokens per query, [CLS] and [SEP] included.
         batch_size: texts embedded at once.
         embeddings_dir: where corpus vectors are stored and reused ("" = nowhere).
+        run_file: also write the run (each query's top TOP_K) there as a TREC run file
+            (`trec_run`; "" = nowhere), e.g. for a reranker's first stage.
 
     Returns:
         {"ndcg_at_10", "recall_at_100", "mrr_at_10", "map_at_100"}.
@@ -147,4 +152,6 @@ def evaluate(model, split: BeirSplit, tokenizer, settings: Mapping[str, object],
     indices, scores = search.top_k(queries, corpus.shards, TOP_K,
                                    skip_rows=search.identical_rows(query_ids, corpus.ids))
     run = ir_metrics.run_from_top_k(query_ids, corpus.ids, indices, scores)
+    if run_file:
+        trec_run.write_run(run_file, run, RUN_NAME)
     return ir_metrics.evaluate(split.qrels, run)

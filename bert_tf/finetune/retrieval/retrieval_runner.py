@@ -3,7 +3,8 @@
     read the data (every check before TensorFlow work)  ->  warm_start.resolve()
         -> hard negatives mined (--hard_negatives_from: `hard_negatives`, `training_input`)
         -> Trainer(BertEmbedder, AdamW, BiEncoderObjective): checkpoints, exact resume,
-           SIGTERM, the divergence stop  ->  corpus_eval: embed, search, eval_results.txt
+           SIGTERM, the divergence stop
+        -> corpus_eval: embed, search, eval_results.txt, run.trec
 
 The trainer, optimizer, checkpoints and warm start are the fine-tuning commands' own; this
 module adds the retrieval data, the model and its settings. Training batches
@@ -343,7 +344,8 @@ def run(config: RetrievalConfig) -> Dict[str, float]:
         corpus_eval.corpus_settings(settings.pooling, settings.normalize,
                                     settings.max_passage_length, settings.do_lower_case,
                                     model.vocab_file),
-        settings.max_query_length, config.eval_batch_size, config.embeddings_dir)
+        settings.max_query_length, config.eval_batch_size, config.embeddings_dir,
+        os.path.join(config.output_dir, corpus_eval.RUN_FILE) if chief else "")
     scores = dict(scores, global_step=int(runner.step.numpy()))
     if chief:
         results.write_eval_results(os.path.join(config.output_dir, results.EVAL_RESULTS_FILE),
