@@ -93,6 +93,24 @@ def test_the_pretraining_model_scores_packed_masks_as_unpacked_ones():
     assert called["sequence_output"].shape == (1, SEQ, TINY_BERT["hidden_size"])
 
 
+def test_electra_s_generator_and_discriminator_read_packed_rows():
+    from bert_tf.modeling.electra import ElectraPretrainingModel
+
+    tf.keras.utils.set_random_seed(1)
+    model = ElectraPretrainingModel(BertConfig.from_dict(CONFIGS["bert_absolute"]))
+    packed, single = _rows()
+    a, b = LENGTHS
+    packed["masked_lm_positions"] = np.array([[2, 5, a + 2, a + 5]], np.int32)
+    single["masked_lm_positions"] = np.array([[2, 5], [2, 5]], np.int32)
+    alone, together = model(single), model(packed)
+    np.testing.assert_allclose(together["mlm_logits"].numpy()[0],
+                               alone["mlm_logits"].numpy().reshape(4, -1), atol=1e-5, rtol=0)
+    disc = together["disc_logits"].numpy()[0]
+    np.testing.assert_allclose(disc[:a], alone["disc_logits"].numpy()[0, :a], atol=1e-5, rtol=0)
+    np.testing.assert_allclose(disc[a:a + b], alone["disc_logits"].numpy()[1, :b], atol=1e-5,
+                               rtol=0)
+
+
 def test_masks_and_positions_by_hand():
     doc_ids = tf.constant([[1, 1, 2, 2, 2, 0]])
     same = packing.same_document(doc_ids).numpy()[0, 0].astype(int)

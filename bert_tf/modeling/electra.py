@@ -67,7 +67,7 @@ from typing import Any, Dict, Optional
 import keras
 
 from bert_tf.core.errors import UserError
-from bert_tf.modeling import weight_map
+from bert_tf.modeling import packing, weight_map
 from bert_tf.modeling.activations import get_activation
 from bert_tf.modeling.config import BertConfig
 from bert_tf.modeling.encoder import BertEncoder, bert_initializer, constructor_args
@@ -155,7 +155,9 @@ class ElectraPretrainingModel(keras.Model):
 
     Call args:
         inputs: {"input_ids", "input_mask", "segment_ids": int32 [batch, seq_len],
-            "masked_lm_positions": int32 [batch, num_predictions]}; other keys are ignored.
+            "masked_lm_positions": int32 [batch, num_predictions]} (+ "doc_ids" and
+            "position_ids" of a packed batch: `bert_tf.modeling.packing`); other keys are
+            ignored.
         training: enables dropout.
 
     Returns:
@@ -218,18 +220,22 @@ class ElectraPretrainingModel(keras.Model):
 
         Args:
             inputs: {"input_ids", "input_mask", "segment_ids"} [batch, seq_len] (input_ids:
-                the original tokens with the generator's samples at the masked positions).
+                the original tokens with the generator's samples at the masked positions),
+                and "doc_ids", "position_ids" of a packed batch.
             training: enables dropout.
 
         Returns:
             float32 [batch, seq_len].
         """
+        if packing.packed_features(inputs) is not None:  # within each document of a row
+            return self.discriminator_head(self.encoder.encode_at(inputs, None, training))
         encoded = self.encoder({k: inputs[k] for k in ("input_ids", "input_mask", "segment_ids")},
                                training=training)
         return self.discriminator_head(encoded["sequence_output"])
 
     def call(self, inputs, training=None):
-        inputs = {k: inputs[k] for k in MODEL_INPUT_NAMES}
+        inputs = {k: inputs[k] for k in MODEL_INPUT_NAMES + tuple(
+            k for k in packing.PACKED_NAMES if k in inputs)}
         return {"mlm_logits": self.generator_logits(inputs, training=training),
                 "disc_logits": self.discriminator_logits(inputs, training=training)}
 

@@ -30,6 +30,7 @@ from bert_tf.modeling.rotary import large_negative
 
 DOC_IDS = schema.DOC_IDS
 POSITION_IDS = schema.POSITION_IDS
+PACKED_NAMES = (DOC_IDS, POSITION_IDS)
 
 
 def packed_features(inputs: Any) -> Optional[Tuple[tf.Tensor, tf.Tensor]]:

@@ -229,6 +229,9 @@ class ElectraObjective(objectives.Objective):
         disc_inputs = {"input_ids": corrupted["input_ids"],
                        "input_mask": batch[schema.INPUT_MASK],
                        "segment_ids": batch[schema.SEGMENT_IDS]}
+        for name in (schema.DOC_IDS, schema.POSITION_IDS):  # a packed batch's
+            if name in batch:
+                disc_inputs[name] = batch[name]
         return {"mlm_logits": mlm_logits, "sampled_ids": sampled,
                 "replaced": corrupted["replaced"],
                 "disc_logits": model.discriminator_logits(disc_inputs, training=training)}
