@@ -249,6 +249,9 @@ def config_from_flags() -> RunConfig:
             message = str(e).replace("--input_file", f"--{what}").replace(
                 "--vocab_size", "vocab_size of --bert_config_file")
             raise UserError(message) from None
+        if files.packed and electra is None and not FLAGS.no_nsp:  # its NSP labels are all 0
+            raise UserError(f"--{what} holds packed rows (--feature_set=packed_mlm, masked LM "
+                            "only): add --no_nsp")
         return dataclasses.replace(config, resolved_files=files)
 
     train_input = eval_input = None

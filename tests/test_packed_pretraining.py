@@ -16,6 +16,7 @@ import pytest
 import tensorflow as tf
 from _pretraining_helpers import (
     TINY_BERT,
+    error_lines,
     pretraining_flags,
     progress_losses,
     progress_steps,
@@ -144,6 +145,15 @@ def test_a_stopped_run_resumes_on_the_straight_run_s_losses(data, straight, cli,
     np.testing.assert_allclose(progress_losses(first.stderr) + progress_losses(second.stderr),
                                losses, rtol=1e-5)
     assert tf.train.latest_checkpoint(os.fspath(tmp_path)).endswith(f"ckpt-{STEPS}")
+
+
+def test_packed_rows_with_nsp_are_one_error_line(data, cli, tmp_path, google_vocab_path):
+    root, _ = data
+    proc = cli.run(MODULE, _flags(root, tmp_path, google_vocab_path, no_nsp="false"))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert error_lines(proc.stderr) == [
+        "error: --input_file holds packed rows (--feature_set=packed_mlm, masked LM only): "
+        "add --no_nsp"]
 
 
 def test_phase_2_at_1024_tokens_continues_a_rotary_model_of_phase_1(data, straight, cli,
