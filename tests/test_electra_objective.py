@@ -27,6 +27,7 @@ from bert_tf.training.electra_objective import (
     discriminator_terms,
     sample_replacements,
 )
+from bert_tf.training.objectives import Objective
 
 VOCAB = 128
 
@@ -265,3 +266,14 @@ def test_mixed_precision_loss_is_close_to_float32(examples):
     assert model.encoder.token_embedding.embeddings.dtype == "float32"
     assert loss == pytest.approx(reference, rel=1e-2)
     assert loss != reference  # bfloat16 did compute
+
+
+def test_a_weak_discriminator_is_named_after_an_evaluation():
+    objective = ElectraObjective(vocab_size=100)
+    notes = objective.eval_notes({"discriminator_auc": 0.553, "discriminator_loss": 0.4001})
+    assert len(notes) == 1
+    assert notes[0].startswith("the discriminator's held-out AUC is 0.553 (0.5 is chance)")
+    assert objective.eval_notes({"discriminator_auc": 0.6}) == []
+    assert objective.eval_notes({"discriminator_auc": float("nan")}) == []
+    assert objective.eval_notes({"loss": 1.0}) == []  # not an ELECTRA evaluation
+    assert Objective().eval_notes({"discriminator_auc": 0.5}) == []

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Dict, Mapping
+from typing import Dict, List, Mapping
 
 import numpy as np
 import tensorflow as tf
@@ -57,6 +57,10 @@ AUC_BINS = 1000
 # Evaluation's sampling seed: fixed, so every evaluation draws alike.
 EVAL_SAMPLING_SEED = 20200311
 EPSILON = losses.MLM_WEIGHT_EPSILON
+# Below this held-out AUC the discriminator tells the generator's samples from the original
+# tokens little better than chance (0.5), so its loss sits at the entropy of the replaced
+# fraction and the encoder gets little signal (`ElectraObjective.eval_notes`).
+WEAK_DISCRIMINATOR_AUC = 0.6
 
 
 @dataclasses.dataclass(frozen=True)
@@ -273,6 +277,22 @@ class ElectraObjective(objectives.Objective):
             "discriminator_auc": auc_from_histograms(s["auc_positive"], s["auc_negative"]),
             "replaced_fraction": tf.math.divide_no_nan(s["disc_replaced"], s["disc_tokens"]),
         }
+
+    def eval_notes(self, metrics: Mapping[str, float]) -> List[str]:
+        """A warning when the held-out discriminator AUC is below `WEAK_DISCRIMINATOR_AUC`.
+
+        Early in training the generator is near a unigram model and its samples are frequent
+        words, which a small discriminator tells from the originals barely better than
+        chance; if that lasts, the objective is not teaching the encoder much at this size
+        and budget (docs/results/pretraining.md has a measured case).
+        """
+        auc = metrics.get("discriminator_auc")
+        if auc is None or not math.isfinite(auc) or auc >= WEAK_DISCRIMINATOR_AUC:
+            return []
+        return [f"the discriminator's held-out AUC is {auc:.3f} (0.5 is chance): it barely "
+                f"tells the generator's samples from the original tokens, so the encoder "
+                f"learns little from its loss; if this lasts, train longer or a larger "
+                f"discriminator"]
 
     def predictions(self, outputs, batch):
         return {"disc_logits": outputs["disc_logits"], "replaced": outputs["replaced"],

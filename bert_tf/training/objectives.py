@@ -85,6 +85,11 @@ class Objective:
         the train loop's one tape (module docstring)."""
         return None
 
+    def eval_notes(self, metrics: Mapping[str, float]) -> List[str]:
+        """Warnings a periodic evaluation's metrics call for (logged by the trainer); default
+        none."""
+        return []
+
 
 class PretrainingObjective(Objective):
     """Masked LM (+ next-sentence prediction), with the original release's reductions.

@@ -308,7 +308,9 @@ class Trainer:
                         retention.saved(step)
                         logging.info("saved checkpoint %s", path)
                     if periodic.due(step) and not host_loop.stopped:
-                        periodic.run(step, lambda: self._eval_results(eval_dataset_fn))
+                        metrics = periodic.run(step, lambda: self._eval_results(eval_dataset_fn))
+                        for note in self.objective.eval_notes(metrics):
+                            logging.warning("step %d: %s", step, note)
             finally:
                 host_loop.log_summary()
                 progress.close()
