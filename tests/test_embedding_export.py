@@ -17,7 +17,7 @@ import tensorflow_text  # noqa: F401  (the SavedModel's tokenizer ops)
 from _pretraining_helpers import VOCAB, minilm_dir, tiny_bert_config
 
 from bert_tf.core.tokenization import FullTokenizer
-from bert_tf.export.embedding_export import export_embedder, export_st_folder
+from bert_tf.export.embedding_export import export_st_folder
 from bert_tf.export.serving import BertServingModule
 from bert_tf.finetune.retrieval import features
 from bert_tf.finetune.retrieval.embedder import BertEmbedder
@@ -48,21 +48,51 @@ def _keras_embeddings(embedder, vocab_file, texts, length=MAX_SEQ_LENGTH):
     return keras.ops.convert_to_numpy(embedder(arrays)["embedding"])
 
 
-def test_exported_embed_equals_the_embedder(tiny, tmp_path):
+@pytest.fixture(scope="module")
+def bi_encoder_run(tiny, tmp_path_factory):
+    """A run_retrieval output_dir as its training leaves it (cls pooling, normalised): the
+    embedder's checkpoint, bert_config.json, vocab.txt, finetune_task.json."""
     vocab, embedder = tiny
-    export_dir = export_embedder(embedder.encoder, vocab, True, str(tmp_path / "1"),
-                                 MAX_SEQ_LENGTH, "mean")
+    run = tmp_path_factory.mktemp("bi_encoder")
+    trained = BertEmbedder(embedder.config, pooling="cls")
+    trained.encoder = embedder.encoder
+    tf.train.Checkpoint(model=trained).save(str(run / "ckpt"))
+    embedder.config.to_json_file(str(run / "bert_config.json"))
+    (run / "vocab.txt").write_text(open(vocab).read())
+    (run / "finetune_task.json").write_text(json.dumps(
+        {"kind": "bi_encoder", "pooling": "cls", "normalize": True, "do_lower_case": True,
+         "max_query_length": 8, "max_passage_length": MAX_SEQ_LENGTH,
+         "similarity_scale": 20.0}))
+    return str(run), trained
+
+
+@pytest.fixture(scope="module")
+def exported_run(bi_encoder_run, tmp_path_factory, cli):
+    """(run dir, its embedder, the SavedModel `python -m bert_tf.export` wrote of it): one
+    export (tracing four signatures is most of a test's cost) for the two tests below."""
+    run, trained = bi_encoder_run
+    export_dir = tmp_path_factory.mktemp("export") / "1"
+    result = cli.run("bert_tf.export", [f"--output_dir={run}", f"--export_dir={export_dir}"])
+    assert result.returncode == 0, result.stderr
+    return run, trained, str(export_dir)
+
+
+def test_exported_embed_equals_the_embedder(exported_run):
+    """The CLI's export goes through `export_embedder` (as does export_st_folder, whose mean
+    pooling the MiniLM test below checks); this one pools as the run did: cls."""
+    run, trained, export_dir = exported_run
+    vocab = run + "/vocab.txt"
     loaded = tf.saved_model.load(export_dir)
     assert {"serving_default", "serve_text_pair", "serve_ids", "embed"} <= set(
         loaded.signatures)
     assert "fill_mask" not in loaded.signatures
     out = loaded.signatures["embed"](text=tf.constant(TEXTS))["embedding"].numpy()
     assert out.shape == (4, 32) and out.dtype == np.float32
-    np.testing.assert_allclose(out, _keras_embeddings(embedder, vocab, TEXTS), atol=1e-6)
+    np.testing.assert_allclose(out, _keras_embeddings(trained, vocab, TEXTS), atol=1e-6)
     np.testing.assert_allclose(np.linalg.norm(out, axis=1), 1.0, rtol=1e-6)
     # The third text is longer than MAX_SEQ_LENGTH: cut as the bi-encoder cuts it, so its
     # vector differs from the whole text's.
-    whole = _keras_embeddings(embedder, vocab, TEXTS[2:3], 40)
+    whole = _keras_embeddings(trained, vocab, TEXTS[2:3], 40)
     assert np.abs(out[2] - whole[0]).max() > 1e-3
 
 
@@ -133,34 +163,13 @@ def test_minilm_round_trip_through_a_written_folder(tmp_path, cli):
     assert served[0] @ served[1] > served[0] @ served[2] + 0.2
 
 
-@pytest.fixture(scope="module")
-def bi_encoder_run(tiny, tmp_path_factory):
-    """A run_retrieval output_dir as its training leaves it (cls pooling, normalised): the
-    embedder's checkpoint, bert_config.json, vocab.txt, finetune_task.json."""
-    vocab, embedder = tiny
-    run = tmp_path_factory.mktemp("bi_encoder")
-    trained = BertEmbedder(embedder.config, pooling="cls")
-    trained.encoder = embedder.encoder
-    tf.train.Checkpoint(model=trained).save(str(run / "ckpt"))
-    embedder.config.to_json_file(str(run / "bert_config.json"))
-    (run / "vocab.txt").write_text(open(vocab).read())
-    (run / "finetune_task.json").write_text(json.dumps(
-        {"kind": "bi_encoder", "pooling": "cls", "normalize": True, "do_lower_case": True,
-         "max_query_length": 8, "max_passage_length": MAX_SEQ_LENGTH,
-         "similarity_scale": 20.0}))
-    return str(run), trained
-
-
-def test_a_bi_encoder_run_exports_and_converts_with_its_settings(bi_encoder_run, tmp_path,
+def test_a_bi_encoder_run_exports_and_converts_with_its_settings(exported_run, tmp_path,
                                                                  cli):
     from bert_tf.finetune.retrieval import st_folder
     from bert_tf.interop import hf_checkpoint
 
-    run, trained = bi_encoder_run
-    export_dir = tmp_path / "export"
-    result = cli.run("bert_tf.export", [f"--output_dir={run}", f"--export_dir={export_dir}"])
-    assert result.returncode == 0, result.stderr
-    served = tf.saved_model.load(str(export_dir)).signatures["embed"](
+    run, trained, export_dir = exported_run
+    served = tf.saved_model.load(export_dir).signatures["embed"](
         text=tf.constant(TEXTS))["embedding"].numpy()
     np.testing.assert_allclose(served, _keras_embeddings(trained, run + "/vocab.txt", TEXTS),
                                atol=1e-6)
