@@ -15,13 +15,16 @@
   bound), and its rerun starts again and stops alike; lr 50 after a resume names the
   resumed checkpoint as the last good one, which restores and which a rerun resumes from.
 
-A tiny model from random weights (1 layer, hidden 64, Google's vocabulary) learns the
-training sets by heart at lr 2e-3 in seconds; the epochs are calibrated with margin.
+A tiny model from random weights (1 layer, hidden 64) learns the training sets by heart at
+lr 2e-3 in seconds; the epochs are calibrated with margin. Where the vocabulary is not the
+subject, it is the data's own words (`data_vocab`, ~3,000; every word one id, as with
+Google's 30,522, whose embedding table, AdamW update and checkpoints are ten times larger).
 """
 
 from __future__ import annotations
 
 import csv
+import functools
 import json
 import math
 import os
@@ -35,6 +38,7 @@ import tensorflow as tf
 from _pretraining_helpers import TINY_FINETUNE_BERT, error_lines, minilm_dir
 
 from bert_tf.core.errors import UserError
+from bert_tf.core.tokenization import BasicTokenizer
 from bert_tf.finetune import runner, warm_start
 from bert_tf.finetune.classification.classification_task import (
     ClassificationSettings,
@@ -61,14 +65,46 @@ TINY = TINY_FINETUNE_BERT
 BINARY_EPOCHS = 8
 
 
+COLA_ROWS = [("1", "the cat sat on the mat ."), ("0", "the cat sat mat the on ."),
+             ("1", "she reads a book every day ."), ("0", "she book a reads day every ."),
+             ("1", "we went to the park ."), ("0", "we park the to went ."),
+             ("1", "he likes green apples ."), ("0", "apples green likes he ."),
+             ("1", "the dog barked loudly ."), ("0", "loudly the barked dog ."),
+             ("1", "they are playing music ."), ("0", "music playing are they .")]
+
+
+@functools.cache
+def _data_words() -> tuple:
+    """The special tokens, then the uncased words of the bundled data and COLA_ROWS."""
+    texts = [p.read_text(encoding="utf-8") for p in sorted(DATA.glob("vader_tiny/*/*.tsv"))]
+    for path in sorted(DATA.glob("snli_tiny/*.jsonl")):
+        texts += [str(v) for line in path.read_text(encoding="utf-8").splitlines()
+                  for v in json.loads(line).values()]
+    texts += [text for _, text in COLA_ROWS]
+    words = set(BasicTokenizer(do_lower_case=True).tokenize(" ".join(texts)))
+    return ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *sorted(words))
+
+
+def _data_tiny() -> dict:
+    """TINY with data_vocab's size."""
+    return {**TINY, "vocab_size": len(_data_words())}
+
+
 def _write_json(path, obj) -> str:
     pathlib.Path(path).write_text(json.dumps(obj))
     return os.fspath(path)
 
 
 @pytest.fixture(scope="module")
+def data_vocab(tmp_path_factory) -> str:
+    path = tmp_path_factory.mktemp("vocab") / "vocab.txt"
+    path.write_text("\n".join(_data_words()) + "\n", encoding="utf-8")
+    return os.fspath(path)
+
+
+@pytest.fixture(scope="module")
 def bert_config(tmp_path_factory) -> str:
-    return _write_json(tmp_path_factory.mktemp("cfg") / "bert_config.json", TINY)
+    return _write_json(tmp_path_factory.mktemp("cfg") / "bert_config.json", _data_tiny())
 
 
 def _data_dir(root: pathlib.Path, files) -> str:
@@ -103,7 +139,7 @@ def _checkpoints(out):
 
 
 @pytest.fixture(scope="module")
-def binary_run(tmp_path_factory, bert_config, google_vocab_path, cli):
+def binary_run(tmp_path_factory, bert_config, data_vocab, cli):
     root = tmp_path_factory.mktemp("binary")
     binary = DATA / "vader_tiny" / "binary"
     data_dir = _data_dir(root / "data", {"train.tsv": binary / "train.tsv",
@@ -113,7 +149,7 @@ def binary_run(tmp_path_factory, bert_config, google_vocab_path, cli):
     proc = cli.run(MODULE, [
         "--task_name=tsv", f"--data_dir={data_dir}", "--text_column=sentence",
         "--label_column=label", f"--bert_config_file={bert_config}",
-        f"--vocab_file={google_vocab_path}", f"--output_dir={out}", "--do_train", "--do_eval",
+        f"--vocab_file={data_vocab}", f"--output_dir={out}", "--do_train", "--do_eval",
         "--do_predict", "--max_seq_length=32", f"--num_train_epochs={BINARY_EPOCHS}",
         "--learning_rate=2e-3", "--train_batch_size=16", "--eval_batch_size=32"])
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -148,20 +184,20 @@ def test_cli_predict_writes_probabilities_and_labels(binary_run):
     assert labels == [("neg", "pos")[int(p[1] > p[0])] for p in probs]
 
 
-def test_cli_output_dir_holds_the_model_assets(binary_run, google_vocab_path):
+def test_cli_output_dir_holds_the_model_assets(binary_run, data_vocab):
     out, _ = binary_run
     assert json.loads((out / "label_list.json").read_text()) == ["neg", "pos"]
     task = json.loads((out / runner.TASK_FILE).read_text())
     assert task == {"kind": "classifier", "num_labels": 2, "do_lower_case": True,
                     "max_seq_length": 32, "classifier_readout": "pooler"}
     assert json.loads((out / "bert_config.json").read_text())["hidden_size"] == 64
-    assert (out / "vocab.txt").read_bytes() == pathlib.Path(google_vocab_path).read_bytes()
+    assert (out / "vocab.txt").read_bytes() == pathlib.Path(data_vocab).read_bytes()
     steps = int(300 / 16 * BINARY_EPOCHS)
     assert tf.train.latest_checkpoint(os.fspath(out)).endswith(f"ckpt-{steps}")
 
 
 @pytest.fixture(scope="module")
-def mean_run(tmp_path_factory, bert_config, google_vocab_path, cli):
+def mean_run(tmp_path_factory, bert_config, data_vocab, cli):
     """The CLI run of `binary_run` with --classifier_readout=mean (and a test set to predict)."""
     root = tmp_path_factory.mktemp("mean")
     binary = DATA / "vader_tiny" / "binary"
@@ -172,7 +208,7 @@ def mean_run(tmp_path_factory, bert_config, google_vocab_path, cli):
     proc = cli.run(MODULE, [
         "--task_name=tsv", f"--data_dir={data_dir}", "--text_column=sentence",
         "--label_column=label", f"--bert_config_file={bert_config}",
-        f"--vocab_file={google_vocab_path}", f"--output_dir={out}", "--do_train", "--do_eval",
+        f"--vocab_file={data_vocab}", f"--output_dir={out}", "--do_train", "--do_eval",
         "--do_predict", "--max_seq_length=32", f"--num_train_epochs={BINARY_EPOCHS}",
         "--learning_rate=2e-3", "--train_batch_size=16", "--eval_batch_size=32",
         "--classifier_readout=mean"])
@@ -193,7 +229,7 @@ def test_mean_readout_trains_and_predicts_with_the_mean(mean_run):
         texts = [r["sentence"] for r in csv.DictReader(f, delimiter="\t",
                                                         quoting=csv.QUOTE_NONE)]
     checkpoint = tf.train.latest_checkpoint(os.fspath(out))
-    models = {r: BertClassifier(BertConfig.from_dict(TINY), 2, readout=r)
+    models = {r: BertClassifier(BertConfig.from_dict(_data_tiny()), 2, readout=r)
               for r in ("mean", "pooler")}
     for model in models.values():
         tf.train.Checkpoint(model=model).read(checkpoint).expect_partial()
@@ -229,13 +265,13 @@ def test_evaluating_with_another_readout_than_trained_is_refused(mean_run):
 # ------------------------------------------------------------------ in-process tasks
 
 
-def test_sentence_pair_task_overfits_snli(tmp_path, bert_config, google_vocab_path):
+def test_sentence_pair_task_overfits_snli(tmp_path, bert_config, data_vocab):
     snli = DATA / "snli_tiny"
     data_dir = _data_dir(tmp_path / "data", {"train.jsonl": snli / "train.jsonl",
                                              "dev.jsonl": snli / "train.jsonl"})
     settings = ClassificationSettings("jsonl", data_dir, text_column="sentence1",
                                       text_pair_column="sentence2", label_column="gold_label")
-    outcome = _run(tmp_path / "out", settings, bert_config, google_vocab_path,
+    outcome = _run(tmp_path / "out", settings, bert_config, data_vocab,
                    num_train_epochs=10)
     assert outcome.eval_results["eval_accuracy"] >= 0.95
     assert "eval_f1" not in outcome.eval_results  # three classes: no binary F1
@@ -244,13 +280,13 @@ def test_sentence_pair_task_overfits_snli(tmp_path, bert_config, google_vocab_pa
     assert outcome.model.num_labels == 3
 
 
-def test_regression_task_overfits_vader_ratings(tmp_path, bert_config, google_vocab_path):
+def test_regression_task_overfits_vader_ratings(tmp_path, bert_config, data_vocab):
     regression = DATA / "vader_tiny" / "regression"
     data_dir = _data_dir(tmp_path / "data", {"train.tsv": regression / "train.tsv",
                                              "dev.tsv": regression / "train.tsv"})
     settings = ClassificationSettings("tsv", data_dir, text_column="sentence",
                                       label_column="label", regression=True)
-    outcome = _run(tmp_path / "out", settings, bert_config, google_vocab_path,
+    outcome = _run(tmp_path / "out", settings, bert_config, data_vocab,
                    num_train_epochs=10)
     results = outcome.eval_results
     assert sorted(results) == ["eval_loss", "eval_pearson", "eval_spearman", "global_step"]
@@ -262,16 +298,8 @@ def test_regression_task_overfits_vader_ratings(tmp_path, bert_config, google_vo
     assert outcome.model.num_labels == 1
 
 
-COLA_ROWS = [("1", "the cat sat on the mat ."), ("0", "the cat sat mat the on ."),
-             ("1", "she reads a book every day ."), ("0", "she book a reads day every ."),
-             ("1", "we went to the park ."), ("0", "we park the to went ."),
-             ("1", "he likes green apples ."), ("0", "apples green likes he ."),
-             ("1", "the dog barked loudly ."), ("0", "loudly the barked dog ."),
-             ("1", "they are playing music ."), ("0", "music playing are they .")]
-
-
 @pytest.fixture(scope="module")
-def cola_run(tmp_path_factory, google_vocab_path):
+def cola_run(tmp_path_factory, data_vocab):
     """An uninterrupted 9-step run on a GLUE CoLA layout (dropout on), with predictions.
 
     Returns:
@@ -285,12 +313,12 @@ def cola_run(tmp_path_factory, google_vocab_path):
     data_dir = _data_dir(root / "data", {"train.tsv": labelled, "dev.tsv": labelled,
                                          "test.tsv": test})
     # Dropout on, so that the resume test below needs the restored RNG state too.
-    config = _write_json(root / "bert_config.json", {**TINY, "hidden_dropout_prob": 0.1,
+    config = _write_json(root / "bert_config.json", {**_data_tiny(), "hidden_dropout_prob": 0.1,
                                                      "attention_probs_dropout_prob": 0.1})
 
     def run(out, **overrides):
         # int(12 / 4 * 3) = 9 steps.
-        return _run(out, ClassificationSettings("cola", data_dir), config, google_vocab_path,
+        return _run(out, ClassificationSettings("cola", data_dir), config, data_vocab,
                     num_train_epochs=3, train_batch_size=4, max_seq_length=16, **overrides)
 
     return root / "out", run(root / "out", do_predict=True), run
@@ -331,30 +359,30 @@ def _tsv_settings(data_dir) -> ClassificationSettings:
 
 
 def test_dev_label_unknown_to_training_is_refused_before_training(
-        tmp_path, bert_config, google_vocab_path):
+        tmp_path, bert_config, data_vocab):
     data_dir = _data_dir(tmp_path / "data", {
         "train.tsv": GOOD_TRAIN, "dev.tsv": VADER_HEAD + "good day\tpos\nso so\tneutral\n"})
     with pytest.raises(UserError) as e:
-        _run(tmp_path / "out", _tsv_settings(data_dir), bert_config, google_vocab_path)
+        _run(tmp_path / "out", _tsv_settings(data_dir), bert_config, data_vocab)
     assert str(e.value) == (f"{data_dir}/dev.tsv:3: label 'neutral' is not one of the "
                             "training labels (neg, pos)")
     assert not _checkpoints(tmp_path / "out")
 
 
-def test_row_with_wrong_number_of_fields(tmp_path, bert_config, google_vocab_path):
+def test_row_with_wrong_number_of_fields(tmp_path, bert_config, data_vocab):
     data_dir = _data_dir(tmp_path / "data", {
         "train.tsv": GOOD_TRAIN + "one\ttoo\tmany\n", "dev.tsv": GOOD_TRAIN})
     with pytest.raises(UserError) as e:
-        _run(tmp_path / "out", _tsv_settings(data_dir), bert_config, google_vocab_path)
+        _run(tmp_path / "out", _tsv_settings(data_dir), bert_config, data_vocab)
     assert str(e.value) == (f"{data_dir}/train.tsv:6: expected 2 tab-separated fields "
                             "(as the header), found 3")
 
 
-def test_eval_on_a_file_without_labels(tmp_path, bert_config, google_vocab_path):
+def test_eval_on_a_file_without_labels(tmp_path, bert_config, data_vocab):
     data_dir = _data_dir(tmp_path / "data", {"train.tsv": GOOD_TRAIN,
                                              "dev.tsv": "sentence\ngood day\n"})
     with pytest.raises(UserError) as e:
-        _run(tmp_path / "out", _tsv_settings(data_dir), bert_config, google_vocab_path)
+        _run(tmp_path / "out", _tsv_settings(data_dir), bert_config, data_vocab)
     assert str(e.value) == f"--do_eval needs labels, but {data_dir}/dev.tsv has none"
 
 
@@ -391,13 +419,13 @@ def test_a_vocab_larger_than_the_model_is_one_line_before_training(tmp_path, goo
     assert not _checkpoints(tmp_path / "out")
 
 
-def test_cli_bad_input_is_one_error_line(tmp_path, bert_config, google_vocab_path, cli):
+def test_cli_bad_input_is_one_error_line(tmp_path, bert_config, data_vocab, cli):
     data_dir = _data_dir(tmp_path / "data", {
         "train.tsv": GOOD_TRAIN + "one\ttoo\tmany\n", "dev.tsv": GOOD_TRAIN})
     proc = cli.run(MODULE, [
         "--task_name=tsv", f"--data_dir={data_dir}", "--text_column=sentence",
         "--label_column=label", f"--bert_config_file={bert_config}",
-        f"--vocab_file={google_vocab_path}", f"--output_dir={tmp_path / 'out'}",
+        f"--vocab_file={data_vocab}", f"--output_dir={tmp_path / 'out'}",
         "--do_train", "--do_eval"])
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert error_lines(proc.stderr) == [
@@ -588,7 +616,7 @@ def test_a_fine_tune_spiking_after_a_resume_keeps_the_resumed_checkpoint_as_good
     assert _checkpoints(tmp_path) == ["ckpt-5.index"]  # ckpt-6 on: diverged states, deleted
     assert tf.train.latest_checkpoint(os.fspath(tmp_path)) == good
     # It restores, every variable, to the healthy run's weights at step 5.
-    model = BertClassifier(BertConfig.from_dict(TINY), 2)
+    model = BertClassifier(BertConfig.from_dict(_data_tiny()), 2)
     model({key: tf.zeros([1, 16], tf.int32)
            for key in ("input_ids", "input_mask", "segment_ids")})
     step = tf.Variable(0, dtype=tf.int64)
