@@ -34,6 +34,23 @@ def build_beir(root: pathlib.Path, articles: int = 8, per_article: int = 5) -> s
     return os.fspath(root)
 
 
+def write_beir_vocab(beir: str, path: pathlib.Path) -> int:
+    """Writes a vocabulary of the uncased words of `beir`'s passages and queries (~1,000) to
+    `path`; returns its size. Every word is one id, as with Google's 30,522, but the
+    embedding table, its AdamW update and the checkpoints are a thirtieth the size."""
+    from bert_tf.core.tokenization import BasicTokenizer
+
+    texts = []
+    for name in ("corpus.jsonl", "queries.jsonl"):
+        for line in pathlib.Path(beir, name).read_text(encoding="utf-8").splitlines():
+            row = json.loads(line)
+            texts += [row.get("title", ""), row["text"]]
+    words = sorted(set(BasicTokenizer(do_lower_case=True).tokenize(" ".join(texts))))
+    tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + words
+    path.write_text("\n".join(tokens) + "\n", encoding="utf-8")
+    return len(tokens)
+
+
 def tiny_args(bert_config, vocab, beir, output_dir, *more):
     """run_retrieval's arguments for a tiny model on `beir` (its qrels/train.tsv unless
     --train_file is among `more`)."""

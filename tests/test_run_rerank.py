@@ -27,7 +27,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from _pretraining_helpers import TINY_FINETUNE_BERT, error_lines
-from _retrieval_helpers import build_beir
+from _retrieval_helpers import build_beir, write_beir_vocab
 
 from bert_tf.finetune.retrieval import beir_data, ir_metrics, trec_run
 from bert_tf.finetune.retrieval.bm25 import BM25Index
@@ -48,13 +48,15 @@ def read_results(output_dir) -> dict:
 
 
 @pytest.fixture(scope="module")
-def trained(cli, beir, google_vocab_path, tmp_path_factory):
+def trained(cli, beir, tmp_path_factory):
     root = tmp_path_factory.mktemp("rerank")
+    vocab = root / "vocab.txt"  # the folder's own words: the vocabulary is not the subject
     config = root / "bert_config.json"
-    config.write_text(json.dumps(TINY_FINETUNE_BERT))
+    config.write_text(json.dumps({**TINY_FINETUNE_BERT,
+                                  "vocab_size": write_beir_vocab(beir, vocab)}))
     out, export = root / "out", root / "export" / "1"
     proc = cli.run(MODULE, [
-        f"--bert_config_file={config}", f"--vocab_file={google_vocab_path}",
+        f"--bert_config_file={config}", f"--vocab_file={vocab}",
         f"--train_dir={beir}", f"--eval_dir={beir}", "--eval_split=train",
         f"--output_dir={out}", "--do_train", "--do_rerank", "--max_seq_length=64",
         "--train_batch_size=8", "--learning_rate=1e-3", "--num_train_epochs=30",
