@@ -17,8 +17,8 @@
 
 A tiny model from random weights (1 layer, hidden 64) learns the training sets by heart at
 lr 2e-3 in seconds; the epochs are calibrated with margin. Where the vocabulary is not the
-subject, it is the data's own words (`data_vocab`, ~3,000; every word one id, as with
-Google's 30,522, whose embedding table, AdamW update and checkpoints are ten times larger).
+subject, it is the data's own words (`data_vocab`, ~4,600; every word one id, as with
+Google's 30,522, whose embedding table, AdamW update and checkpoints are 6.6 times larger).
 """
 
 from __future__ import annotations
@@ -555,14 +555,31 @@ def test_fine_tuning_from_minilm_runs(tmp_path, minilm):
 # ------------------------------------------------------------------ exact resume
 
 
-def test_resumed_run_ends_where_an_uninterrupted_run_does(cola_run, tmp_path):
-    _, straight, run = cola_run
-    first = run(tmp_path, do_eval=False, max_steps_per_run=5)
-    assert _checkpoints(tmp_path) == ["ckpt-5.index"]
+@pytest.fixture(scope="module")
+def stopped_at_5(cola_run, tmp_path_factory):
+    """(output_dir, outcome) of the cola job stopped by max_steps_per_run=5: the tests below
+    each resume a copy of it (`_copy_of`), one 5-step run for both."""
+    _, _, run = cola_run
+    out = tmp_path_factory.mktemp("stopped") / "out"
+    first = run(out, do_eval=False, max_steps_per_run=5)
+    assert _checkpoints(out) == ["ckpt-5.index"]
     assert first.eval_results == {}
+    return out, first
+
+
+def _copy_of(stopped, tmp_path) -> pathlib.Path:
+    copy = tmp_path / "out"
+    shutil.copytree(stopped, copy)
+    return copy
+
+
+def test_resumed_run_ends_where_an_uninterrupted_run_does(cola_run, stopped_at_5, tmp_path):
+    _, straight, run = cola_run
+    out = _copy_of(stopped_at_5[0], tmp_path)
+    first = stopped_at_5[1]
     halfway = first.model.head.kernel.numpy()
-    resumed = run(tmp_path)
-    assert _checkpoints(tmp_path) == ["ckpt-9.index"]
+    resumed = run(out)
+    assert _checkpoints(out) == ["ckpt-9.index"]
     assert resumed.eval_results["global_step"] == straight.eval_results["global_step"] == 9
     assert not np.allclose(halfway, resumed.model.head.kernel.numpy(), atol=1e-6)
     # The same seeded input order, dropout masks and optimizer state: the same weights.
@@ -601,20 +618,21 @@ def test_a_diverging_fine_tune_names_no_checkpoint_good_and_its_rerun_starts_aga
 
 
 def test_a_fine_tune_spiking_after_a_resume_keeps_the_resumed_checkpoint_as_good(
-        cola_run, tmp_path, caplog):
+        cola_run, stopped_at_5, tmp_path, caplog):
     _, straight, run = cola_run
-    first = run(tmp_path, do_eval=False, max_steps_per_run=5)  # healthy, to ckpt-5
+    out = _copy_of(stopped_at_5[0], tmp_path)  # healthy, to ckpt-5
+    first = stopped_at_5[1]
     # Resumed at lr 50, saving every step: step 6's loss (ckpt-5's weights) is healthy and
     # vouches for ckpt-5; the updates from step 6 on blow the loss up.
     with pytest.raises(health.Diverged) as stop:
-        run(tmp_path, learning_rate=50, save_checkpoints_steps=1, do_eval=False)
+        run(out, learning_rate=50, save_checkpoints_steps=1, do_eval=False)
     found = stop.value.divergence
     assert found.step >= 7 and found.loss > 7.08
-    good = os.fspath(tmp_path / "ckpt-5")
+    good = os.fspath(out / "ckpt-5")
     assert str(stop.value).endswith(f"; stopped without saving it (last good checkpoint: {good}"
                                     f", kept; a rerun resumes from it); {health.ADVICE}")
-    assert _checkpoints(tmp_path) == ["ckpt-5.index"]  # ckpt-6 on: diverged states, deleted
-    assert tf.train.latest_checkpoint(os.fspath(tmp_path)) == good
+    assert _checkpoints(out) == ["ckpt-5.index"]  # ckpt-6 on: diverged states, deleted
+    assert tf.train.latest_checkpoint(os.fspath(out)) == good
     # It restores, every variable, to the healthy run's weights at step 5.
     model = BertClassifier(BertConfig.from_dict(_data_tiny()), 2)
     model({key: tf.zeros([1, 16], tf.int32)
@@ -627,9 +645,9 @@ def test_a_fine_tune_spiking_after_a_resume_keeps_the_resumed_checkpoint_as_good
     # A rerun at the sane learning rate resumes from it and ends exactly where the
     # uninterrupted run does: nothing of the diverged run is left in the trajectory.
     caplog.set_level("INFO", logger="absl")
-    resumed = run(tmp_path, do_eval=False)
+    resumed = run(out, do_eval=False)
     assert f"resuming from {good} at step 5" in caplog.text
-    assert _checkpoints(tmp_path) == ["ckpt-9.index"]
+    assert _checkpoints(out) == ["ckpt-9.index"]
     for ours, ref in zip(resumed.model.weights, straight.model.weights):
         np.testing.assert_allclose(ours.numpy(), ref.numpy(), rtol=1e-6, atol=1e-6,
                                    err_msg=ours.path)
