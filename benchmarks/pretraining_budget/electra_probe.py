@@ -1,0 +1,177 @@
+"""Why ELECTRA's discriminator does or does not learn: controls on known replacements.
+
+Trains the budget benchmark's ELECTRA (its model config and records, from its cache) for a
+few hundred steps with the replacements of one `--replacements` kind, and prints the
+discriminator's AUC, loss and the generator's MLM accuracy averaged over every 50 training
+batches:
+
+    generator   the generator's samples (ELECTRA itself)
+    uniform     uniform random ids from 1000 on: a token's identity gives it away
+    unigram     the batch's masked tokens shuffled across the batch
+    previous    the token before: only the context gives it away
+    previous_disc_only   the same, trained on the discriminator's loss alone
+
+`--context_of=CHECKPOINT` instead measures how much the final hidden states of the
+discriminator and the generator at other positions move when one token of a random row
+changes (a network that reads each token alone moves them by ~0).
+
+    .venv/bin/python benchmarks/pretraining_budget/electra_probe.py --replacements=uniform
+    .venv/bin/python benchmarks/pretraining_budget/electra_probe.py \\
+        --context_of=<cache>/arms/f-<key>/pretrain/ckpt-<step>
+
+The figures are in docs/results/pretraining.md (ELECTRA at BERT-Tiny). Step-based, so a
+loaded machine changes the time, not the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import glob
+import os
+import sys
+import time
+
+import budget_cache  # noqa: F401  (puts benchmarks/common and the repo on sys.path)
+import machine
+import numpy as np
+import tensorflow as tf
+
+from bert_tf.core import schema
+from bert_tf.data import dynamic_masking
+from bert_tf.data.input_config import InputConfig
+from bert_tf.data.input_pipeline import make_pretraining_dataset
+from bert_tf.modeling.config import BertConfig
+from bert_tf.modeling.electra import ElectraPretrainingModel
+from bert_tf.training import electra_objective as eo
+
+KINDS = ("generator", "uniform", "unigram", "previous", "previous_disc_only")
+
+
+class ControlObjective(eo.ElectraObjective):
+    """ELECTRA's objective with the replacements of one control kind (module docstring)."""
+
+    def __init__(self, vocab_size: int, disc_weight: float, kind: str):
+        super().__init__(vocab_size, disc_weight)
+        self.kind = kind
+
+    def forward(self, model, batch, training):
+        if self.kind == "generator":
+            return super().forward(model, batch, training)
+        mlm_logits = model.generator_logits(batch, training=training)
+        ids = batch[schema.MASKED_LM_IDS]
+        positions, weights = batch[schema.MASKED_LM_POSITIONS], batch[schema.MASKED_LM_WEIGHTS]
+        original = dynamic_masking.restore_original_ids(batch[schema.INPUT_IDS], positions,
+                                                        ids, weights)
+        if self.kind == "uniform":
+            sampled = tf.random.uniform(tf.shape(ids), 1000, self.vocab_size, tf.int32)
+        elif self.kind == "unigram":
+            sampled = tf.reshape(tf.random.shuffle(tf.reshape(ids, [-1])), tf.shape(ids))
+        else:  # previous, previous_disc_only
+            sampled = tf.gather(original, tf.maximum(positions - 1, 0), batch_dims=1)
+        corrupted = eo.corrupt_inputs(original, batch[schema.INPUT_MASK], positions, weights,
+                                      sampled)
+        inputs = {"input_ids": corrupted["input_ids"], "input_mask": batch[schema.INPUT_MASK],
+                  "segment_ids": batch[schema.SEGMENT_IDS]}
+        return {"mlm_logits": mlm_logits, "sampled_ids": sampled,
+                "replaced": corrupted["replaced"],
+                "disc_logits": model.discriminator_logits(inputs, training=training)}
+
+
+def model_config(cache: str, bert_config: str) -> BertConfig:
+    """The benchmark's model config (its vocabulary size), or --bert_config at that size."""
+    found = sorted(glob.glob(os.path.join(cache, "model", "bert_config_*.json")))
+    if not found:
+        sys.exit(f"no model config in {cache}/model: run bench_pretraining_budget.py first")
+    config = BertConfig.from_json_file(found[0])
+    if bert_config:
+        config = dataclasses.replace(BertConfig.from_json_file(bert_config),
+                                     vocab_size=config.vocab_size)
+    return config
+
+
+def records(cache: str, split: str) -> str:
+    found = sorted(glob.glob(os.path.join(cache, "records", f"{split}_mlm_s128_p20_*")))
+    if not found:
+        sys.exit(f"no {split} MLM records (128 tokens, 20 slots) in {cache}/records")
+    return os.path.join(found[0], "part-*.tfrecord")
+
+
+def train(args, config: BertConfig) -> None:
+    import keras
+
+    data = make_pretraining_dataset(InputConfig(
+        input_patterns=records(args.cache_dir, "train"), batch_size=32, max_seq_length=128,
+        max_predictions_per_seq=20, vocab_size=config.vocab_size, is_training=True))
+    model = ElectraPretrainingModel(config, args.generator_hidden_fraction, sampling_seed=1)
+    objective = ControlObjective(config.vocab_size, args.disc_weight, args.replacements)
+    optimizer = keras.optimizers.AdamW(learning_rate=args.learning_rate, weight_decay=0.01,
+                                       global_clipnorm=1.0)
+    disc_only = args.replacements == "previous_disc_only"
+
+    @tf.function
+    def step(batch):
+        with tf.GradientTape() as tape:
+            outputs = objective.forward(model, batch, training=True)
+            denominators = objective.denominators(batch)
+            loss, sums = objective.loss_and_sums(outputs, batch, denominators)
+            if disc_only:
+                loss = sums["disc_ce"] / denominators["disc_tokens"]
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients([(g, v) for g, v in zip(grads, model.trainable_variables)
+                                   if g is not None])
+        return objective.metrics(sums)
+
+    start, window = time.monotonic(), []
+    for i, batch in enumerate(data.take(args.steps)):
+        m = step(batch)
+        window.append([float(m[k]) for k in ("discriminator_auc", "discriminator_loss",
+                                             "masked_lm_accuracy")])
+        if (i + 1) % 50 == 0:
+            auc, loss, mlm = np.mean(window[-50:], axis=0)
+            print(f"step {i + 1}: discriminator AUC {auc:.3f}, loss {loss:.4f}; generator MLM "
+                  f"accuracy {mlm:.3f} ({time.monotonic() - start:.0f} s)", flush=True)
+
+
+def context_of(args, config: BertConfig) -> None:
+    model = ElectraPretrainingModel(config, args.generator_hidden_fraction, sampling_seed=1)
+    tf.train.Checkpoint(model=model).read(args.context_of).expect_partial()
+    rng = np.random.default_rng(0)
+    ids = rng.integers(1000, 5000, (4, 64)).astype("int32")
+    edited = ids.copy()
+    edited[:, 40] = rng.integers(1000, 5000, 4)
+    rest = [p for p in range(64) if p != 40]
+    for name, encoder in (("discriminator", model.encoder), ("generator", model.generator)):
+        def run(x):
+            return encoder({"input_ids": x, "input_mask": np.ones_like(x),
+                            "segment_ids": np.zeros_like(x)})["sequence_output"].numpy()
+        a, b = run(ids), run(edited)
+        moved = np.abs(a - b).max(-1)[:, rest].mean()
+        print(f"{name}: changing token 40 moves the other positions' hidden states by "
+              f"{moved:.4f} (their mean size {np.abs(a).mean():.4f}: "
+              f"{100 * moved / np.abs(a).mean():.1f} %)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cache_dir", default=os.path.expanduser(
+        "~/.cache/bert_tf/bench_pretraining_budget"), help="bench_pretraining_budget's cache")
+    parser.add_argument("--replacements", default="generator", choices=KINDS)
+    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--generator_hidden_fraction", type=float, default=0.25)
+    parser.add_argument("--disc_weight", type=float, default=50.0)
+    parser.add_argument("--learning_rate", type=float, default=5e-4)
+    parser.add_argument("--bert_config", default="",
+                        help="another discriminator shape (its vocab_size is replaced)")
+    parser.add_argument("--context_of", default="", help="an ELECTRA checkpoint prefix")
+    args = parser.parse_args()
+    print(machine.describe(), flush=True)
+    config = model_config(args.cache_dir, args.bert_config)
+    if args.context_of:
+        context_of(args, config)
+    else:
+        train(args, config)
+
+
+if __name__ == "__main__":
+    main()
