@@ -11,8 +11,8 @@ bert_tf.run_pretraining --objective=electra`, runs forked from the `cli` server)
 For the same examples, two replicas draw other generator samples than one device, by design
 (each replica shifts the sampler's seed by its id: `train_loop`), so these runs replace the
 draw by the generator's most likely token (`_electra_runs.PATCHED_RUN`, greedy), the same on
-every replica; static masks and no dropout, for the same reason. That each replica draws
-its own samples is tests/test_electra_objective.py's concern.
+every replica; static masks and no dropout, for the same reason. (The per-replica seed shift
+is train_loop's, for every seed generator; tests/test_distribution.py checks it on dropout's.)
 """
 
 from __future__ import annotations
@@ -24,7 +24,13 @@ import re
 import numpy as np
 import pytest
 import tensorflow as tf
-from _electra_runs import PATCHED_RUN, checkpoint_tensors, electra_flags, write_electra_data
+from _electra_runs import (
+    PATCHED_RUN,
+    checkpoint_tensors,
+    electra_flags,
+    summary_scalars,
+    write_electra_data,
+)
 from _pretraining_helpers import (
     loopback_cluster_configs,
     progress_losses,
@@ -35,6 +41,9 @@ from _pretraining_helpers import (
 from bert_tf.training.checkpoint_paths import SavedObjectGraph
 
 STEPS = 4
+# The per-step figures of the training summaries, beside the loss.
+FIGURES = ("masked_lm_loss", "masked_lm_accuracy", "discriminator_loss",
+           "discriminator_accuracy", "discriminator_auc", "replaced_fraction")
 GREEDY = {"ELECTRA_SAMPLER": "greedy", "ELECTRA_RECORDS_IN_ORDER": "1"}
 
 
@@ -62,10 +71,15 @@ def one_device(cli, data, tmp_path_factory):
 
 
 def assert_same_training(out, losses, reference):
-    """The per-step losses and the last checkpoint's weights and optimizer slots of the run
-    in `out` are the reference's."""
+    """The per-step losses and figures (the summaries) and the last checkpoint's weights and
+    optimizer slots of the run in `out` are the reference's."""
     reference_dir, reference_losses = reference
     np.testing.assert_allclose(losses, reference_losses, rtol=1e-5)
+    for tag in FIGURES:
+        ours, ref = summary_scalars(out, tag), summary_scalars(reference_dir, tag)
+        assert sorted(ref) == list(range(1, STEPS + 1)), tag
+        np.testing.assert_allclose([ours[s] for s in ref], list(ref.values()), rtol=1e-5,
+                                   atol=1e-6, err_msg=tag)
     prefix = os.fspath(reference_dir / f"ckpt-{STEPS}")
     paths = SavedObjectGraph(prefix).variables("model")
     assert "model/generator_head/_bias" in paths

@@ -19,7 +19,6 @@
 
 from __future__ import annotations
 
-import glob
 import math
 import os
 import re
@@ -29,7 +28,14 @@ import time
 import numpy as np
 import pytest
 import tensorflow as tf
-from _electra_runs import MODULE, PATCHED_RUN, checkpoint_tensors, electra_flags, write_electra_data
+from _electra_runs import (
+    MODULE,
+    PATCHED_RUN,
+    checkpoint_tensors,
+    electra_flags,
+    summary_scalars,
+    write_electra_data,
+)
 from _pretraining_helpers import error_lines, progress_losses, progress_steps
 
 from bert_tf.training import budget
@@ -128,17 +134,6 @@ def main(argv):
 
 app.run(cli_main(main))
 """
-
-
-def summary_scalars(output_dir, tag):
-    """{step: value} of one scalar over every event file of output_dir/train."""
-    values = {}
-    for path in glob.glob(os.path.join(output_dir, "train", "events.out.tfevents.*")):
-        for event in tf.compat.v1.train.summary_iterator(path):
-            for value in event.summary.value:
-                if value.tag == tag:
-                    values[event.step] = float(tf.make_ndarray(value.tensor))
-    return values
 
 
 def trained_seconds(prefix) -> float:
