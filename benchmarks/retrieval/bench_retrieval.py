@@ -32,7 +32,9 @@ BEIR's nDCG@10 (and Recall@100, MRR@10, MAP@100) on test, computed by bert_tf's
 The recipe (RECIPE; why: README.md): in-batch negatives (cosine x 20), batch 32, peak rate
 2e-5, 10 % linear warmup then BERT's linear decay, 3 epochs (int(919 / 32 x 3) = 86 steps),
 AdamW (eps 1e-6, weight decay 0.01, clipping 1.0), 256 tokens for queries and passages (the
-folder's max_seq_length), mean pooling, normalised; fine-tuned arms over --seeds (1,2,3).
+folder's max_seq_length), mean pooling, normalised. The reranker: run_rerank's defaults
+(4 BM25 negatives a positive, 3 epochs, batch 32, 2e-5, 10 % warmup, 256 tokens a pair).
+Fine-tuned arms run over --seeds (1,2,3).
 
 Every finished arm x seed is cached under --cache_dir (outside the work tree; --smoke in its
 own subfolder) with a marker written last (date, commit, host, machine:
@@ -60,6 +62,7 @@ sys.path[:0] = [HERE, os.path.join(BENCHMARKS, "pretraining_budget")]
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import budget_cache  # noqa: E402  (also puts benchmarks/common and the repo root on the path)
 import machine  # noqa: E402
+import measure  # noqa: E402
 import retrieval_bert_tf as bt  # noqa: E402
 import retrieval_data  # noqa: E402
 import retrieval_report  # noqa: E402
@@ -83,11 +86,11 @@ ARMS = [Arm("bm25", "BM25 (bm25s), top 100", seeded=False),
         Arm("zero_shot", "MiniLM zero-shot through bert_tf", seeded=False),
         Arm("bert_tf_ft", "MiniLM fine-tuned by bert_tf"),
         Arm("st_ft", "MiniLM fine-tuned by sentence-transformers"),
-        Arm("rerank", "bert_tf cross-encoder from MiniLM over BM25's top 100"),
+        Arm("rerank", "bert_tf cross-encoder from MiniLM reranking BM25"),
         Arm("pretrained_ft", "--pretrained_checkpoint fine-tuned by bert_tf"),
         Arm("embed_speed", "corpus embedding speed", seeded=False, timed=True),
         Arm("train_speed", "training speed", seeded=False, timed=True)]
-FULL = dict(seeds="1,2,3", batch_size=32, epochs=3.0, max_seq_length=256, rerank_epochs=1.0,
+FULL = dict(seeds="1,2,3", batch_size=32, epochs=3.0, max_seq_length=256, rerank_epochs=3.0,
             rerank_top_k=100, speed_steps=20)
 SMOKE = dict(seeds="1", batch_size=8, epochs=6.0, max_seq_length=128, rerank_epochs=1.0,
              rerank_top_k=20, speed_steps=4)
@@ -110,7 +113,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--seeds", help="fine-tuning seeds (default 1,2,3)")
     parser.add_argument("--batch_size", type=int, help="training batch (default 32)")
     parser.add_argument("--epochs", type=float, help="bi-encoder epochs (default 3)")
-    parser.add_argument("--rerank_epochs", type=float, help="reranker epochs (default 1)")
+    parser.add_argument("--rerank_epochs", type=float, help="reranker epochs (default 3)")
     parser.add_argument("--max_seq_length", type=int, help="query and passage tokens (256)")
     parser.add_argument("--rerank_top_k", type=int, help="BM25 candidates reranked (100)")
     parser.add_argument("--speed_steps", type=int, help="steps of each speed run (20)")
@@ -223,6 +226,8 @@ def summarize(arm: Arm, seeds: Dict[str, dict], ctx: dict) -> dict:
     """The arm's figures over its seeds (retrieval_report.stats)."""
     stats = retrieval_report.stats
     out: dict = {"wall_seconds": stats({s: m["wall_seconds"] for s, m in seeds.items()})}
+    if all("cpu_seconds" in m for m in seeds.values()):
+        out["cpu_seconds"] = stats({s: m["cpu_seconds"] for s, m in seeds.items()})
     with_metrics = {s: m for s, m in seeds.items() if "metrics" in m}
     if with_metrics:
         out["scores"] = {k: stats({s: 100 * m["metrics"][k] for s, m in with_metrics.items()})
@@ -296,10 +301,11 @@ def run_arm(arm: Arm, args, ctx: dict) -> dict:
                 os.remove(out + ".log")
             os.makedirs(arm_dir, exist_ok=True)
             print(f"  {name}: running", flush=True)
-            start = time.monotonic()
+            start, cpu = time.monotonic(), measure.cpu_seconds()
             result = run_seed(arm, out, seed, args, ctx)
             found = budget_cache.finish(arm_dir, name, dict(
-                result, seed=seed, wall_seconds=time.monotonic() - start))
+                result, seed=seed, wall_seconds=time.monotonic() - start,
+                cpu_seconds=measure.cpu_seconds() - cpu))
         per_seed[str(seed)] = found
         nd = found.get("metrics", {}).get("ndcg_at_10")
         print(f"  {name}: " + (f"nDCG@10 {100 * nd:.2f}" if nd is not None else "done"),

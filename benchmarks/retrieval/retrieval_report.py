@@ -157,8 +157,8 @@ def _speed_lines(arms: Dict[str, dict]) -> List[str]:
                   f"`data_tools.embed_corpus` {embed['bert_tf'] or 0:.1f} passages/s, "
                   f"sentence-transformers `encode` {embed['st'] or 0:.1f} passages/s "
                   f"({_x(embed['ratio'])})"
-                  + (f"; run_retrieval --do_eval's own embedding {zs:.1f} passages/s" if zs
-                     else "") + "."]
+                  + (f"; run_retrieval --do_eval's own embedding (zero_shot arm, the "
+                     f"folder's 256 tokens) {zs:.1f} passages/s" if zs else "") + "."]
         if embed.get("st_ndcg_at_10") is not None:
             lines.append(f"sentence-transformers' zero-shot nDCG@10 by the same search and "
                          f"metrics: {embed['st_ndcg_at_10']:.2f}.")
@@ -172,7 +172,7 @@ def render(machine: str, settings: Dict[str, str], arms: Dict[str, dict],
              f"sentence-transformers alike): {settings['recipe']}.",
              f"Reranker recipe: {settings['rerank']}.", f"Seeds: {settings['seeds']}.", "",
              "| arm | seeds | nDCG@10 | Recall@100 | MRR@10 | MAP@100 | train examples/s | "
-             "wall per seed |", "|" + " --- |" * 8]
+             "wall (CPU) per seed |", "|" + " --- |" * 8]
     for name in order:
         a = arms.get(name)
         if not a or name in ("embed_speed", "train_speed"):
@@ -181,11 +181,12 @@ def render(machine: str, settings: Dict[str, str], arms: Dict[str, dict],
             lines.append(f"| {name}: {a['title']} | not run: {a['not_run']} |" + " |" * 6)
             continue
         s = a.get("scores", {})
-        wall = a.get("wall_seconds")
+        wall, cpu = a.get("wall_seconds"), a.get("cpu_seconds")
         lines.append(f"| {name}: {a['title']} | {len(a.get('seeds', {}))} | "
                      + " | ".join(_ms(s.get(m)) for m in METRICS)
                      + f" | {_rate(a.get('throughput'))} | "
-                     + (f"{wall['mean'] / 60:.1f} min" if wall else "-") + " |")
+                     + (f"{wall['mean'] / 60:.1f} min" if wall else "-")
+                     + (f" ({cpu['mean'] / 60:.1f} min)" if cpu else "") + " |")
     lines += ["", "Where each arm's figures come from (date, git commit, host, machine):", ""]
     for name in order:
         a = arms.get(name)
