@@ -16,7 +16,7 @@ from bert_tf.finetune import heads, warm_start
 from bert_tf.interop import hf_checkpoint
 
 DATA = str(REPO_ROOT / "tests" / "data" / "modernbert_tiny")
-TOLERANCE = 1e-4  # the bar; measured below it by two orders (assert messages)
+TOLERANCE = 1e-4  # the bar
 
 
 @pytest.fixture(scope="module")
