@@ -11,6 +11,10 @@ batches:
     previous    the token before: only the context gives it away
     previous_disc_only   the same, trained on the discriminator's loss alone
 
+`--mlm_warm_start_steps=N` first trains the discriminator's encoder alone as a masked LM for
+N steps (BERT's MLM head, the same records), then ELECTRA from it: does an encoder that
+already reads the context give the discriminator its signal?
+
 `--context_of=CHECKPOINT` instead measures how much the final hidden states of the
 discriminator and the generator at other positions move when one token of a random row
 changes (a network that reads each token alone moves them by ~0).
@@ -97,6 +101,38 @@ def records(cache: str, split: str) -> str:
     return os.path.join(found[0], "part-*.tfrecord")
 
 
+def mlm_warm_start(model: ElectraPretrainingModel, config: BertConfig, data, steps: int,
+                   learning_rate: float) -> None:
+    """Trains `model.encoder` as a masked LM for `steps` batches (module docstring)."""
+    import keras
+
+    from bert_tf.modeling.pretraining_model import BertPretrainingModel
+    from bert_tf.modeling.weight_map import encoder_weight_map, get_weights, set_weights
+    from bert_tf.training import losses
+
+    mlm = BertPretrainingModel(config, use_nsp=False)
+    optimizer = keras.optimizers.AdamW(learning_rate=learning_rate, weight_decay=0.01,
+                                       global_clipnorm=1.0)
+
+    @tf.function
+    def step(batch):
+        with tf.GradientTape() as tape:
+            logits = mlm(batch, training=True)["mlm_logits"]
+            ce, weight = losses.masked_lm_loss(logits, batch[schema.MASKED_LM_IDS],
+                                               batch[schema.MASKED_LM_WEIGHTS])
+            loss = tf.reduce_sum(ce) / (tf.reduce_sum(weight) + 1e-5)
+        grads = tape.gradient(loss, mlm.trainable_variables)
+        optimizer.apply_gradients(zip(grads, mlm.trainable_variables))
+        return loss
+
+    for i, batch in enumerate(data.take(steps)):
+        loss = step(batch)
+        if (i + 1) % 100 == 0:
+            print(f"MLM warm start step {i + 1}: loss {float(loss):.3f}", flush=True)
+    values = get_weights(encoder_weight_map(mlm.encoder))
+    set_weights(encoder_weight_map(model.encoder), values, strict=True, source="MLM warm start")
+
+
 def train(args, config: BertConfig) -> None:
     import keras
 
@@ -104,6 +140,8 @@ def train(args, config: BertConfig) -> None:
         input_patterns=records(args.cache_dir, "train"), batch_size=32, max_seq_length=128,
         max_predictions_per_seq=20, vocab_size=config.vocab_size, is_training=True))
     model = ElectraPretrainingModel(config, args.generator_hidden_fraction, sampling_seed=1)
+    if args.mlm_warm_start_steps:
+        mlm_warm_start(model, config, data, args.mlm_warm_start_steps, args.learning_rate)
     objective = ControlObjective(config.vocab_size, args.disc_weight, args.replacements)
     optimizer = keras.optimizers.AdamW(learning_rate=args.learning_rate, weight_decay=0.01,
                                        global_clipnorm=1.0)
@@ -131,6 +169,8 @@ def train(args, config: BertConfig) -> None:
             auc, loss, mlm = np.mean(window[-50:], axis=0)
             print(f"step {i + 1}: discriminator AUC {auc:.3f}, loss {loss:.4f}; generator MLM "
                   f"accuracy {mlm:.3f} ({time.monotonic() - start:.0f} s)", flush=True)
+    if args.save:
+        tf.train.Checkpoint(model=model).write(args.save)
 
 
 def context_of(args, config: BertConfig) -> None:
@@ -163,6 +203,9 @@ def main() -> None:
     parser.add_argument("--learning_rate", type=float, default=5e-4)
     parser.add_argument("--bert_config", default="",
                         help="another discriminator shape (its vocab_size is replaced)")
+    parser.add_argument("--mlm_warm_start_steps", type=int, default=0,
+                        help="train the discriminator as a masked LM this long first")
+    parser.add_argument("--save", default="", help="write the trained model's checkpoint here")
     parser.add_argument("--context_of", default="", help="an ELECTRA checkpoint prefix")
     args = parser.parse_args()
     print(machine.describe(), flush=True)
