@@ -167,7 +167,8 @@ def test_run_tagging_fine_tunes_electra(cli, layouts, tmp_path):
 
 
 def test_head_errors_are_one_line(tmp_path):
-    with pytest.raises(UserError, match="--classifier_head must be one of auto, bert, electra, modernbert"):
+    with pytest.raises(UserError,
+                       match="--classifier_head must be one of auto, bert, electra, modernbert"):
         ClassificationSettings(task_name="sst2", data_dir="", classifier_head="roberta")
     with pytest.raises(UserError, match="reads \\[CLS\\]: --classifier_readout=mean"):
         ClassificationSettings(task_name="sst2", data_dir="", classifier_head="electra",

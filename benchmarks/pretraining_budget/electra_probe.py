@@ -182,7 +182,7 @@ def context_of(args, config: BertConfig) -> None:
     edited[:, 40] = rng.integers(1000, 5000, 4)
     rest = [p for p in range(64) if p != 40]
     for name, encoder in (("discriminator", model.encoder), ("generator", model.generator)):
-        def run(x):
+        def run(x, encoder=encoder):
             return encoder({"input_ids": x, "input_mask": np.ones_like(x),
                             "segment_ids": np.zeros_like(x)})["sequence_output"].numpy()
         a, b = run(ids), run(edited)
