@@ -29,18 +29,19 @@ BEIR's nDCG@10 (and Recall@100, MRR@10, MAP@100) on test, computed by bert_tf's
     train_speed    training examples/s, bert_tf against sentence-transformers, short runs
                    of the recipe (--speed_steps), as the CPU is and capped at AVX2
 
-The recipe (RECIPE; why: README.md): in-batch negatives (cosine x 20), batch 32, peak rate
-2e-5, 10 % linear warmup then BERT's linear decay, 3 epochs (int(919 / 32 x 3) = 86 steps),
-AdamW (eps 1e-6, weight decay 0.01, clipping 1.0), 256 tokens for queries and passages (the
-folder's max_seq_length), mean pooling, normalised. The reranker: run_rerank's defaults
-(4 BM25 negatives a positive, 3 epochs, batch 32, 2e-5, 10 % warmup, 256 tokens a pair).
-Fine-tuned arms run over --seeds (1,2,3).
+The bi-encoder recipe (`recipes`; why: README.md): in-batch negatives (cosine x 20), batch
+32, peak rate 2e-5, 10 % linear warmup then BERT's linear decay, 3 epochs (int(919 / 32 x 3)
+= 86 steps), AdamW (eps 1e-6, weight decay 0.01, clipping 1.0), 256 tokens for queries and
+passages (the folder's max_seq_length), mean pooling, normalised. The reranker:
+run_rerank's defaults (4 BM25 negatives a positive, 3 epochs, batch 32, 2e-5, 10 % warmup,
+256 tokens a pair). Fine-tuned arms run over --seeds (1,2,3).
 
 Every finished arm x seed is cached under --cache_dir (outside the work tree; --smoke in its
 own subfolder) with a marker written last (date, commit, host, machine:
 ../pretraining_budget/budget_cache.py); a killed run resumes at the first unfinished arm x
 seed, which starts again. A finished arm (all its seeds) also goes to the ledger,
-benchmarks/ledger/retrieval/ (figures only), and a later run reports it from there. Printed
+benchmarks/ledger/retrieval/ (figures only), and a later run reports it from there (also
+when --arms leaves it out). Printed
 and written to the cache as results.md and results.json: the machine line, the table (mean
 ± std over seeds), the differences with their standard errors, each goal's verdict (met /
 not met / no measurable difference: retrieval_report.py) and the speed ratios.
@@ -258,11 +259,8 @@ def summarize(arm: Arm, seeds: Dict[str, dict], ctx: dict) -> dict:
     return out
 
 
-def run_arm(arm: Arm, args, ctx: dict) -> dict:
-    base = {"name": arm.name, "title": arm.title, "seeded": arm.seeded}
-    if arm.name == "pretrained_ft" and not args.pretrained_checkpoint and not args.smoke:
-        print(f"arm {arm.name}: not run (no --pretrained_checkpoint)", flush=True)
-        return dict(base, not_run="no --pretrained_checkpoint given (a bert_tf run dir)")
+def arm_key(arm: Arm, args, ctx: dict) -> dict:
+    """What the arm's figures depend on: its cache folder is named by this key's digest."""
     key = {"arm": arm.name, "data": ctx["content"], "model": ctx["model_digest"]}
     if arm.name in ("bert_tf_ft", "st_ft", "pretrained_ft", "train_speed", "embed_speed"):
         key["recipe"] = ctx["recipe"]
@@ -277,17 +275,33 @@ def run_arm(arm: Arm, args, ctx: dict) -> dict:
                              args.pretrained_vocab_file, args.pretrained_do_lower_case]
     if arm.timed:
         key["machine"] = budget_cache.this_machine()
+    return key
+
+
+def run_arm(arm: Arm, args, ctx: dict, run: bool = True) -> dict:
+    """The arm's finished figures: from the cache, the ledger, or (`run`) running it; {}
+    when not `run` and none is found (an arm left out of --arms is reported if finished)."""
+    base = {"name": arm.name, "title": arm.title, "seeded": arm.seeded}
+    if arm.name == "pretrained_ft" and not args.pretrained_checkpoint and not args.smoke:
+        if run:
+            print(f"arm {arm.name}: not run (no --pretrained_checkpoint)", flush=True)
+        return dict(base, not_run="no --pretrained_checkpoint given (a bert_tf run dir)")
+    key = arm_key(arm, args, ctx)
     arm_dir = os.path.join(ctx["cache"], "arms", f"{arm.name}-{budget_cache.digest(key)}")
     seeds = args.seed_list if arm.seeded else [0]
     stage = f"s{budget_cache.digest(seeds)}"
-    print(f"arm {arm.name} ({arm.title}): {arm_dir}", flush=True)
+    if run:
+        print(f"arm {arm.name} ({arm.title}): {arm_dir}", flush=True)
     marker = budget_cache.done(arm_dir, stage)
     if not marker and not args.smoke:
         marker = budget_cache.from_ledger(LEDGER, arm_dir, stage)
         if marker:
-            print(f"  finished on {marker['provenance']['date']}: {marker['ledger']}", flush=True)
+            print(f"arm {arm.name} finished on {marker['provenance']['date']}: "
+                  f"{marker['ledger']}", flush=True)
     if marker:
         return dict(marker, **base)
+    if not run:
+        return {}
     ctx = dict(ctx, arm_dir=arm_dir)
     per_seed = {}
     for seed in seeds:
@@ -359,7 +373,9 @@ def main() -> None:
     line = machine.describe()
     print(line, flush=True)
     ctx = prepare(args)
-    arms = {arm.name: run_arm(arm, args, ctx) for arm in args.arm_list}
+    # The arms left out of --arms are reported when a run finished them (cache or ledger).
+    arms = {arm.name: run_arm(arm, args, ctx, run=arm in args.arm_list) for arm in ARMS}
+    arms = {name: a for name, a in arms.items() if a}
     goal_rows = retrieval_report.goals(arms, args.smoke)
     settings = settings_text(args, ctx)
     text = retrieval_report.render(line, settings, arms, [a.name for a in ARMS], goal_rows)
