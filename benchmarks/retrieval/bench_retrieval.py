@@ -229,6 +229,8 @@ def summarize(arm: Arm, seeds: Dict[str, dict], ctx: dict) -> dict:
     out: dict = {"wall_seconds": stats({s: m["wall_seconds"] for s, m in seeds.items()})}
     if all("cpu_seconds" in m for m in seeds.values()):
         out["cpu_seconds"] = stats({s: m["cpu_seconds"] for s, m in seeds.items()})
+    busy = [m["busy_cores_before"] for m in seeds.values() if m.get("busy_cores_before")]
+    out["busy_cores_before"] = max(busy) if busy else None
     with_metrics = {s: m for s, m in seeds.items() if "metrics" in m}
     if with_metrics:
         out["scores"] = {k: stats({s: 100 * m["metrics"][k] for s, m in with_metrics.items()})
@@ -315,11 +317,12 @@ def run_arm(arm: Arm, args, ctx: dict, run: bool = True) -> dict:
                 os.remove(out + ".log")
             os.makedirs(arm_dir, exist_ok=True)
             print(f"  {name}: running", flush=True)
+            busy = bt.busy_cores()
             start, cpu = time.monotonic(), measure.cpu_seconds()
             result = run_seed(arm, out, seed, args, ctx)
             found = budget_cache.finish(arm_dir, name, dict(
                 result, seed=seed, wall_seconds=time.monotonic() - start,
-                cpu_seconds=measure.cpu_seconds() - cpu))
+                cpu_seconds=measure.cpu_seconds() - cpu, busy_cores_before=busy))
         per_seed[str(seed)] = found
         nd = found.get("metrics", {}).get("ndcg_at_10")
         print(f"  {name}: " + (f"nDCG@10 {100 * nd:.2f}" if nd is not None else "done"),

@@ -26,6 +26,7 @@ import contextlib
 import os
 import re
 import sys
+import time
 from typing import Dict, Iterator, List, Optional
 
 import budget_bert_tf
@@ -57,6 +58,26 @@ def isa_env(cap: str) -> Iterator[Dict[str, str]]:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+def busy_cores(seconds: float = 2.0) -> Optional[float]:
+    """Cores' worth of CPU the machine spent over `seconds` while this process sleeps (from
+    /proc/stat): other work running. Measured before each arm x seed, since torch's threads
+    in particular collapse beside other work (--smoke, beside another benchmark: 2 threads
+    ran 4x slower than 1). None where there is no /proc/stat."""
+    def snapshot():
+        with open("/proc/stat", encoding="ascii") as f:
+            ticks = [int(x) for x in f.readline().split()[1:9]]
+        return sum(ticks), ticks[3] + ticks[4]  # all, idle + iowait
+
+    try:
+        total0, idle0 = snapshot()
+        time.sleep(seconds)
+        total1, idle1 = snapshot()
+    except OSError:
+        return None
+    total = total1 - total0
+    return (os.cpu_count() or 1) * (1 - (idle1 - idle0) / total) if total > 0 else 0.0
 
 
 def last_run(log_path: str) -> str:

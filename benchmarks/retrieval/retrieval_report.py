@@ -34,6 +34,7 @@ OTHER_PAIRS = [("pretrained_ft", "bert_tf_ft"), ("pretrained_ft", "bm25"),
                ("pretrained_ft", "zero_shot"), ("bert_tf_ft", "zero_shot"),
                ("st_ft", "zero_shot")]
 TRAIN_RATIO_GOAL = 1.3
+BUSY_CORES = 0.25  # other work's CPU before an arm above which its speeds are flagged
 EMBED_RATIO_GOAL = 1.0
 
 
@@ -203,4 +204,10 @@ def render(machine: str, settings: Dict[str, str], arms: Dict[str, dict],
     lines += ["", "| goal | value | verdict |", "| --- | --- | --- |"]
     lines += [f"| {g['goal']} | {g['value']} | {g['verdict']} |" for g in goal_rows]
     lines += _speed_lines(arms)
+    busy = [f"{name} ({a['busy_cores_before']:.1f})" for name, a in arms.items()
+            if (a.get("busy_cores_before") or 0) > BUSY_CORES]
+    if busy:
+        lines += ["", "WARNING: other work was running as these arms started (cores busy over "
+                  "the 2 s before, at most): " + ", ".join(busy) + ". Their speeds (and wall "
+                  "times) are not this machine's; run them again on a quiet machine."]
     return "\n".join(lines) + "\n"
