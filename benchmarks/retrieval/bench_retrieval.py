@@ -194,11 +194,16 @@ def run_seed(arm: Arm, out: str, seed: int, args, ctx: dict) -> dict:
         if arm.name == "pretrained_ft":
             model, length = pretrained_init(args, ctx)
             flags += [f"--max_query_length={length}", f"--max_passage_length={length}"]
-        return bt.retrieval(out, model, folder, flags, True, arm.name,
-                            batch_size=r["batch_size"])
-    if arm.name == "st_ft":
+        result = bt.retrieval(out, model, folder, flags, True, arm.name,
+                              batch_size=r["batch_size"])
+    elif arm.name == "st_ft":
         result = st_command(out, ctx, "train", st_train_flags(ctx, seed))
-        return dict(result, metrics=result["eval"]["metrics"])
+        result["metrics"] = result["eval"]["metrics"]
+    if arm.name in ("bert_tf_ft", "pretrained_ft", "st_ft"):
+        if result["train"]["steps"] != r["steps"]:  # the same recipe trains the same steps
+            print(f"  WARNING: {arm.name} trained {result['train']['steps']} steps, the "
+                  f"recipe {r['steps']}", flush=True)
+        return result
     if arm.name == "rerank":
         return bt.rerank(out, ctx["model"], folder, ctx["rerank"], seed, "reranker")
     if arm.name == "embed_speed":
@@ -284,6 +289,8 @@ def run_arm(arm: Arm, args, ctx: dict, run: bool = True) -> dict:
     """The arm's finished figures: from the cache, the ledger, or (`run`) running it; {}
     when not `run` and none is found (an arm left out of --arms is reported if finished)."""
     base = {"name": arm.name, "title": arm.title, "seeded": arm.seeded}
+    if arm.name == "pretrained_ft" and not args.pretrained_checkpoint:
+        base["title"] += " (stand-in: MiniLM converted to a bert_tf checkpoint)"
     if arm.name == "pretrained_ft" and not args.pretrained_checkpoint and not args.smoke:
         if run:
             print(f"arm {arm.name}: not run (no --pretrained_checkpoint)", flush=True)
@@ -311,8 +318,7 @@ def run_arm(arm: Arm, args, ctx: dict, run: bool = True) -> dict:
         found = budget_cache.done(arm_dir, name)
         if not found:
             out = os.path.join(arm_dir, name)
-            # A killed run's leftovers: this seed starts again.
-            shutil.rmtree(out, ignore_errors=True)
+            shutil.rmtree(out, ignore_errors=True)  # a killed run's: this seed starts again
             if os.path.exists(out + ".log"):
                 os.remove(out + ".log")
             os.makedirs(arm_dir, exist_ok=True)
