@@ -205,7 +205,8 @@ def render(machine: str, settings: Dict[str, str], arms: Dict[str, dict],
     lines += [f"| {g['goal']} | {g['value']} | {g['verdict']} |" for g in goal_rows]
     lines += _speed_lines(arms)
     busy = [f"{name} ({a['busy_cores_before']:.1f})" for name, a in arms.items()
-            if (a.get("busy_cores_before") or 0) > BUSY_CORES]
+            if (a.get("busy_cores_before") or 0) > BUSY_CORES
+            and (a.get("throughput") or name in ("embed_speed", "train_speed"))]
     if busy:
         lines += ["", "WARNING: other work was running as these arms started (cores busy over "
                   "the 2 s before, at most): " + ", ".join(busy) + ". Their speeds (and wall "
