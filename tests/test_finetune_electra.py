@@ -27,8 +27,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from _pretraining_helpers import REPO_ROOT
+from _served_classifier import assert_served_equals_restored
 
-from bert_tf.core import tokenization
 from bert_tf.core.errors import UserError
 from bert_tf.finetune import heads, runner, warm_start
 from bert_tf.finetune.classification.classification_task import (
@@ -39,7 +39,6 @@ from bert_tf.interop import formats
 from bert_tf.modeling.config import BertConfig
 from bert_tf.modeling.electra import ElectraPretrainingModel
 from bert_tf.modeling.weight_map import encoder_weight_map, get_weights
-from bert_tf.training.checkpoint_paths import read_strictly
 
 DATA = REPO_ROOT / "data" / "finetune"
 HF_TINY = REPO_ROOT / "tests" / "data" / "electra_tiny" / "discriminator"
@@ -139,19 +138,9 @@ def test_run_classifier_fine_tunes_electra_with_its_head(cli, layouts, layout, t
     export_dir = tmp_path / "sm" / "1"
     proc = cli.run("bert_tf.export", [f"--output_dir={out}", f"--export_dir={export_dir}"])
     assert proc.returncode == 0, proc.stderr[-3000:]
-    texts = ["i love this so good !", "bad and sad ."]
-    served = tf.saved_model.load(os.fspath(export_dir)).signatures["classify"](
-        text_a=tf.constant(texts))["probabilities"].numpy()
     model = heads.model_of_kind("classifier", CONFIG, 2, "cls", "electra")
-    read_strictly(tf.train.latest_checkpoint(os.fspath(out)), {"model": model}, what="test")
-    tokenizer = tokenization.FullTokenizer(layouts["run"] + "/vocab.txt", True)
-    rows = [tokenizer.convert_tokens_to_ids(["[CLS]"] + tokenizer.tokenize(t) + ["[SEP]"])
-            for t in texts]
-    length = max(map(len, rows))
-    ids = np.array([r + [0] * (length - len(r)) for r in rows], "int32")
-    logits = model({"input_ids": ids, "input_mask": (ids > 0).astype("int32"),
-                    "segment_ids": np.zeros_like(ids)})["logits"].numpy()
-    np.testing.assert_allclose(served, tf.nn.softmax(logits).numpy(), atol=1e-5)
+    assert_served_equals_restored(export_dir, out, model, layouts["run"] + "/vocab.txt",
+                                  ["i love this so good !", "bad and sad ."])
 
 
 def test_run_tagging_fine_tunes_electra(cli, layouts, tmp_path):

@@ -99,11 +99,9 @@ def test_run_classifier_fine_tunes_modernbert_with_its_head(cli, hf_folder, tmp_
     trains, evaluates, records the head, and the serving SavedModel rebuilds it."""
     import json
 
-    import tensorflow as tf
+    from _served_classifier import assert_served_equals_restored
 
-    from bert_tf.core import tokenization
     from bert_tf.finetune import runner
-    from bert_tf.training.checkpoint_paths import read_strictly
 
     out = tmp_path / "out"
     data = REPO_ROOT / "data" / "finetune" / "vader_tiny" / "binary"
@@ -119,17 +117,7 @@ def test_run_classifier_fine_tunes_modernbert_with_its_head(cli, hf_folder, tmp_
     export_dir = tmp_path / "sm" / "1"
     proc = cli.run("bert_tf.export", [f"--output_dir={out}", f"--export_dir={export_dir}"])
     assert proc.returncode == 0, proc.stderr[-3000:]
-    texts = ["i love this so good !", "bad and sad ."]
-    served = tf.saved_model.load(str(export_dir)).signatures["classify"](
-        text_a=tf.constant(texts))["probabilities"].numpy()
     files = hf_checkpoint.read(str(hf_folder))
     model = heads.model_of_kind("classifier", files.config, 2, "cls", "modernbert")
-    read_strictly(tf.train.latest_checkpoint(str(out)), {"model": model}, what="test")
-    tokenizer = tokenization.FullTokenizer(str(hf_folder / "vocab.txt"), True)
-    rows = [tokenizer.convert_tokens_to_ids(["[CLS]"] + tokenizer.tokenize(t) + ["[SEP]"])
-            for t in texts]
-    length = max(map(len, rows))
-    ids = np.array([r + [0] * (length - len(r)) for r in rows], "int32")
-    logits = model({"input_ids": ids, "input_mask": (ids > 0).astype("int32"),
-                    "segment_ids": np.zeros_like(ids)})["logits"].numpy()
-    np.testing.assert_allclose(served, tf.nn.softmax(logits).numpy(), atol=1e-5)
+    assert_served_equals_restored(export_dir, out, model, hf_folder / "vocab.txt",
+                                  ["i love this so good !", "bad and sad ."])
