@@ -141,20 +141,23 @@ class BertClassifier(_DropoutDenseModel):
     def get_config(self) -> Dict[str, Any]:
         return {**super().get_config(), "readout": self.readout}
 
-    def call(self, inputs, training=None, mask=None):
+    def sentence_vector(self, inputs, training=None):
+        """The `readout` vector [batch, hidden] of the encoder inputs in `inputs` (other keys,
+        such as labels, are ignored)."""
+        inputs = {k: inputs[k] for k in INPUT_NAMES}
         if self.readout == "mean":  # every row of the last block is read
-            sequence = self.encoder({k: inputs[k] for k in INPUT_NAMES},
-                                    training=training)["sequence_output"]
-            vector = mean_over_tokens(sequence, inputs["input_mask"])  # [batch, hidden]
-            return {"logits": self.head(self.head_dropout(vector, training=training))}
+            sequence = self.encoder(inputs, training=training)["sequence_output"]
+            return mean_over_tokens(sequence, inputs["input_mask"])
         # Only [CLS] is read, so the last block computes that row alone, its keys and values
         # still from every position (`BertEncoder.encode_at`): the same logits as the
         # functional graph with 1/seq_len of the last block's queries, feed-forward and
         # LayerNorms (MiniLM-L6 at seq 128: 14% of the training FLOPs).
         cls_position = keras.ops.zeros_like(inputs["input_ids"][:, :1])  # [batch, 1]
         vector = self.encoder.encode_at(inputs, cls_position, training=training)[:, 0, :]
-        if self.readout == "pooler":
-            vector = self.encoder.pooler(vector)  # [batch, hidden]
+        return self.encoder.pooler(vector) if self.readout == "pooler" else vector
+
+    def call(self, inputs, training=None, mask=None):
+        vector = self.sentence_vector(inputs, training=training)
         return {"logits": self.head(self.head_dropout(vector, training=training))}
 
 
@@ -182,11 +185,7 @@ class ElectraClassifier(BertClassifier):
         self.head_hidden.build((None, config.hidden_size))
 
     def call(self, inputs, training=None, mask=None):
-        if isinstance(inputs, dict):
-            inputs = {k: inputs[k] for k in INPUT_NAMES}
-        cls_position = keras.ops.zeros_like(inputs["input_ids"][:, :1])  # [batch, 1]
-        vector = self.encoder.encode_at(inputs, cls_position, training=training)[:, 0, :]
-        vector = keras.ops.cast(vector, "float32")  # [batch, hidden]
+        vector = keras.ops.cast(self.sentence_vector(inputs, training=training), "float32")
         # transformers' head uses the erf GELU whatever the encoder's hidden_act.
         hidden = gelu_exact(self.head_hidden(self.head_dropout(vector, training=training)))
         return {"logits": self.head(self.head_dropout(hidden, training=training))}
@@ -231,15 +230,7 @@ class ModernClassifier(BertClassifier):
         return modern_weights.transform_weight_map(self.head_hidden, self.head_norm)
 
     def call(self, inputs, training=None, mask=None):
-        if isinstance(inputs, dict):
-            inputs = {k: inputs[k] for k in INPUT_NAMES}
-        if self.readout == "mean":
-            sequence = self.encoder(inputs, training=training)["sequence_output"]
-            vector = mean_over_tokens(sequence, inputs["input_mask"])  # [batch, hidden]
-        else:
-            cls_position = keras.ops.zeros_like(inputs["input_ids"][:, :1])  # [batch, 1]
-            vector = self.encoder.encode_at(inputs, cls_position, training=training)[:, 0, :]
-        vector = keras.ops.cast(vector, "float32")
+        vector = keras.ops.cast(self.sentence_vector(inputs, training=training), "float32")
         hidden = self.head_norm(gelu_exact(self.head_hidden(vector)))
         return {"logits": self.head(self.head_dropout(hidden, training=training))}
 
