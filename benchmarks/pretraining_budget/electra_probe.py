@@ -64,22 +64,16 @@ class ControlObjective(eo.ElectraObjective):
             return super().forward(model, batch, training)
         mlm_logits = model.generator_logits(batch, training=training)
         ids = batch[schema.MASKED_LM_IDS]
-        positions, weights = batch[schema.MASKED_LM_POSITIONS], batch[schema.MASKED_LM_WEIGHTS]
-        original = dynamic_masking.restore_original_ids(batch[schema.INPUT_IDS], positions,
-                                                        ids, weights)
         if self.kind == "uniform":
             sampled = tf.random.uniform(tf.shape(ids), 1000, self.vocab_size, tf.int32)
         elif self.kind == "unigram":
             sampled = tf.reshape(tf.random.shuffle(tf.reshape(ids, [-1])), tf.shape(ids))
         else:  # previous, previous_disc_only
+            positions = batch[schema.MASKED_LM_POSITIONS]
+            original = dynamic_masking.restore_original_ids(
+                batch[schema.INPUT_IDS], positions, ids, batch[schema.MASKED_LM_WEIGHTS])
             sampled = tf.gather(original, tf.maximum(positions - 1, 0), batch_dims=1)
-        corrupted = eo.corrupt_inputs(original, batch[schema.INPUT_MASK], positions, weights,
-                                      sampled)
-        inputs = {"input_ids": corrupted["input_ids"], "input_mask": batch[schema.INPUT_MASK],
-                  "segment_ids": batch[schema.SEGMENT_IDS]}
-        return {"mlm_logits": mlm_logits, "sampled_ids": sampled,
-                "replaced": corrupted["replaced"],
-                "disc_logits": model.discriminator_logits(inputs, training=training)}
+        return self.discriminate(model, batch, mlm_logits, sampled, training)
 
 
 def model_config(cache: str, bert_config: str) -> BertConfig:

@@ -224,7 +224,19 @@ class ElectraObjective(objectives.Objective):
         mlm_logits = model.generator_logits(batch, training=training)
         seed = (model.sampler.next() if training
                 else tf.constant([EVAL_SAMPLING_SEED, 0], tf.int64))
-        sampled = sample_replacements(mlm_logits, seed)
+        return self.discriminate(model, batch, mlm_logits,
+                                 sample_replacements(mlm_logits, seed), training)
+
+    def discriminate(self, model, batch, mlm_logits, sampled, training):
+        """`forward`'s second half: the samples written in, the discriminator's logits.
+
+        Args:
+            sampled: int32 [batch, num_predictions], the replacements (the generator's
+                samples in training; others in a control experiment).
+
+        Returns:
+            As `forward`.
+        """
         positions = batch[schema.MASKED_LM_POSITIONS]
         weights = batch[schema.MASKED_LM_WEIGHTS]
         original = dynamic_masking.restore_original_ids(
