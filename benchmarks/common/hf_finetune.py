@@ -16,8 +16,11 @@ finetune_subsets.py) knob by knob, so the same recipe run by bert_tf should land
   warm-up override), NOT transformers' get_linear_schedule_with_warmup;
 - batches: a fresh numpy permutation per epoch from --seed, incomplete last batch dropped;
   torch.manual_seed(--seed) before the model is built (head init, dropout masks);
-- heads as transformers builds them: sequence classification = checkpoint pooler (dense +
-  tanh on [CLS]) -> dropout -> Linear; tagging = dropout -> Linear on every position; SQuAD =
+- heads as transformers builds them (AutoModelForSequenceClassification, so the model type
+  picks): BERT sequence classification = checkpoint pooler (dense + tanh on [CLS]) ->
+  dropout -> Linear; ELECTRA = dropout -> dense -> GELU -> dropout -> Linear on [CLS], all
+  new; ModernBERT = the MLM head's dense + norm on [CLS] (classifier_pooling "cls") ->
+  dropout -> Linear; tagging = dropout -> Linear on every position; SQuAD =
   Linear(hidden, 2), no dropout. New Linear weights ~ normal(0, initializer_range = 0.02),
   biases 0.
 
@@ -292,7 +295,7 @@ def predict(model, n: int, make_inputs, batch: int = 64) -> list:
 # ---------------------------------------------------------------- tasks
 def run_classification(args, recipe, tok, check, result) -> None:
     import torch
-    from transformers import BertForSequenceClassification
+    from transformers import AutoModelForSequenceClassification, BertForSequenceClassification
 
     from bert_tf.finetune.classification import classification_metrics as metrics
 
@@ -303,12 +306,20 @@ def run_classification(args, recipe, tok, check, result) -> None:
     dv_rows, dv_types, dv_y, dv_trunc = cls_features(tok, check, task, d + "/dev.tsv", max_len)
     result["data"] = {"train": len(tr_rows), "dev": len(dv_rows), "truncated_train": tr_trunc,
                       "truncated_dev": dv_trunc}
-    model = BertForSequenceClassification.from_pretrained(
-        args.model_dir, num_labels=len(GLUE[task][3]), **dropouts(recipe))
-    set_head(model.classifier)
+    # The model type's own head: BERT's pooler + Linear, ELECTRA's dense + GELU + Linear on
+    # [CLS] (ElectraForSequenceClassification), as bert_tf's --classifier_head=auto picks.
+    kind = model_type(args.model_dir)
+    model = AutoModelForSequenceClassification.from_pretrained(
+        args.model_dir, num_labels=len(GLUE[task][3]), **dropouts(recipe, kind))
+    if isinstance(model, BertForSequenceClassification):
+        set_head(model.classifier)
+    elif TRACE:
+        sys.exit("--trace_dir needs a BERT model (its head is one Linear)")
 
     def make(idx, rows, types):
         ids, mask, tt = batch_tensors([rows[i] for i in idx], [types[i] for i in idx], pad)
+        if kind == "modernbert":  # no segment embeddings
+            return {"input_ids": ids, "attention_mask": mask}
         return {"input_ids": ids, "attention_mask": mask, "token_type_ids": tt}
 
     result["train"] = train(
@@ -471,13 +482,23 @@ def set_head(linear) -> None:
             linear.bias.zero_()
 
 
-def dropouts(recipe: dict) -> dict:
+def dropouts(recipe: dict, model_type: str = "bert") -> dict:
+    """The recipe's dropout rates under the model type's config names. ModernBERT's:
+    bert_tf reads `mlp_dropout` and `embedding_dropout` as hidden_dropout_prob and drops
+    before its classifier at that rate (bert_tf.interop.hf_modernbert)."""
+    hidden, attention = recipe["hidden_dropout_prob"], recipe["attention_probs_dropout_prob"]
     if TRACE and not TRACE.get("dropout"):
-        return {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0,
-                "classifier_dropout": None}
-    return {"hidden_dropout_prob": recipe["hidden_dropout_prob"],
-            "attention_probs_dropout_prob": recipe["attention_probs_dropout_prob"],
+        hidden = attention = 0.0
+    if model_type == "modernbert":
+        return {"embedding_dropout": hidden, "mlp_dropout": hidden,
+                "attention_dropout": attention, "classifier_dropout": hidden}
+    return {"hidden_dropout_prob": hidden, "attention_probs_dropout_prob": attention,
             "classifier_dropout": None}  # None: the head uses hidden_dropout_prob
+
+
+def model_type(model_dir: str) -> str:
+    with open(os.path.join(model_dir, "config.json"), encoding="utf-8") as f:
+        return json.load(f).get("model_type", "bert")
 
 
 def write_text(path: str, text: str) -> None:

@@ -12,6 +12,11 @@ PyTorch loop over transformers' Bert*For* models), both following recipes.json (
 rate, batch, epochs, warmup, sequence length, dropout, weight decay, clipping). Prints each
 run's metric, then per task the mean ± std over seeds of both and the gap; the target is
 |gap| <= 1.0 point. Figures are printed, never asserted.
+
+`--model_dir` runs another Hugging Face directory instead: an ELECTRA discriminator
+(transformers' ElectraForSequenceClassification against bert_tf's ELECTRA head) or a
+ModernBERT (ModernBertForSequenceClassification against bert_tf's ModernBERT head), for
+instance one bert_tf pretrained and wrote with `convert_checkpoint --to_format=hf`.
 """
 
 from __future__ import annotations
@@ -48,9 +53,10 @@ METRICS = {
 }
 
 
-def ours_command(task: str, data: pathlib.Path, recipe: dict, seed: int, out: str) -> list:
+def ours_command(task: str, data: pathlib.Path, recipe: dict, seed: int, out: str,
+                 model_dir: str) -> list:
     """The bert_tf entry point (module name first) and its flags for `recipe`."""
-    common = [f"--init_checkpoint={minilm_dir()}", f"--output_dir={out}", f"--seed={seed}",
+    common = [f"--init_checkpoint={model_dir}", f"--output_dir={out}", f"--seed={seed}",
               f"--learning_rate={recipe['learning_rate']}",
               f"--num_train_epochs={recipe['epochs']}",
               f"--train_batch_size={recipe['batch_size']}",
@@ -75,8 +81,9 @@ def ours_command(task: str, data: pathlib.Path, recipe: dict, seed: int, out: st
     return cmd + common
 
 
-def ours(task: str, data: pathlib.Path, recipe: dict, seed: int, out: str) -> list:
-    cmd = ours_command(task, data, recipe, seed, out)
+def ours(task: str, data: pathlib.Path, recipe: dict, seed: int, out: str,
+         model_dir: str) -> list:
+    cmd = ours_command(task, data, recipe, seed, out, model_dir)
     p = subprocess.run([sys.executable, "-m"] + cmd, capture_output=True, text=True,
                        cwd=REPO, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
     if p.returncode:
@@ -87,9 +94,10 @@ def ours(task: str, data: pathlib.Path, recipe: dict, seed: int, out: str) -> li
     return [v if task == "squad" else 100 * v for v in values]
 
 
-def hugging_face(task: str, data: pathlib.Path, seed: int, out: str) -> list:
+def hugging_face(task: str, data: pathlib.Path, seed: int, out: str, model_dir: str) -> list:
     p = subprocess.run([str(HF_PYTHON), str(COMMON / "hf_finetune.py"), f"--task={task}",
-                        f"--data_dir={data}", f"--seed={seed}", f"--output_dir={out}"],
+                        f"--data_dir={data}", f"--seed={seed}", f"--output_dir={out}",
+                        f"--model_dir={model_dir}"],
                        capture_output=True, text=True, cwd=REPO)
     if p.returncode:
         sys.exit(f"HF {task} seed {seed} failed:\n{p.stderr[-3000:]}")
@@ -105,12 +113,18 @@ def main() -> None:
     parser.add_argument("--seeds", default="1,2,3")
     parser.add_argument("--systems", default="bert_tf,transformers",
                         help="which sides to run (one alone: its own figures, no gap)")
+    parser.add_argument("--model_dir", default=None,
+                        help="a Hugging Face model directory with its vocab.txt: BERT, an "
+                        "ELECTRA discriminator or a ModernBERT (both sides then use the model "
+                        "type's own classification head). Default: all-MiniLM-L6-v2")
     args = parser.parse_args()
+    model_dir = args.model_dir or minilm_dir()
     systems = args.systems.split(",")
     if "transformers" in systems and not HF_PYTHON.exists():
         sys.exit(f"{HF_PYTHON} is missing: run bash benchmarks/common/hf_env.sh first")
     recipes = json.loads((args.data_dir / "recipes.json").read_text())
     print(machine.describe())
+    print(f"model {model_dir}")
     seeds = [int(s) for s in args.seeds.split(",")]
     table = []
     for task in args.tasks.split(","):
@@ -119,9 +133,9 @@ def main() -> None:
             for name in runs:
                 out = tempfile.mkdtemp(prefix=f"parity_{task}_{seed}_{name}_")
                 start = time.monotonic()
-                values = (ours(task, args.data_dir, recipes[task], seed, out)
+                values = (ours(task, args.data_dir, recipes[task], seed, out, model_dir)
                           if name == "bert_tf" else
-                          hugging_face(task, args.data_dir, seed, out))
+                          hugging_face(task, args.data_dir, seed, out, model_dir))
                 runs[name].append(values)
                 print(f"{task} seed {seed} {name:<12} " + ", ".join(
                     f"{m} {v:.2f}" for m, v in zip(METRICS[task][0], values))

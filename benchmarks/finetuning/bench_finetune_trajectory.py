@@ -115,7 +115,8 @@ def trace(task: str, data: pathlib.Path, recipe: dict, steps: int, work: str,
                       attention_probs_dropout_prob=rates[1])
     config_file = os.path.join(work, "bert_config.json")
     pathlib.Path(config_file).write_text(json.dumps(no_dropout))
-    cmd = ours_command(task, data, recipe, seed=seed, out=os.path.join(work, "bert_tf"))
+    cmd = ours_command(task, data, recipe, seed=seed, out=os.path.join(work, "bert_tf"),
+                       model_dir=minilm_dir())
     cmd = [c for c in cmd if not c.startswith(
         ("--log_every",) if full else ("--do_eval", "--do_predict", "--log_every"))]
     cmd += [f"--bert_config_file={config_file}", "--log_every_n_steps=1"]

@@ -283,16 +283,20 @@ def pretrain(arm: Arm, arm_dir: str, args, cache: str, config: str, vocab: str) 
                  f"{arm_dir}")
     common += list(arm.peer_flags)
     if arm.kind == "keras_hub":
+        ticks = machine.cpu_ticks()
         budget_data.run_logged([sys.executable, os.path.join(HERE, "budget_keras_hub.py")]
                                + common, os.path.join(arm_dir, "pretrain.log"), f"arm {arm.name}")
         stats = budget_cache.read_json(os.path.join(out, "train_stats.json"))
+        stats["steal_percent"] = machine.steal_percent(ticks, machine.cpu_ticks())
         return budget_cache.finish(arm_dir, "pretrain", stats)
     if arm.kind == "hf":
         if not os.path.exists(HF_PYTHON):
             sys.exit(f"{HF_PYTHON} is missing: run bash benchmarks/common/hf_env.sh first")
+        ticks = machine.cpu_ticks()
         budget_data.run_logged([HF_PYTHON, os.path.join(HERE, "budget_hf.py")] + common,
                                os.path.join(arm_dir, "pretrain.log"), f"arm {arm.name}")
         stats = budget_cache.read_json(os.path.join(out, "train_stats.json"))
+        stats["steal_percent"] = machine.steal_percent(ticks, machine.cpu_ticks())
         native = budget_bert_tf.convert_hf(stats["hf_model"], os.path.join(arm_dir, "bert_tf"),
                                            vocab)
         stats.update(checkpoint=native, bert_config=os.path.join(native, "bert_config.json"))

@@ -30,6 +30,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import budget_cache
 import budget_curves
 import budget_data
+import machine  # benchmarks/common, on sys.path through budget_cache
 
 PY = sys.executable
 REPO = budget_cache.REPO
@@ -96,16 +97,19 @@ def probe(arm_dir: str, flagfile: str, flags: List[str], overrides: List[str],
     log = os.path.join(arm_dir, "probe.log")
     if os.path.exists(log):
         os.remove(log)
+    ticks = machine.cpu_ticks()
     budget_data.run_logged(command(flagfile, flags, overrides + [
         f"--output_dir={out}", f"--max_train_minutes={minutes}", "--num_train_steps=10000000",
         "--eval_every_n_steps=0", "--save_checkpoints_steps=10000000"]), log, "probe")
+    steal = machine.steal_percent(ticks, machine.cpu_ticks())
     measured = clock(log)
     if measured is None or measured[1] == 0:
         sys.exit(f"probe: no training clock line in {log}")
     shutil.rmtree(out, ignore_errors=True)
     seconds, steps, _ = measured
     return budget_cache.finish(arm_dir, "probe", {"steps": steps, "train_seconds": seconds,
-                                                  "steps_per_second": steps / seconds})
+                                                  "steps_per_second": steps / seconds,
+                                                  "steal_percent": steal})
 
 
 def pretrain(arm_dir: str, flagfile: str, flags: List[str], overrides: List[str],
@@ -166,7 +170,9 @@ def pretrain(arm_dir: str, flagfile: str, flags: List[str], overrides: List[str]
             "steps": step, "train_seconds": seconds, "final_learning_rate": lr,
             "checkpoint": snap, "bert_config": os.path.join(snap, "bert_config.json"),
             "command": cmd[2:] + [f"--max_steps_per_run={n}"]})
+    ticks = machine.cpu_ticks()
     budget_data.run_logged(cmd, log, "pretraining")
+    steal = machine.steal_percent(ticks, machine.cpu_ticks())
     measured = clock(log)
     if measured is None:
         sys.exit(f"pretraining: no training clock line in {log}")
@@ -179,6 +185,8 @@ def pretrain(arm_dir: str, flagfile: str, flags: List[str], overrides: List[str]
         "examples_per_second": step * batch / seconds if seconds else 0.0,
         "tokens_per_second": step * batch * seq / seconds if seconds else 0.0,
         "final_learning_rate": lr, "probe_steps_per_second": rate,
+        # over the last process (a resumed run's earlier ones are not measured)
+        "steal_percent": steal,
         "num_train_steps": int(values.get("num_train_steps", steps)),
         "train_batch_size": batch, "max_seq_length": seq,
         "command": cmd[2:], "checkpoint": out, "bert_config": os.path.join(out, "bert_config.json"),

@@ -86,8 +86,11 @@ def pretrain_cells(pretrain) -> list:
     """Steps, sequences, training seconds and tokens/s of an arm's pretraining ("-" without)."""
     if not pretrain:
         return ["-"] * 4
-    return [f"{pretrain['steps']:,}", f"{pretrain['examples']:,}",
-            f"{pretrain['train_seconds']:.0f}", f"{pretrain['tokens_per_second']:,.0f}"]
+    steal = pretrain.get("steal_percent")  # the VM's stolen CPU share (entries before: none)
+    seconds = f"{pretrain['train_seconds']:.0f}" + (f" ({steal:.0f} % stolen)"
+                                                    if steal is not None and steal >= 1 else "")
+    return [f"{pretrain['steps']:,}", f"{pretrain['examples']:,}", seconds,
+            f"{pretrain['tokens_per_second']:,.0f}"]
 
 
 def _ms(stats: Dict[str, object]) -> str:

@@ -15,9 +15,15 @@ batches:
 N steps (BERT's MLM head, the same records), then ELECTRA from it: does an encoder that
 already reads the context give the discriminator its signal?
 
+`--mlm_init=CHECKPOINT` starts the discriminator's encoder from a bert_tf MLM run's
+checkpoint instead (arm c's, say: an encoder that has left the frequent-word plateau), and
+the generator from scratch.
+
 `--context_of=CHECKPOINT` instead measures how much the final hidden states of the
 discriminator and the generator at other positions move when one token of a random row
-changes (a network that reads each token alone moves them by ~0).
+changes (a network that reads each token alone moves them by ~0). CHECKPOINT is an ELECTRA
+run's, a bert_tf MLM run's with `--context_kind=bert` (its encoder), or `random` (the
+networks at their initial weights: the baseline every figure is read against).
 
     .venv/bin/python benchmarks/pretraining_budget/electra_probe.py --replacements=uniform
     .venv/bin/python benchmarks/pretraining_budget/electra_probe.py \\
@@ -127,6 +133,20 @@ def mlm_warm_start(model: ElectraPretrainingModel, config: BertConfig, data, ste
     set_weights(encoder_weight_map(model.encoder), values, strict=True, source="MLM warm start")
 
 
+def mlm_encoder(config: BertConfig, checkpoint: str):
+    """The encoder of a bert_tf MLM run's checkpoint (`--mlm_init`, `--context_kind=bert`).
+    Every encoder weight must be restored: a silent partial read would measure init."""
+    from bert_tf.modeling.pretraining_model import BertPretrainingModel
+
+    mlm = BertPretrainingModel(config, use_nsp=False)
+    before = [v.numpy().copy() for v in mlm.encoder.weights]
+    tf.train.Checkpoint(model=mlm).read(checkpoint).expect_partial()
+    same = sum(np.array_equal(a, v.numpy()) for a, v in zip(before, mlm.encoder.weights))
+    if same > 2:  # a LayerNorm at exactly its init may survive; whole layers may not
+        sys.exit(f"{checkpoint}: {same} of {len(before)} encoder weights were not restored")
+    return mlm.encoder
+
+
 def train(args, config: BertConfig) -> None:
     import keras
 
@@ -136,6 +156,11 @@ def train(args, config: BertConfig) -> None:
     model = ElectraPretrainingModel(config, args.generator_hidden_fraction, sampling_seed=1)
     if args.mlm_warm_start_steps:
         mlm_warm_start(model, config, data, args.mlm_warm_start_steps, args.learning_rate)
+    if args.mlm_init:
+        from bert_tf.modeling.weight_map import encoder_weight_map, get_weights, set_weights
+
+        values = get_weights(encoder_weight_map(mlm_encoder(config, args.mlm_init)))
+        set_weights(encoder_weight_map(model.encoder), values, strict=True, source="--mlm_init")
     objective = ControlObjective(config.vocab_size, args.disc_weight, args.replacements)
     optimizer = keras.optimizers.AdamW(learning_rate=args.learning_rate, weight_decay=0.01,
                                        global_clipnorm=1.0)
@@ -168,14 +193,22 @@ def train(args, config: BertConfig) -> None:
 
 
 def context_of(args, config: BertConfig) -> None:
-    model = ElectraPretrainingModel(config, args.generator_hidden_fraction, sampling_seed=1)
-    tf.train.Checkpoint(model=model).read(args.context_of).expect_partial()
+    if args.context_kind == "bert":
+        encoders = (("MLM encoder", mlm_encoder(config, args.context_of)),)
+    else:
+        model = ElectraPretrainingModel(config, args.generator_hidden_fraction, sampling_seed=1)
+        if args.context_of != "random":
+            before = model.encoder.weights[0].numpy().copy()
+            tf.train.Checkpoint(model=model).read(args.context_of).expect_partial()
+            if np.array_equal(before, model.encoder.weights[0].numpy()):
+                sys.exit(f"{args.context_of}: the discriminator was not restored")
+        encoders = (("discriminator", model.encoder), ("generator", model.generator))
     rng = np.random.default_rng(0)
     ids = rng.integers(1000, 5000, (4, 64)).astype("int32")
     edited = ids.copy()
     edited[:, 40] = rng.integers(1000, 5000, 4)
     rest = [p for p in range(64) if p != 40]
-    for name, encoder in (("discriminator", model.encoder), ("generator", model.generator)):
+    for name, encoder in encoders:
         def run(x, encoder=encoder):
             return encoder({"input_ids": x, "input_mask": np.ones_like(x),
                             "segment_ids": np.zeros_like(x)})["sequence_output"].numpy()
@@ -200,7 +233,12 @@ def main() -> None:
     parser.add_argument("--mlm_warm_start_steps", type=int, default=0,
                         help="train the discriminator as a masked LM this long first")
     parser.add_argument("--save", default="", help="write the trained model's checkpoint here")
-    parser.add_argument("--context_of", default="", help="an ELECTRA checkpoint prefix")
+    parser.add_argument("--mlm_init", default="",
+                        help="start the discriminator's encoder from this MLM checkpoint")
+    parser.add_argument("--context_of", default="",
+                        help="a checkpoint prefix (ELECTRA's, or --context_kind=bert), or "
+                        "'random'")
+    parser.add_argument("--context_kind", default="electra", choices=("electra", "bert"))
     args = parser.parse_args()
     print(machine.describe(), flush=True)
     config = model_config(args.cache_dir, args.bert_config)
