@@ -23,6 +23,7 @@ from typing import Dict, List, Optional, Sequence
 
 import tensorflow as tf
 
+from bert_tf.export.serving import ENCODER_INPUTS
 from bert_tf.text.tf_tokenization import TFBertTokenizer
 
 _TEXT = tf.TensorSpec([None], tf.string)
@@ -46,13 +47,19 @@ class ClassifierServingModule(tf.Module):
         self.max_seq_length = int(max_seq_length)
         self.regression = label_list is None
         self.labels = tf.constant(list(label_list or [""]))
+        # One traced model for every signature (each would otherwise trace its own copy).
+        self.logits_of = tf.function(self._logits, input_signature=[ENCODER_INPUTS],
+                                     autograph=False)
+
+    def _logits(self, inputs: Dict[str, tf.Tensor]) -> tf.Tensor:
+        """Packed int32 ids [batch, seq_len] -> float32 logits [batch, num_labels]."""
+        return tf.cast(self.model(inputs, training=False)["logits"], tf.float32)
 
     def outputs_of(self, segments: List[tf.RaggedTensor]) -> Dict[str, tf.Tensor]:
         """The outputs of the packed `segments` (one or two texts of token ids)."""
         packed = self.tokenizer.pack(segments, self.max_seq_length)
         longest = tf.maximum(tf.reduce_max(tf.reduce_sum(packed["input_mask"], axis=1)), 1)
-        logits = tf.cast(self.model({k: v[:, :longest] for k, v in packed.items()},
-                                    training=False)["logits"], tf.float32)
+        logits = self.logits_of({k: v[:, :longest] for k, v in packed.items()})
         if self.regression:
             return {"score": logits[:, 0]}
         return {"probabilities": tf.nn.softmax(logits, axis=-1),
@@ -68,10 +75,11 @@ class ClassifierServingModule(tf.Module):
         """text_a, text_b: string [batch] -> probabilities and label (or score)."""
         return self.outputs_of([self.tokenizer.tokenize(text_a), self.tokenizer.tokenize(text_b)])
 
-    def signatures(self) -> Dict[str, tf.types.experimental.ConcreteFunction]:
-        classify = self.classify.get_concrete_function()
-        return {"serving_default": classify, "classify": classify,
-                "classify_pair": self.classify_pair.get_concrete_function()}
+    def signatures(self) -> Dict[str, tf.types.experimental.PolymorphicFunction]:
+        # The tf.functions, not concrete functions traced here: saving traces them (again,
+        # bert_tf.export.serving.BertServingModule.signatures).
+        return {"serving_default": self.classify, "classify": self.classify,
+                "classify_pair": self.classify_pair}
 
 
 class RerankerServingModule(ClassifierServingModule):
@@ -93,7 +101,6 @@ class RerankerServingModule(ClassifierServingModule):
                                  self.tokenizer.tokenize(passage)])["score"]
         return {"score": tf.math.sigmoid(logit), "logit": logit}
 
-    def signatures(self) -> Dict[str, tf.types.experimental.ConcreteFunction]:
-        score = self.score.get_concrete_function()
-        return {"serving_default": score, "score": score,
-                "classify_pair": self.classify_pair.get_concrete_function()}
+    def signatures(self) -> Dict[str, tf.types.experimental.PolymorphicFunction]:
+        return {"serving_default": self.score, "score": self.score,
+                "classify_pair": self.classify_pair}

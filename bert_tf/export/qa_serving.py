@@ -191,10 +191,10 @@ class SpanServingModule(tf.Module):
         self.version_2 = bool(version_2_with_negative)
         self.threshold = float(null_score_diff_threshold)
 
-    def signatures(self) -> Dict[str, tf.types.experimental.ConcreteFunction]:
+    def signatures(self) -> Dict[str, tf.types.experimental.PolymorphicFunction]:
         """{signature name: concrete function} for `tf.saved_model.save`."""
-        answer = self.answer.get_concrete_function()
-        return {"serving_default": answer, "answer": answer}
+        # The tf.function, not a concrete function traced here: saving traces it (again).
+        return {"serving_default": self.answer, "answer": self.answer}
 
     def context_pieces(self, context: tf.Tensor) -> Dict[str, tf.Tensor]:
         """The context's pieces with their character offsets and words.

@@ -22,6 +22,10 @@ Signatures (every batch size and sequence length is dynamic):
                        pooled and, by default, L2-normalised as sentence-transformers does
                        (`bert_tf.finetune.retrieval.pooling`). Only exported with a pooling.
 
+Every signature calls one traced encoder function, which the SavedModel also keeps as the
+attribute `encode_ids` ({"input_ids", "input_mask", "segment_ids"} int32 -> pooled_output,
+sequence_output): the encoder's graph is stored and traced once, not once per signature.
+
 Text is tokenized in the graph by `bert_tf.text.tf_tokenization.TFBertTokenizer` (ids identical to
 the Python `FullTokenizer`), packed as [CLS] A [SEP] (B [SEP]) with longest-first truncation
 to `max_seq_length`, and padded to the longest sequence of the batch (not to max_seq_length),
@@ -43,6 +47,7 @@ MASK_LITERAL = "[MASK]"
 
 _TEXT = tf.TensorSpec([None], tf.string)
 _IDS = tf.TensorSpec([None, None], tf.int32)
+ENCODER_INPUTS = {"input_ids": _IDS, "input_mask": _IDS, "segment_ids": _IDS}
 
 
 class BertServingModule(tf.Module):
@@ -72,6 +77,10 @@ class BertServingModule(tf.Module):
     ) -> None:
         super().__init__(name=name)
         self.encoder = encoder
+        # Every signature calls this one traced encoder: each would otherwise trace the
+        # encoder again, and the SavedModel would hold one copy of its graph per signature.
+        self.encode_ids = tf.function(self._encode, input_signature=[ENCODER_INPUTS],
+                                      autograph=False)
         self.tokenizer = tokenizer
         self.mlm_head = mlm_head
         self.max_seq_length = int(max_seq_length)
@@ -89,6 +98,8 @@ class BertServingModule(tf.Module):
     # ------------------------------------------------------------------ helpers
 
     def _encode(self, inputs: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+        """{"input_ids", "input_mask", "segment_ids"} int32 [batch, seq_len] -> float32
+        {"pooled_output": [batch, hidden], "sequence_output": [batch, seq_len, hidden]}."""
         outputs = self.encoder(inputs, training=False)
         return {
             "pooled_output": tf.cast(outputs["pooled_output"], tf.float32),
@@ -103,7 +114,7 @@ class BertServingModule(tf.Module):
 
     def _text_outputs(self, segments) -> Dict[str, tf.Tensor]:
         inputs = self._pack(segments)
-        outputs = self._encode(inputs)
+        outputs = dict(self.encode_ids(inputs))
         outputs.update(inputs)
         return outputs
 
@@ -125,13 +136,13 @@ class BertServingModule(tf.Module):
         self, input_word_ids: tf.Tensor, input_mask: tf.Tensor, input_type_ids: tf.Tensor
     ) -> Dict[str, tf.Tensor]:
         """Token ids (TF-Hub input names) -> pooled_output, sequence_output."""
-        return self._encode(
+        return self.encode_ids(
             {"input_ids": input_word_ids, "input_mask": input_mask, "segment_ids": input_type_ids})
 
     def _embed(self, text: tf.Tensor) -> Dict[str, tf.Tensor]:
         """Raw text -> {"embedding": float32 [batch, hidden]} (`embed`)."""
         inputs = self._pack([self.tokenizer.tokenize(text)])
-        sequence = self.encoder(inputs, training=False)["sequence_output"]
+        sequence = self.encode_ids(inputs)["sequence_output"]
         return {"embedding": pooling_lib.pool(sequence, inputs["input_mask"], self.pooling,
                                               self.normalize)}
 
@@ -161,7 +172,7 @@ class BertServingModule(tf.Module):
     def _fill_mask(self, text: tf.Tensor) -> Dict[str, tf.Tensor]:
         """Top-k tokens and probabilities at every "[MASK]" of each text (`fill_mask`)."""
         inputs = self._pack([self.tokenize_with_masks(text)])
-        sequence_output = self.encoder(inputs, training=False)["sequence_output"]
+        sequence_output = self.encode_ids(inputs)["sequence_output"]
         where = tf.where(tf.equal(inputs["input_ids"], self.tokenizer.mask_id))  # [n, 2]
         positions = tf.RaggedTensor.from_value_rowids(
             tf.cast(where[:, 1], tf.int32), where[:, 0],
@@ -180,15 +191,16 @@ class BertServingModule(tf.Module):
             "top_k_scores": tf.where(keep, scores, 0.0),
         }
 
-    def signatures(self) -> Dict[str, tf.types.experimental.ConcreteFunction]:
-        """{signature name: concrete function} for `tf.saved_model.save`."""
-        signatures = {
-            "serving_default": self.serve_text.get_concrete_function(),
-            "serve_text_pair": self.serve_text_pair.get_concrete_function(),
-            "serve_ids": self.serve_ids.get_concrete_function(),
-        }
+    def signatures(self) -> Dict[str, tf.types.experimental.PolymorphicFunction]:
+        """{signature name: tf.function with its input signature} for `tf.saved_model.save`.
+
+        The functions, not their concrete functions: tf.saved_model.save traces every
+        function again inside its save context (which is part of the tracing cache's key),
+        so a concrete function traced here beforehand would be traced twice."""
+        signatures = {"serving_default": self.serve_text, "serve_text_pair": self.serve_text_pair,
+                      "serve_ids": self.serve_ids}
         if self.mlm_head is not None:
-            signatures["fill_mask"] = self.fill_mask.get_concrete_function()
+            signatures["fill_mask"] = self.fill_mask
         if self.pooling is not None:
-            signatures["embed"] = self.embed.get_concrete_function()
+            signatures["embed"] = self.embed
         return signatures

@@ -127,9 +127,9 @@ class TaggerServingModule(tf.Module):
             self.type_ids = tf.constant(codes[1], tf.int32)
             self.type_names = tf.constant(codes[2])
 
-    def signatures(self) -> Dict[str, tf.types.experimental.ConcreteFunction]:
-        tag = self.tag.get_concrete_function()
-        return {"serving_default": tag, "tag": tag}
+    def signatures(self) -> Dict[str, tf.types.experimental.PolymorphicFunction]:
+        # The tf.function, not a concrete function traced here: saving traces it (again).
+        return {"serving_default": self.tag, "tag": self.tag}
 
     def _word_tags(self, text: tf.Tensor, words: tf.RaggedTensor) -> tf.Tensor:
         """int32 [all words]: the tag id of every word, read at its first piece."""
