@@ -171,3 +171,24 @@ def test_signatures_listed_and_saveable_without_mlm_head(setup, tmp_path):
     assert sorted(loaded.signatures) == ["serve_ids", "serve_text_pair", "serving_default"]
     out = loaded.signatures["serving_default"](text_a=tf.constant(["hello there"]))
     np.testing.assert_array_equal(out["input_ids"], [[CLS, 7592, 2045, SEP]])
+
+
+def test_saving_traces_each_function_once_and_the_encoder_once(setup, tmp_path):
+    """tf.saved_model.save traces in its own context: a signature traced beforehand would be
+    traced (and stored) twice. Every signature calls the one traced `encode_ids`."""
+    model, module, _ = setup
+    fresh = BertServingModule(model.encoder, module.tokenizer, 16, mlm_head=model.mlm_head,
+                              pooling="mean")
+    tf.saved_model.save(fresh, str(tmp_path / "sm"), signatures=fresh.signatures())
+    for name in ("serve_text", "serve_text_pair", "serve_ids", "fill_mask", "embed",
+                 "encode_ids"):
+        assert getattr(fresh, name).experimental_get_tracing_count() == 1, name
+    loaded = tf.saved_model.load(str(tmp_path / "sm"))
+    ids = {"input_ids": tf.constant([[CLS, 7592, 2045, SEP]]),
+           "input_mask": tf.ones([1, 4], tf.int32), "segment_ids": tf.zeros([1, 4], tf.int32)}
+    by_ids = loaded.signatures["serve_ids"](input_word_ids=ids["input_ids"],
+                                            input_mask=ids["input_mask"],
+                                            input_type_ids=ids["segment_ids"])
+    shared = loaded.encode_ids(ids)
+    np.testing.assert_allclose(shared["sequence_output"], by_ids["sequence_output"], atol=1e-6)
+    np.testing.assert_allclose(shared["pooled_output"], by_ids["pooled_output"], atol=1e-6)

@@ -15,6 +15,9 @@ batches:
 N steps (BERT's MLM head, the same records), then ELECTRA from it: does an encoder that
 already reads the context give the discriminator its signal?
 
+`--masked_lm_prob=P` draws the masks at every read at rate P (dynamic masking, in the 51
+slots of arm c's records) instead of reading the records' stored 15 %.
+
 `--mlm_init=CHECKPOINT` starts the discriminator's encoder from a bert_tf MLM run's
 checkpoint instead (arm c's, say: an encoder that has left the frequent-word plateau), and
 the generator from scratch.
@@ -94,11 +97,28 @@ def model_config(cache: str, bert_config: str) -> BertConfig:
     return config
 
 
-def records(cache: str, split: str) -> str:
-    found = sorted(glob.glob(os.path.join(cache, "records", f"{split}_mlm_s128_p20_*")))
+def records(cache: str, split: str, slots: int = 20) -> str:
+    found = sorted(glob.glob(os.path.join(cache, "records", f"{split}_mlm_s128_p{slots}_*")))
     if not found:
-        sys.exit(f"no {split} MLM records (128 tokens, 20 slots) in {cache}/records")
+        sys.exit(f"no {split} MLM records (128 tokens, {slots} slots) in {cache}/records")
     return os.path.join(found[0], "part-*.tfrecord")
+
+
+def input_config(args, config: BertConfig) -> InputConfig:
+    """The training batches: the records' stored 15 % masks, or with --masked_lm_prob masks
+    drawn at every read in the slots arm c's records have (51: c's 40 %)."""
+    if not args.masked_lm_prob:
+        return InputConfig(input_patterns=records(args.cache_dir, "train"), batch_size=32,
+                           max_seq_length=128, max_predictions_per_seq=20,
+                           vocab_size=config.vocab_size, is_training=True)
+    from bert_tf.core.masking_rules import MaskingConfig
+
+    slots = 51
+    masking = MaskingConfig.from_vocab_file(
+        os.path.join(args.cache_dir, "vocab", "vocab.txt"), slots, args.masked_lm_prob)
+    return InputConfig(input_patterns=records(args.cache_dir, "train", slots), batch_size=32,
+                       max_seq_length=128, max_predictions_per_seq=slots,
+                       vocab_size=config.vocab_size, is_training=True, masking=masking)
 
 
 def mlm_warm_start(model: ElectraPretrainingModel, config: BertConfig, data, steps: int,
@@ -150,9 +170,7 @@ def mlm_encoder(config: BertConfig, checkpoint: str):
 def train(args, config: BertConfig) -> None:
     import keras
 
-    data = make_pretraining_dataset(InputConfig(
-        input_patterns=records(args.cache_dir, "train"), batch_size=32, max_seq_length=128,
-        max_predictions_per_seq=20, vocab_size=config.vocab_size, is_training=True))
+    data = make_pretraining_dataset(input_config(args, config))
     model = ElectraPretrainingModel(config, args.generator_hidden_fraction, sampling_seed=1)
     if args.mlm_warm_start_steps:
         mlm_warm_start(model, config, data, args.mlm_warm_start_steps, args.learning_rate)
@@ -233,6 +251,9 @@ def main() -> None:
     parser.add_argument("--mlm_warm_start_steps", type=int, default=0,
                         help="train the discriminator as a masked LM this long first")
     parser.add_argument("--save", default="", help="write the trained model's checkpoint here")
+    parser.add_argument("--masked_lm_prob", type=float, default=0.0,
+                        help="draw masks at this rate at every read (default: the records' "
+                        "stored 15 %%)")
     parser.add_argument("--mlm_init", default="",
                         help="start the discriminator's encoder from this MLM checkpoint")
     parser.add_argument("--context_of", default="",
