@@ -32,8 +32,8 @@ def cpu_ticks() -> Optional[List[int]]:
 def steal_percent(before: Optional[List[int]], after: Optional[List[int]]) -> Optional[float]:
     """The share of CPU time the hypervisor gave to other machines between two `cpu_ticks`
     (a virtual machine's "steal"). A timed run with steal trains less in its minutes than the
-    same run on the same machine without it: on the 2-core Xeon VM steal went from 5 % to
-    40 % within minutes, and the training rate with it."""
+    same run on the same machine without it (docs/results/pretraining.md has a measured
+    case)."""
     if before is None or after is None:
         return None
     delta = [b - a for a, b in zip(before, after)]
