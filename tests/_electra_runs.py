@@ -5,7 +5,6 @@ tests/test_electra_distribution.py): tiny records and configs, the run's flags, 
 
 from __future__ import annotations
 
-import glob
 import os
 import pathlib
 from typing import Dict
@@ -105,14 +104,3 @@ def checkpoint_tensors(prefix) -> Dict[str, np.ndarray]:
             if k != "_CHECKPOINTABLE_OBJECT_GRAPH" and dtype != tf.variant}
 
 
-def summary_scalars(output_dir, tag) -> Dict[int, float]:
-    """{step: value} of one scalar over every event file of output_dir/train."""
-    import tensorflow as tf
-
-    values = {}
-    for path in glob.glob(os.path.join(output_dir, "train", "events.out.tfevents.*")):
-        for event in tf.compat.v1.train.summary_iterator(path):
-            for value in event.summary.value:
-                if value.tag == tag:
-                    values[event.step] = float(tf.make_ndarray(value.tensor))
-    return values

@@ -272,3 +272,40 @@ def progress_steps(log: str) -> List[int]:
 
 def error_lines(stderr: str) -> List[str]:
     return [line for line in stderr.splitlines() if line.startswith("error:")]
+
+
+def summary_scalars(output_dir, tag) -> Dict[int, float]:
+    """{step: value} of one scalar over every event file of output_dir/train."""
+    import glob
+
+    import tensorflow as tf
+
+    values = {}
+    for path in glob.glob(os.path.join(output_dir, "train", "events.out.tfevents.*")):
+        for event in tf.compat.v1.train.summary_iterator(path):
+            for value in event.summary.value:
+                if value.tag == tag:
+                    values[event.step] = float(tf.make_ndarray(value.tensor))
+    return values
+
+
+# run_pretraining's entry point with a fake wall clock (a `cli.run_code` program): each
+# reading is CALL_SECONDS later than the one before, so every train call takes exactly
+# CALL_SECONDS (one process, one worker: the host loop reads the clock only before and after
+# each call).
+CALL_SECONDS = 0.4375  # 7/16: every sum of these is exact in binary
+FAKE_CLOCK_RUN = f"""
+import itertools
+from absl import app, logging
+from bert_tf import run_pretraining
+from bert_tf.core.errors import cli_main
+
+readings = itertools.count()
+
+def main(argv):
+    logging.set_verbosity(logging.INFO)
+    run_pretraining.run(run_pretraining.config_from_flags(),
+                        wall_clock=lambda: {CALL_SECONDS} * next(readings))
+
+app.run(cli_main(main))
+"""

@@ -16,7 +16,6 @@ The schedule's values for given clock readings are in tests/test_optimization.py
 
 from __future__ import annotations
 
-import glob
 import json
 import os
 
@@ -24,9 +23,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from _pretraining_helpers import (
+    FAKE_CLOCK_RUN,
     error_lines,
     progress_steps,
     run_module,
+    summary_scalars,
     synthetic_examples,
     write_bert_config,
     write_tfrecords,
@@ -138,36 +139,8 @@ def trained_seconds(prefix) -> float:
         f"{budget.CHECKPOINT_KEY}/.ATTRIBUTES/VARIABLE_VALUE"))
 
 
-def summary_scalars(output_dir, tag):
-    """{step: value} of one scalar over every event file of output_dir/train."""
-    values = {}
-    for path in glob.glob(os.path.join(output_dir, "train", "events.out.tfevents.*")):
-        for event in tf.compat.v1.train.summary_iterator(path):
-            for value in event.summary.value:
-                if value.tag == tag:
-                    values[event.step] = float(tf.make_ndarray(value.tensor))
-    return values
 
 
-# run_pretraining's entry point with a fake wall clock: each reading is CALL_SECONDS later
-# than the one before, so every train call takes exactly CALL_SECONDS (one process, one
-# worker: the host loop reads the clock only before and after each call).
-CALL_SECONDS = 0.4375  # 7/16: every sum below is exact in binary
-_FAKE_CLOCK_RUN = f"""
-import itertools
-from absl import app, logging
-from bert_tf import run_pretraining
-from bert_tf.core.errors import cli_main
-
-readings = itertools.count()
-
-def main(argv):
-    logging.set_verbosity(logging.INFO)
-    run_pretraining.run(run_pretraining.config_from_flags(),
-                        wall_clock=lambda: {CALL_SECONDS} * next(readings))
-
-app.run(cli_main(main))
-"""
 
 
 def test_a_budget_run_resumes_its_clock_and_ends_at_end_lr_when_the_time_is_spent(
@@ -175,7 +148,7 @@ def test_a_budget_run_resumes_its_clock_and_ends_at_end_lr_when_the_time_is_spen
     # Stopped after 3 steps by --max_steps_per_run, one step per call: the first call (it
     # traces) counts 0 s and its step is counted at the second call's pace, so the clock
     # reads 0 + 2 x 0.4375 + 0.4375 = 1.3125 s of the 3 s budget; it is in the checkpoint.
-    first = cli.run_code(_FAKE_CLOCK_RUN, flags(data, tmp_path, max_steps_per_run=3,
+    first = cli.run_code(FAKE_CLOCK_RUN, flags(data, tmp_path, max_steps_per_run=3,
                                                 steps_per_loop=1, log_every_n_steps=1))
     assert first.returncode == 0, first.stderr[-3000:]
     assert progress_steps(first.stderr) == [1, 2, 3]
@@ -189,7 +162,7 @@ def test_a_budget_run_resumes_its_clock_and_ends_at_end_lr_when_the_time_is_spen
     # from 1 step, at most doubling: 1 (counted 0), 2 (3 steps at its pace: 0.65625 s), 4, 8
     # and 16 steps (0.4375 s each): 1.3125 -> 1.96875 -> 2.40625 -> 2.84375 -> 3.28125 s,
     # past 3 s at the end of the 16-step call, step 3 + 31 = 34.
-    second = cli.run_code(_FAKE_CLOCK_RUN, flags(data, tmp_path, steps_per_loop=1000,
+    second = cli.run_code(FAKE_CLOCK_RUN, flags(data, tmp_path, steps_per_loop=1000,
                                                  log_every_n_steps=1_000_000))
     assert second.returncode == 0, second.stderr[-3000:]
     assert "training clock resumed at 1.312 s of 3 s" in second.stderr, second.stderr[-3000:]

@@ -28,13 +28,13 @@ from _electra_runs import (
     PATCHED_RUN,
     checkpoint_tensors,
     electra_flags,
-    summary_scalars,
     write_electra_data,
 )
 from _pretraining_helpers import (
     loopback_cluster_configs,
     progress_losses,
     progress_steps,
+    summary_scalars,
     synthetic_examples,
 )
 

@@ -33,10 +33,15 @@ from _electra_runs import (
     PATCHED_RUN,
     checkpoint_tensors,
     electra_flags,
-    summary_scalars,
     write_electra_data,
 )
-from _pretraining_helpers import error_lines, progress_losses, progress_steps
+from _pretraining_helpers import (
+    FAKE_CLOCK_RUN,
+    error_lines,
+    progress_losses,
+    progress_steps,
+    summary_scalars,
+)
 
 from bert_tf.training import budget
 from bert_tf.training.eval_history import read_eval_history
@@ -115,25 +120,6 @@ def test_sigterm_inside_a_1000_step_loop_saves_and_the_rerun_continues_exactly(
 
 # ----------------------------------------------------------------------- time budget
 
-# run_pretraining's entry point with a fake wall clock: each reading is CALL_SECONDS later
-# than the one before, so every train call takes exactly CALL_SECONDS (one process, one
-# worker: the host loop reads the clock only before and after each call).
-CALL_SECONDS = 0.4375  # 7/16: every sum below is exact in binary
-_FAKE_CLOCK_RUN = f"""
-import itertools
-from absl import app, logging
-from bert_tf import run_pretraining
-from bert_tf.core.errors import cli_main
-
-readings = itertools.count()
-
-def main(argv):
-    logging.set_verbosity(logging.INFO)
-    run_pretraining.run(run_pretraining.config_from_flags(),
-                        wall_clock=lambda: {CALL_SECONDS} * next(readings))
-
-app.run(cli_main(main))
-"""
 
 
 def trained_seconds(prefix) -> float:
@@ -152,7 +138,7 @@ def test_max_train_minutes_stops_saves_and_the_wsd_schedule_follows_the_clock(
                           end_lr=1e-5, max_train_minutes=0.04, num_train_steps=1_000_000,
                           steps_per_loop=8, log_every_n_steps=8,
                           save_checkpoints_steps=1_000_000)
-    proc = cli.run_code(_FAKE_CLOCK_RUN, flags)
+    proc = cli.run_code(FAKE_CLOCK_RUN, flags)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert ("--max_train_minutes=0.04 reached at step 16: saving a checkpoint and stopping "
             "training (2.41 s trained)") in proc.stderr, proc.stderr[-3000:]
