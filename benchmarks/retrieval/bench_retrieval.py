@@ -39,9 +39,10 @@ run_rerank's defaults (4 BM25 negatives a positive, 3 epochs, batch 32, 2e-5, 10
 Every finished arm x seed is cached under --cache_dir (outside the work tree; --smoke in its
 own subfolder) with a marker written last (date, commit, host, machine:
 ../pretraining_budget/budget_cache.py); a killed run resumes at the first unfinished arm x
-seed, which starts again. A finished arm (all its seeds) also goes to the ledger,
-benchmarks/ledger/retrieval/ (figures only), and a later run reports it from there (also
-when --arms leaves it out). Printed
+seed, which starts again. Each finished seed, and each finished arm (all its seeds), also
+goes to the ledger, benchmarks/ledger/retrieval/ (figures only): a later run on any machine
+takes them from there, so an arm's seeds may run in different sessions, and a finished arm
+is reported also when --arms leaves it out. Printed
 and written to the cache as results.md and results.json: the machine line, the table (mean
 ± std over seeds), the differences with their standard errors, each goal's verdict (met /
 not met / no measurable difference: retrieval_report.py) and the speed ratios.
@@ -51,6 +52,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import glob
 import os
 import shutil
 import sys
@@ -277,12 +279,32 @@ def arm_key(arm: Arm, args, ctx: dict) -> dict:
         key["st_script"] = budget_cache.content_digest(ST_SCRIPT)
     if arm.name == "train_speed":
         key["speed_steps"] = args.speed_steps
-    if arm.name == "pretrained_ft":
-        key["pretrained"] = [os.path.abspath(args.pretrained_checkpoint or "stand-in"),
-                             args.pretrained_vocab_file, args.pretrained_do_lower_case]
+    if arm.name == "pretrained_ft":  # by content: the same weights anywhere, one key
+        key["pretrained"] = [pretrained_digest(args.pretrained_checkpoint),
+                             budget_cache.content_digest(args.pretrained_vocab_file)
+                             if args.pretrained_vocab_file else "",
+                             args.pretrained_do_lower_case]
     if arm.timed:
         key["machine"] = budget_cache.this_machine()
     return key
+
+
+def pretrained_digest(checkpoint: str) -> str:
+    """A digest of what --pretrained_checkpoint holds (its latest checkpoint's files, its
+    bert_config.json and vocab.txt), or "stand-in" without one."""
+    if not checkpoint:
+        return "stand-in"
+    import tensorflow as tf  # only here: the report alone needs no checkpoint
+
+    folder = checkpoint if os.path.isdir(checkpoint) else os.path.dirname(checkpoint)
+    prefix = tf.train.latest_checkpoint(checkpoint) if os.path.isdir(checkpoint) else checkpoint
+    if prefix is None:
+        sys.exit(f"--pretrained_checkpoint={checkpoint} holds no checkpoint")
+    files = sorted(glob.glob(glob.escape(prefix) + ".*")) + [
+        p for p in (os.path.join(folder, "bert_config.json"), os.path.join(folder, "vocab.txt"))
+        if os.path.exists(p)]
+    return budget_cache.digest([(os.path.basename(f), budget_cache.content_digest(f))
+                                for f in files])
 
 
 def run_arm(arm: Arm, args, ctx: dict, run: bool = True) -> dict:
@@ -316,6 +338,11 @@ def run_arm(arm: Arm, args, ctx: dict, run: bool = True) -> dict:
     for seed in seeds:
         name = f"seed{seed}"
         found = budget_cache.done(arm_dir, name)
+        if not found and not args.smoke:  # a seed finished in another session (machine)
+            found = budget_cache.from_ledger(LEDGER, arm_dir, name)
+            if found:
+                print(f"  {name}: finished on {found['provenance']['date']}: "
+                      f"{found['ledger']}", flush=True)
         if not found:
             out = os.path.join(arm_dir, name)
             shutil.rmtree(out, ignore_errors=True)  # a killed run's: this seed starts again
@@ -329,6 +356,8 @@ def run_arm(arm: Arm, args, ctx: dict, run: bool = True) -> dict:
             found = budget_cache.finish(arm_dir, name, dict(
                 result, seed=seed, wall_seconds=time.monotonic() - start,
                 cpu_seconds=measure.cpu_seconds() - cpu, busy_cores_before=busy))
+            if not args.smoke:  # each seed is kept at once: an arm may span sessions
+                budget_cache.to_ledger(LEDGER, arm_dir, name, found)
         per_seed[str(seed)] = found
         nd = found.get("metrics", {}).get("ndcg_at_10")
         print(f"  {name}: " + (f"nDCG@10 {100 * nd:.2f}" if nd is not None else "done"),
