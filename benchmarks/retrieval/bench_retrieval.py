@@ -57,7 +57,7 @@ import os
 import shutil
 import sys
 import time
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BENCHMARKS = os.path.dirname(HERE)
@@ -281,8 +281,7 @@ def arm_key(arm: Arm, args, ctx: dict) -> dict:
         key["speed_steps"] = args.speed_steps
     if arm.name == "pretrained_ft":  # by content: the same weights anywhere, one key
         key["pretrained"] = [pretrained_digest(args.pretrained_checkpoint),
-                             budget_cache.content_digest(args.pretrained_vocab_file)
-                             if args.pretrained_vocab_file else "",
+                             budget_cache.content_digest(args.pretrained_vocab_file),
                              args.pretrained_do_lower_case]
     if arm.timed:
         key["machine"] = budget_cache.this_machine()
@@ -307,6 +306,18 @@ def pretrained_digest(checkpoint: str) -> str:
                                 for f in files])
 
 
+def finished(arm_dir: str, stage: str, smoke: bool, label: str) -> Optional[dict]:
+    """The stage's marker from this cache, else (not for --smoke) from the ledger, where a
+    session on any machine may have finished it (said, after `label`); None if neither."""
+    marker = budget_cache.done(arm_dir, stage)
+    if not marker and not smoke:
+        marker = budget_cache.from_ledger(LEDGER, arm_dir, stage)
+        if marker:
+            print(f"{label} finished on {marker['provenance']['date']}: {marker['ledger']}",
+                  flush=True)
+    return marker
+
+
 def run_arm(arm: Arm, args, ctx: dict, run: bool = True) -> dict:
     """The arm's finished figures: from the cache, the ledger, or (`run`) running it; {}
     when not `run` and none is found (an arm left out of --arms is reported if finished)."""
@@ -323,12 +334,7 @@ def run_arm(arm: Arm, args, ctx: dict, run: bool = True) -> dict:
     stage = f"s{budget_cache.digest(seeds)}"
     if run:
         print(f"arm {arm.name} ({arm.title}): {arm_dir}", flush=True)
-    marker = budget_cache.done(arm_dir, stage)
-    if not marker and not args.smoke:
-        marker = budget_cache.from_ledger(LEDGER, arm_dir, stage)
-        if marker:
-            print(f"arm {arm.name} finished on {marker['provenance']['date']}: "
-                  f"{marker['ledger']}", flush=True)
+    marker = finished(arm_dir, stage, args.smoke, f"arm {arm.name}")
     if marker:
         return dict(marker, **base)
     if not run:
@@ -337,12 +343,7 @@ def run_arm(arm: Arm, args, ctx: dict, run: bool = True) -> dict:
     per_seed = {}
     for seed in seeds:
         name = f"seed{seed}"
-        found = budget_cache.done(arm_dir, name)
-        if not found and not args.smoke:  # a seed finished in another session (machine)
-            found = budget_cache.from_ledger(LEDGER, arm_dir, name)
-            if found:
-                print(f"  {name}: finished on {found['provenance']['date']}: "
-                      f"{found['ledger']}", flush=True)
+        found = finished(arm_dir, name, args.smoke, f"  {name}:")
         if not found:
             out = os.path.join(arm_dir, name)
             shutil.rmtree(out, ignore_errors=True)  # a killed run's: this seed starts again
