@@ -10,6 +10,8 @@ one label): run_classifier's flow on the same runner, trained with binary cross-
 (query, passage, label) pairs: each positive of --train_dir's qrels/train.tsv with label 1
 and --num_hard_negatives BM25-mined negatives (bm25s) with label 0, or the rows of
 --train_file (query, positive, negatives; run_retrieval's hard_negatives.jsonl is one).
+--loss=listwise trains on the same as groups (a positive and its negatives) with a softmax
+over each group instead; --classifier_readout picks the head's input.
 --do_rerank scores the --rerank_top_k candidates of --first_stage (bm25, or a TREC run file
 such as a bi-encoder's) for --eval_dir's --eval_split queries, writes reranked_run.trec and,
 in eval_results.txt, ndcg_at_10, recall_at_100, mrr_at_10 and map_at_100 as BEIR computes
@@ -49,6 +51,12 @@ flags.DEFINE_string("eval_split", "test", "The qrels split --do_rerank scores.")
 flags.DEFINE_string("first_stage", "bm25", "The candidates: bm25 (bm25s over --eval_dir's "
                     "corpus) or a TREC run file (query-id Q0 corpus-id rank score name).")
 flags.DEFINE_integer("rerank_top_k", 100, "Candidates reranked per query.")
+flags.DEFINE_enum("loss", "bce", ["bce", "listwise"], "bce: binary cross-entropy of each "
+                  "(query, passage) pair, --train_batch_size pairs a batch; listwise: softmax "
+                  "cross-entropy over each positive and its --num_hard_negatives negatives, "
+                  "--train_batch_size such groups a batch (each of 1 + --num_hard_negatives "
+                  "pairs).")
+cli.define_classifier_readout_flag()
 
 
 def _task():
@@ -61,7 +69,8 @@ def _task():
         num_hard_negatives=FLAGS.num_hard_negatives,
         hard_negative_range_min=FLAGS.hard_negative_range_min,
         hard_negative_range_max=FLAGS.hard_negative_range_max,
-        hard_negative_sampling=FLAGS.hard_negative_sampling, seed=FLAGS.seed))
+        hard_negative_sampling=FLAGS.hard_negative_sampling, seed=FLAGS.seed,
+        loss=FLAGS.loss, classifier_readout=FLAGS.classifier_readout))
 
 
 # The `bert-tf-rerank` console script is console_main.

@@ -80,6 +80,22 @@ def test_trim_cuts_to_the_longest_row_rounded_up_to_eight(longest, expected):
     np.testing.assert_array_equal(cut["row"], full["row"])  # not per-position: untouched
 
 
+def test_grouped_rows_are_cut_along_their_positions():
+    """The listwise reranker's arrays [groups, group, seq_len]: one cut for the whole batch,
+    the longest pair of any group, and the group labels [groups, group] untouched."""
+    flat = _arrays([3, 4, 2, 9, 1, 5])  # two groups of three rows
+    grouped = {k: v.reshape((2, 3) + v.shape[1:]) for k, v in flat.items()
+               if k in ("input_ids", "input_mask", "segment_ids", "label_weights")}
+    keys = ("input_ids", "input_mask", "segment_ids", "label_weights")
+    full = _batches(grouped, keys, seed=1, trim_keys=(), batch=2, count=1)[0]
+    cut = _batches(grouped, keys, seed=1, trim_keys=keys[:3], batch=2, count=1)[0]
+    for k in keys[:3]:
+        assert cut[k].shape == (2, 3, 16)  # the longest pair has 9 positions
+        np.testing.assert_array_equal(cut[k], full[k][:, :, :16])
+        assert not full[k][:, :, 16:].any()
+    assert cut["label_weights"].shape == (2, 3, SEQ)  # not a trim key here
+
+
 def test_a_cut_batch_gives_the_same_outputs_at_every_real_position():
     """The claim the cut rests on: padding is masked out of attention, so the tagger's
     logits at real positions do not depend on how much padding follows."""

@@ -76,3 +76,31 @@ def test_rerank_pairs_are_labelled_by_the_qrels(tmp_path):
         for pid in candidates[qid]]
     with pytest.raises(UserError, match="the first stage found no candidate for any query"):
         rerank_pairs.rerank_pairs(split, {q: [] for q in split.queries})
+
+
+def test_groups_from_examples():
+    examples = [TrainingExample("q", "p1", ("n1", "p2", "n2", "n3")),
+                TrainingExample("q", "p2", ("n1", "p1")),  # one usable negative: dropped
+                TrainingExample("r", "p1", ("n1", "n2"), where="f.tsv:4")]
+    groups, dropped = rerank_pairs.groups_from_examples(examples, num_negatives=2)
+    # p2 is a positive of q, so not its negative; each group the first 2 usable negatives.
+    assert [_triples(g) for g in groups] == [
+        [("q", "p1", 1.0), ("q", "n1", 0.0), ("q", "n2", 0.0)],
+        [("r", "p1", 1.0), ("r", "n1", 0.0), ("r", "n2", 0.0)]]
+    assert dropped == 1
+    assert [p.guid for p in groups[1]] == ["train-1-0", "train-1-1", "train-1-2"]
+    assert groups[1][0].where == "f.tsv:4"
+
+
+def test_beir_training_groups_hold_the_pairs_of_bce(tmp_path):
+    beir = build_beir(tmp_path / "beir")
+    mining = MiningConfig("bm25", num_negatives=2, range_min=1)
+    groups = rerank_pairs.training_groups(beir, "", mining)
+    # One positive a query in this folder: the groups are bce's pairs, three at a time.
+    assert [t for g in groups for t in _triples(g)] == _triples(
+        rerank_pairs.training_pairs(beir, "", mining))
+    assert len(groups) == 24 and {len(g) for g in groups} == {3}
+    path = tmp_path / "train.tsv"
+    path.write_text("query\tpositive\tnegative\nq one\tp one\tq one\n")
+    with pytest.raises(UserError, match="no training example has 2 negative"):
+        rerank_pairs.training_groups("", str(path), mining)

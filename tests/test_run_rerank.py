@@ -8,6 +8,9 @@ queries, each query a sentence and its positive the next two).
   here from the file) and the first stage's (recomputed from an independent BM25 ranking),
   the model ranks the positives it learned above BM25, and --export_dir's `score` signature
   gives the logits of the reranked run;
+- --loss=listwise with --classifier_readout=cls: groups of a positive and 2 BM25 negatives,
+  a batch counting groups (the loss falls from ln 3), the same reranking gain, the readout
+  in finetune_task.json and the exported `score` signature;
 - --do_rerank alone from the trained directory with a TREC run file as the first stage;
 - bad input is one `error:` line: a qrels id not in the corpus, an empty corpus, a query
   without a positive, a run file's passage not in the corpus, no --eval_dir, no run mode, a
@@ -35,6 +38,7 @@ from bert_tf.finetune.retrieval.bm25 import BM25Index
 MODULE = "bert_tf.run_rerank"
 LOSS_LINE = re.compile(r"step (\d+)/\d+ \| loss ([0-9.]+)")
 STEPS = 270  # int(72 pairs / 8 * 30 epochs)
+LISTWISE_STEPS = 120  # int(24 groups / 4 * 20 epochs)
 
 
 @pytest.fixture(scope="module")
@@ -118,6 +122,47 @@ def test_train_rerank_and_export(trained, beir):
                                rtol=0, atol=1e-5)
     np.testing.assert_allclose(got["score"].numpy(), 1 / (1 + np.exp(-got["logit"].numpy())),
                                rtol=1e-6)
+
+
+def test_listwise_training_with_the_cls_readout(cli, beir, tmp_path):
+    vocab, config = tmp_path / "vocab.txt", tmp_path / "bert_config.json"
+    config.write_text(json.dumps({**TINY_FINETUNE_BERT,
+                                  "vocab_size": write_beir_vocab(beir, vocab)}))
+    out, export = tmp_path / "out", tmp_path / "export" / "1"
+    proc = cli.run(MODULE, [
+        f"--bert_config_file={config}", f"--vocab_file={vocab}",
+        f"--train_dir={beir}", f"--eval_dir={beir}", "--eval_split=train",
+        f"--output_dir={out}", "--do_train", "--do_rerank", "--max_seq_length=64",
+        "--loss=listwise", "--classifier_readout=cls", "--train_batch_size=4",
+        "--learning_rate=1e-3", "--num_train_epochs=20", "--warmup_proportion=0",
+        "--log_every_n_steps=20", "--num_hard_negatives=2", "--rerank_top_k=10",
+        f"--export_dir={export}"])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "24 training groups of 3 pairs (1 positive, 2 negatives)" in proc.stderr
+    losses = [float(m.group(2)) for m in LOSS_LINE.finditer(proc.stderr)]
+    assert len(losses) == 1 + LISTWISE_STEPS // 20
+    assert abs(losses[0] - math.log(3)) < 0.1  # a fresh head: about uniform over the group
+    assert losses[-1] < 0.5 * losses[0]
+    assert tf.train.latest_checkpoint(os.fspath(out)).endswith(f"ckpt-{LISTWISE_STEPS}")
+    info = json.loads((out / "finetune_task.json").read_text())
+    assert info["classifier_readout"] == "cls" and info["reranker"] is True
+    results = read_results(out)
+    assert results["ndcg_at_10"] > results["first_stage_ndcg_at_10"] + 0.05
+    split = beir_data.read_split(beir, "train")
+    reranked = trec_run.read_run(os.fspath(out / "reranked_run.trec"))
+    for name, value in ir_metrics.evaluate(split.qrels, reranked).items():
+        assert results[name] == pytest.approx(value, abs=1e-6), name
+
+    import tensorflow_text  # noqa: F401
+
+    loaded = tf.saved_model.load(os.fspath(export))
+    qid = next(iter(reranked))
+    pids = list(reranked[qid])
+    got = loaded.signatures["score"](
+        query=tf.constant([split.queries[qid]] * len(pids)),
+        passage=tf.constant([split.corpus[p].encoder_text for p in pids]))
+    np.testing.assert_allclose(got["logit"].numpy(), [reranked[qid][p] for p in pids],
+                               rtol=0, atol=1e-5)
 
 
 def test_rerank_a_run_file(cli, trained, beir, tmp_path):

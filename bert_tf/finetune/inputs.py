@@ -46,18 +46,22 @@ def trim_batch(batch: Dict[str, tf.Tensor], trim_keys: Sequence[str]
 
     Args:
         batch: {name: [batch, max_seq_length, ...] or [batch, ...]}; "input_mask" [batch,
-            max_seq_length] marks the real positions (1) of each row.
-        trim_keys: the per-position arrays to cut (dimension 1).
+            max_seq_length] marks the real positions (1) of each row. Grouped rows (the
+            listwise reranker's) have one more leading axis: [batch, group, max_seq_length,
+            ...], "input_mask" [batch, group, max_seq_length].
+        trim_keys: the per-position arrays to cut (the axis after the mask's leading ones).
 
     Returns:
-        The batch, the `trim_keys` arrays [batch, length, ...] with length the longest row's
-        count of real positions rounded up to a multiple of TRIM_MULTIPLE (at most
-        max_seq_length); the other arrays as they were.
+        The batch, the `trim_keys` arrays [batch, (group,) length, ...] with length the
+        longest row's count of real positions rounded up to a multiple of TRIM_MULTIPLE (at
+        most max_seq_length); the other arrays as they were.
     """
     mask = batch["input_mask"]
-    longest = tf.reduce_max(tf.reduce_sum(tf.cast(mask > 0, tf.int32), axis=1))
-    length = tf.minimum(tf.shape(mask)[1],
+    longest = tf.reduce_max(tf.reduce_sum(tf.cast(mask > 0, tf.int32), axis=-1))
+    length = tf.minimum(tf.shape(mask)[-1],
                         (longest + TRIM_MULTIPLE - 1) // TRIM_MULTIPLE * TRIM_MULTIPLE)
+    if mask.shape.rank == 3:
+        return {k: (v[:, :, :length] if k in trim_keys else v) for k, v in batch.items()}
     return {k: (v[:, :length] if k in trim_keys else v) for k, v in batch.items()}
 
 

@@ -8,7 +8,9 @@ them (`retrieval.training_input.read_training_examples`): a BEIR folder's qrels/
 file without negatives gets BM25's from its own positives. Each example gives its positive
 with label 1 and each negative with label 0; a (query, passage) pair is kept once (a query
 with several positives shares its mined negatives), and a passage that is a positive of
-the query anywhere is never its negative.
+the query anywhere is never its negative. For the listwise loss the same examples become
+groups instead (`training_groups`): each positive with the first `num_negatives` of its
+negatives, one group per (query, positive).
 
 Rerank pairs are the first stage's candidates of each query (`first_stage.candidates`), in
 that order, labelled by the qrels (score > 0 is 1, anything else 0), for the eval loss.
@@ -50,9 +52,10 @@ def pairs_from_examples(examples: Sequence[TrainingExample]) -> List[Example]:
     return pairs
 
 
-def training_pairs(train_dir: str, train_file: str, mining: hard_negatives.MiningConfig
-                   ) -> List[Example]:
-    """The training pairs of --train_dir or --train_file (module docstring).
+def mined_examples(train_dir: str, train_file: str, mining: hard_negatives.MiningConfig
+                   ) -> List[TrainingExample]:
+    """The (query, positive, negatives) examples of --train_dir or --train_file, with BM25's
+    negatives when the source has none (module docstring).
 
     Raises:
         UserError: bad input (`beir_data`), neither or both sources, too few candidates to
@@ -71,10 +74,68 @@ def training_pairs(train_dir: str, train_file: str, mining: hard_negatives.Minin
         if dropped:
             logging.warning("%d training examples dropped: fewer than %d negatives in the "
                             "ranks", dropped, mining.num_negatives)
+    return examples
+
+
+def training_pairs(train_dir: str, train_file: str, mining: hard_negatives.MiningConfig
+                   ) -> List[Example]:
+    """The bce training pairs of --train_dir or --train_file (module docstring).
+
+    Raises:
+        As `mined_examples`.
+    """
+    examples = mined_examples(train_dir, train_file, mining)
     pairs = pairs_from_examples(examples)
     logging.info("%d training pairs (%d positive) from %d examples", len(pairs),
                  sum(p.label == 1.0 for p in pairs), len(examples))
     return pairs
+
+
+def groups_from_examples(examples: Sequence[TrainingExample], num_negatives: int
+                         ) -> Tuple[List[List[Example]], int]:
+    """Listwise groups of `examples`: [positive (label 1), its first `num_negatives`
+    negatives (label 0)], skipping a negative that is a positive of the query anywhere.
+
+    Returns:
+        (the groups, in example order, each of 1 + `num_negatives` pairs; how many examples
+        were dropped for having fewer usable negatives).
+    """
+    positives: Dict[str, Set[str]] = {}
+    for e in examples:
+        positives.setdefault(e.query, set()).add(e.positive)
+    groups: List[List[Example]] = []
+    dropped = 0
+    for e in examples:
+        negatives = [n for n in e.negatives if n not in positives[e.query]][:num_negatives]
+        if len(negatives) < num_negatives:
+            dropped += 1
+            continue
+        n = len(groups)
+        groups.append([Example(f"train-{n}-0", e.query, e.positive, 1.0, e.where)]
+                      + [Example(f"train-{n}-{i + 1}", e.query, passage, 0.0, e.where)
+                         for i, passage in enumerate(negatives)])
+    return groups, dropped
+
+
+def training_groups(train_dir: str, train_file: str, mining: hard_negatives.MiningConfig
+                    ) -> List[List[Example]]:
+    """The listwise training groups of --train_dir or --train_file (module docstring).
+
+    Raises:
+        UserError: as `mined_examples`, or no example has `mining.num_negatives` usable
+            negatives.
+    """
+    examples = mined_examples(train_dir, train_file, mining)
+    groups, dropped = groups_from_examples(examples, mining.num_negatives)
+    if not groups:
+        raise UserError(f"no training example has {mining.num_negatives} negative(s) that "
+                        "are not positives of its query: lower --num_hard_negatives")
+    if dropped:
+        logging.warning("%d training examples dropped: fewer than %d usable negatives",
+                        dropped, mining.num_negatives)
+    logging.info("%d training groups of %d pairs (1 positive, %d negatives)", len(groups),
+                 mining.num_negatives + 1, mining.num_negatives)
+    return groups
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,15 +1,19 @@
 """Reranking with a cross-encoder as a fine-tuning task (python -m bert_tf.run_rerank).
 
 A cross-encoder is a sentence-pair classifier with one logit: `[CLS] query [SEP] passage
-[SEP]` -> the BERT classifier head on the pooled output -> a relevance logit, trained with
-binary cross-entropy (`rerank_objective`). So the task is run_classifier's on the shared
-runner: the pairs are featurized by `classification_data.featurize` (longest-first
-truncation of the pair), the model is `heads.classifier(config, 1)`, the run directory holds
-what a classifier's does (label_list.json is `null`: one output), and export reads it back as
-a classifier whose finetune_task.json says `"reranker": true`.
+[SEP]` -> the BERT classifier head on its `classifier_readout` (the pooled output, the [CLS]
+row or the token mean) -> a relevance logit, trained with binary cross-entropy over pairs
+or a softmax over each query's group of candidates (`rerank_objective`). So the task is
+run_classifier's on the shared runner: the pairs are featurized by
+`classification_data.featurize` (longest-first truncation of the pair), the model is
+`heads.classifier(config, 1, "bert", readout)`, the run directory holds what a classifier's
+does (label_list.json is `null`: one output), and export reads it back as a classifier whose
+finetune_task.json says `"reranker": true`.
 
-    --do_train   (query, passage, label) pairs of --train_dir's qrels with BM25 negatives,
-                 or of --train_file (`rerank_pairs.training_pairs`)
+    --do_train   bce: (query, passage, label) pairs of --train_dir's qrels with BM25
+                 negatives, or of --train_file (`rerank_pairs.training_pairs`); listwise:
+                 the same as groups of 1 + --num_hard_negatives pairs, a batch counting
+                 groups (`rerank_pairs.training_groups`; arrays [groups, group, seq_len])
     --do_rerank  the --rerank_top_k candidates of --first_stage (bm25 or a TREC run file)
                  for the queries of --eval_dir's --eval_split, scored by the model and
                  reordered: reranked_run.trec, and in eval_results.txt BEIR's ndcg_at_10,
@@ -38,7 +42,8 @@ from bert_tf.finetune import label_list as labels_io
 from bert_tf.finetune.classification import classification_data
 from bert_tf.finetune.classification.classification_data import Example
 from bert_tf.finetune.reranking import first_stage, rerank_pairs
-from bert_tf.finetune.reranking.rerank_objective import BinaryCrossEntropyObjective
+from bert_tf.finetune.reranking.rerank_objective import (LOSSES, BinaryCrossEntropyObjective,
+                                                         ListwiseObjective)
 from bert_tf.finetune.retrieval import beir_data, ir_metrics, trec_run
 from bert_tf.finetune.retrieval.hard_negatives import MiningConfig
 from bert_tf.modeling.config import BertConfig
@@ -61,6 +66,8 @@ class RerankSettings:
         rerank_top_k: candidates per query.
         num_hard_negatives, hard_negative_range_min, hard_negative_range_max,
         hard_negative_sampling, seed: how BM25 negatives are mined (`MiningConfig`).
+        loss: "bce" or "listwise" (`rerank_objective`).
+        classifier_readout: the head's input, one of `heads.READOUTS`.
     """
 
     train_dir: str = ""
@@ -74,10 +81,17 @@ class RerankSettings:
     hard_negative_range_max: int = 100
     hard_negative_sampling: str = "top"
     seed: int = 12345
+    loss: str = "bce"
+    classifier_readout: str = "pooler"
 
     def __post_init__(self) -> None:
         if self.rerank_top_k < 1:
             raise UserError(f"--rerank_top_k must be >= 1, got {self.rerank_top_k}")
+        if self.loss not in LOSSES:
+            raise UserError(f"--loss must be one of {', '.join(LOSSES)}, got {self.loss!r}")
+        if self.classifier_readout not in heads.READOUTS:
+            raise UserError(f"--classifier_readout must be one of {', '.join(heads.READOUTS)}, "
+                            f"got {self.classifier_readout!r}")
         self.mining()  # its checks, now
 
     def mining(self) -> MiningConfig:
@@ -100,20 +114,24 @@ class RerankTask:
         self.features: Dict[str, classification_data.ClassificationFeatures] = {}
         self.rerank: Optional[rerank_pairs.RerankPairs] = None
         self.split: Optional[beir_data.BeirSplit] = None
+        self.group_size = 1 + settings.num_hard_negatives  # listwise groups
+        self.grouped_train: Optional[Dict[str, np.ndarray]] = None
 
     def num_labels(self) -> int:
         return 1
 
     def build_model(self, config: BertConfig):
-        """The encoder of `config` with BERT's classifier head of one logit on the pooler
-        (transformers' BertForSequenceClassification)."""
-        return heads.classifier(config, 1, "bert", "pooler")
+        """The encoder of `config` with BERT's classifier head of one logit on the readout
+        (with the pooler: transformers' BertForSequenceClassification)."""
+        return heads.classifier(config, 1, "bert", self.settings.classifier_readout)
 
     def serving_settings(self) -> Dict[str, object]:
         """finetune_task.json: export rebuilds the head and adds the `score` signature."""
-        return {"classifier_readout": "pooler", "reranker": True}
+        return {"classifier_readout": self.settings.classifier_readout, "reranker": True}
 
-    def objective(self) -> BinaryCrossEntropyObjective:
+    def objective(self):
+        if self.settings.loss == "listwise":
+            return ListwiseObjective(self.group_size)
         return BinaryCrossEntropyObjective()
 
     def read(self, do_train: bool, do_eval: bool, do_predict: bool, model_dir: str) -> None:
@@ -123,7 +141,10 @@ class RerankTask:
             UserError: bad input files, or `model_dir` is not a reranker's.
         """
         s = self.settings
-        if do_train:
+        if do_train and s.loss == "listwise":
+            groups = rerank_pairs.training_groups(s.train_dir, s.train_file, s.mining())
+            self.examples["train"] = [pair for group in groups for pair in group]
+        elif do_train:
             self.examples["train"] = rerank_pairs.training_pairs(s.train_dir, s.train_file,
                                                                  s.mining())
         else:
@@ -146,7 +167,8 @@ class RerankTask:
         labels_io.save_label_list(os.path.join(output_dir, labels_io.LABEL_LIST_FILE), None)
 
     def arrays(self, split: str, tokenizer, max_seq_length: int) -> Dict[str, np.ndarray]:
-        """Featurized pairs of `split` ("train" or "eval")."""
+        """Featurized pairs of `split` ("train" or "eval"): {name: [pairs, ...]}, or for
+        listwise training {name: [groups, group_size, ...]}."""
         if split not in self.features:
             feats = classification_data.featurize(self.examples[split], None, tokenizer,
                                                   max_seq_length)
@@ -154,6 +176,14 @@ class RerankTask:
                 logging.info("%s: %d of %d pairs truncated to --max_seq_length=%d", split,
                              feats.num_truncated, len(feats), max_seq_length)
             self.features[split] = feats
+        if split == "train" and self.settings.loss == "listwise":
+            if self.grouped_train is None:
+                k = self.group_size
+                self.grouped_train = {
+                    name: v.reshape((len(v) // k, k) + v.shape[1:])
+                    for name, v in self.features[split].arrays.items()
+                    if name in self.input_keys + self.label_keys}
+            return self.grouped_train
         return self.features[split].arrays
 
     def evaluate(self, outputs: Dict[str, np.ndarray], output_dir: str) -> Dict[str, float]:
