@@ -11,7 +11,9 @@ one label): run_classifier's flow on the same runner, trained with binary cross-
 and --num_hard_negatives BM25-mined negatives (bm25s) with label 0, or the rows of
 --train_file (query, positive, negatives; run_retrieval's hard_negatives.jsonl is one).
 --loss=listwise trains on the same as groups (a positive and its negatives) with a softmax
-over each group instead; --classifier_readout picks the head's input.
+over each group instead; --classifier_readout picks the head's input. --fusion=rrf writes
+the reciprocal rank fusion of the first stage's order and the model's instead of the
+model's alone.
 --do_rerank scores the --rerank_top_k candidates of --first_stage (bm25, or a TREC run file
 such as a bi-encoder's) for --eval_dir's --eval_split queries, writes reranked_run.trec and,
 in eval_results.txt, ndcg_at_10, recall_at_100, mrr_at_10 and map_at_100 as BEIR computes
@@ -57,6 +59,11 @@ flags.DEFINE_enum("loss", "bce", ["bce", "listwise"], "bce: binary cross-entropy
                   "--train_batch_size such groups a batch (each of 1 + --num_hard_negatives "
                   "pairs).")
 cli.define_classifier_readout_flag()
+flags.DEFINE_enum("fusion", "none", ["none", "rrf"], "none: the reranked run is the model's "
+                  "order; rrf: the reciprocal rank fusion of the first stage's order and the "
+                  "model's (sum of 1 / (--rrf_k + rank)), the model's own scored as "
+                  "reranker_* in eval_results.txt.")
+flags.DEFINE_float("rrf_k", 60.0, "The reciprocal rank fusion constant (Cormack et al.'s 60).")
 
 
 def _task():
@@ -70,7 +77,8 @@ def _task():
         hard_negative_range_min=FLAGS.hard_negative_range_min,
         hard_negative_range_max=FLAGS.hard_negative_range_max,
         hard_negative_sampling=FLAGS.hard_negative_sampling, seed=FLAGS.seed,
-        loss=FLAGS.loss, classifier_readout=FLAGS.classifier_readout))
+        loss=FLAGS.loss, classifier_readout=FLAGS.classifier_readout, fusion=FLAGS.fusion,
+        rrf_k=FLAGS.rrf_k))
 
 
 # The `bert-tf-rerank` console script is console_main.

@@ -8,13 +8,15 @@ queries, each query a sentence and its positive the next two).
   here from the file) and the first stage's (recomputed from an independent BM25 ranking),
   the model ranks the positives it learned above BM25, and --export_dir's `score` signature
   gives the logits of the reranked run;
-- --loss=listwise with --classifier_readout=cls: groups of a positive and 2 BM25 negatives,
-  a batch counting groups (the loss falls from ln 3), the same reranking gain, the readout
-  in finetune_task.json and the exported `score` signature;
+- --loss=listwise with --classifier_readout=cls and --fusion=rrf: groups of a positive and 2
+  BM25 negatives, a batch counting groups (the loss falls from ln 3), the readout in
+  finetune_task.json, and a written run that is the reciprocal rank fusion of BM25's order
+  and the model's (the exported `score` signature's logits), the model's own order scored
+  as reranker_* with the same reranking gain;
 - --do_rerank alone from the trained directory with a TREC run file as the first stage;
 - bad input is one `error:` line: a qrels id not in the corpus, an empty corpus, a query
-  without a positive, a run file's passage not in the corpus, no --eval_dir, no run mode, a
-  directory that holds no reranker.
+  without a positive, a run file's passage not in the corpus, no --eval_dir, --rrf_k 0, no
+  run mode, a directory that holds no reranker.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ import tensorflow as tf
 from _pretraining_helpers import TINY_FINETUNE_BERT, error_lines
 from _retrieval_helpers import build_beir, write_beir_vocab
 
-from bert_tf.finetune.retrieval import beir_data, ir_metrics, trec_run
+from bert_tf.finetune.retrieval import beir_data, fusion, ir_metrics, trec_run
 from bert_tf.finetune.retrieval.bm25 import BM25Index
 
 MODULE = "bert_tf.run_rerank"
@@ -136,7 +138,7 @@ def test_listwise_training_with_the_cls_readout(cli, beir, tmp_path):
         "--loss=listwise", "--classifier_readout=cls", "--train_batch_size=4",
         "--learning_rate=1e-3", "--num_train_epochs=20", "--warmup_proportion=0",
         "--log_every_n_steps=20", "--num_hard_negatives=2", "--rerank_top_k=10",
-        f"--export_dir={export}"])
+        "--fusion=rrf", f"--export_dir={export}"])
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "24 training groups of 3 pairs (1 positive, 2 negatives)" in proc.stderr
     losses = [float(m.group(2)) for m in LOSS_LINE.finditer(proc.stderr)]
@@ -147,22 +149,34 @@ def test_listwise_training_with_the_cls_readout(cli, beir, tmp_path):
     info = json.loads((out / "finetune_task.json").read_text())
     assert info["classifier_readout"] == "cls" and info["reranker"] is True
     results = read_results(out)
-    assert results["ndcg_at_10"] > results["first_stage_ndcg_at_10"] + 0.05
     split = beir_data.read_split(beir, "train")
     reranked = trec_run.read_run(os.fspath(out / "reranked_run.trec"))
     for name, value in ir_metrics.evaluate(split.qrels, reranked).items():
         assert results[name] == pytest.approx(value, abs=1e-6), name
 
+    # The model's own order from the exported score signature, BM25's from an index built
+    # here: the written run is their fusion, the model's order is scored as reranker_*.
     import tensorflow_text  # noqa: F401
 
-    loaded = tf.saved_model.load(os.fspath(export))
-    qid = next(iter(reranked))
-    pids = list(reranked[qid])
-    got = loaded.signatures["score"](
-        query=tf.constant([split.queries[qid]] * len(pids)),
-        passage=tf.constant([split.corpus[p].encoder_text for p in pids]))
-    np.testing.assert_allclose(got["logit"].numpy(), [reranked[qid][p] for p in pids],
-                               rtol=0, atol=1e-5)
+    score = tf.saved_model.load(os.fspath(export)).signatures["score"]
+    ids = list(split.corpus)
+    index = BM25Index([split.corpus[p].encoder_text for p in ids])
+    qids = list(split.queries)
+    rows, scores = index.top_k([split.queries[q] for q in qids], 10)
+    bm25 = ir_metrics.run_from_top_k(qids, ids, rows, scores)
+    model_run = {}
+    for qid, hits in bm25.items():
+        pids = list(hits)
+        got = score(query=tf.constant([split.queries[qid]] * len(pids)),
+                    passage=tf.constant([split.corpus[p].encoder_text for p in pids]))
+        model_run[qid] = dict(zip(pids, got["logit"].numpy().astype(float)))
+    fused = fusion.reciprocal_rank_fusion([model_run, bm25])
+    assert {q: list(h) for q, h in reranked.items()} == {q: list(h) for q, h in fused.items()}
+    for name, value in ir_metrics.evaluate(split.qrels, model_run).items():
+        assert results["reranker_" + name] == pytest.approx(value, abs=1e-6), name
+    # The model learned the positives; fused with BM25 it still ranks them above BM25.
+    assert results["reranker_ndcg_at_10"] > results["first_stage_ndcg_at_10"] + 0.05
+    assert results["ndcg_at_10"] > results["first_stage_ndcg_at_10"]
 
 
 def test_rerank_a_run_file(cli, trained, beir, tmp_path):
@@ -231,6 +245,7 @@ def test_bad_input_is_one_line(cli, trained, beir, tmp_path):
 
     proc = cli.run(MODULE, [f"--output_dir={out}", "--do_rerank"])
     assert error_lines(proc.stderr) == ["error: --do_rerank needs --eval_dir (a BEIR folder)"]
+    assert rerank(beir, "--fusion=rrf", "--rrf_k=0") == ["error: --rrf_k must be > 0, got 0"]
     proc = cli.run(MODULE, [f"--output_dir={out}", f"--eval_dir={beir}"])
     assert error_lines(proc.stderr) == [
         "error: at least one of --do_train or --do_rerank must be true"]

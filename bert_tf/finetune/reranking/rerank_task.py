@@ -20,7 +20,9 @@ finetune_task.json says `"reranker": true`.
                  recall_at_100, mrr_at_10 and map_at_100 of the reranked run
                  (`ir_metrics.evaluate`), the same four of the first stage's run
                  (first_stage_*), and eval_loss, the BCE of the candidates against their
-                 qrels labels (unjudged: 0).
+                 qrels labels (unjudged: 0). With --fusion=rrf the reranked run is the
+                 reciprocal rank fusion of the first stage's order and the model's
+                 (`retrieval.fusion`), and the model's own order is scored as reranker_*.
 
 Only the candidates are reranked: a relevant passage the first stage missed stays missed, so
 recall_at_100 is the first stage's when --rerank_top_k >= 100 (and lower when smaller).
@@ -44,13 +46,16 @@ from bert_tf.finetune.classification.classification_data import Example
 from bert_tf.finetune.reranking import first_stage, rerank_pairs
 from bert_tf.finetune.reranking.rerank_objective import (LOSSES, BinaryCrossEntropyObjective,
                                                          ListwiseObjective)
-from bert_tf.finetune.retrieval import beir_data, ir_metrics, trec_run
+from bert_tf.finetune.retrieval import beir_data, fusion, ir_metrics, trec_run
+from bert_tf.finetune.retrieval.fusion import DEFAULT_K as RRF_DEFAULT_K
 from bert_tf.finetune.retrieval.hard_negatives import MiningConfig
 from bert_tf.modeling.config import BertConfig
 
 RERANKED_RUN_FILE = "reranked_run.trec"
 RUN_NAME = "bert_tf_rerank"
 FIRST_STAGE_PREFIX = "first_stage_"
+RERANKER_PREFIX = "reranker_"  # the model's own order, when the written run is fused
+FUSIONS = ("none", "rrf")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,6 +73,8 @@ class RerankSettings:
         hard_negative_sampling, seed: how BM25 negatives are mined (`MiningConfig`).
         loss: "bce" or "listwise" (`rerank_objective`).
         classifier_readout: the head's input, one of `heads.READOUTS`.
+        fusion: "none" (the run is the model's order) or "rrf" (fused with the first
+            stage's, `fusion.reciprocal_rank_fusion` with constant rrf_k).
     """
 
     train_dir: str = ""
@@ -83,6 +90,8 @@ class RerankSettings:
     seed: int = 12345
     loss: str = "bce"
     classifier_readout: str = "pooler"
+    fusion: str = "none"
+    rrf_k: float = RRF_DEFAULT_K
 
     def __post_init__(self) -> None:
         if self.rerank_top_k < 1:
@@ -92,6 +101,11 @@ class RerankSettings:
         if self.classifier_readout not in heads.READOUTS:
             raise UserError(f"--classifier_readout must be one of {', '.join(heads.READOUTS)}, "
                             f"got {self.classifier_readout!r}")
+        if self.fusion not in FUSIONS:
+            raise UserError(f"--fusion must be one of {', '.join(FUSIONS)}, got "
+                            f"{self.fusion!r}")
+        if self.rrf_k <= 0:
+            raise UserError(f"--rrf_k must be > 0, got {self.rrf_k:g}")
         self.mining()  # its checks, now
 
     def mining(self) -> MiningConfig:
@@ -196,7 +210,13 @@ class RerankTask:
         # The first stage's order as scores: the best candidate highest, no ties.
         before = {qid: {pid: float(len(pids) - rank) for rank, pid in enumerate(pids)}
                   for qid, pids in self.rerank.candidates.items()}
-        result = ir_metrics.evaluate(self.split.qrels, run)
+        result = {}
+        if self.settings.fusion == "rrf":
+            result.update({RERANKER_PREFIX + name: value for name, value
+                           in ir_metrics.evaluate(self.split.qrels, run).items()})
+            # Ties go to the model's order (the first run given).
+            run = fusion.reciprocal_rank_fusion([run, before], self.settings.rrf_k)
+        result.update(ir_metrics.evaluate(self.split.qrels, run))
         result.update({FIRST_STAGE_PREFIX + name: value for name, value
                        in ir_metrics.evaluate(self.split.qrels, before).items()})
         labels = self.features["eval"].arrays["label_ids"].astype(np.float64)

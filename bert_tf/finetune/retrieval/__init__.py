@@ -11,7 +11,7 @@ BEIR's evaluation.
 * `search`: exact top-k by dot product, block by block; `embedding_store`: corpus
   embeddings in shards on disk, reused while the model is unchanged.
 * `ir_metrics`: nDCG@10, Recall@100, MRR@10, MAP@100 as BEIR computes them; `trec_run`:
-  runs read and written as TREC run files.
+  runs read and written as TREC run files; `fusion`: reciprocal rank fusion of runs.
 * `st_folder`: a sentence-transformers folder's pooling, normalisation and lengths.
 * `bm25`: BM25 by the bm25s library (tokenise, index, top k), shared with rerankers;
   `hard_negatives`: negatives mined by BM25 or the initial model, as sentence-transformers'
