@@ -33,8 +33,10 @@ The bi-encoder recipe (`recipes`; why: README.md): in-batch negatives (cosine x 
 32, peak rate 2e-5, 10 % linear warmup then BERT's linear decay, 3 epochs (int(919 / 32 x 3)
 = 86 steps), AdamW (eps 1e-6, weight decay 0.01, clipping 1.0), 256 tokens for queries and
 passages (the folder's max_seq_length), mean pooling, normalised. The reranker:
-run_rerank's defaults (4 BM25 negatives a positive, 3 epochs, batch 32, 2e-5, 10 % warmup,
-256 tokens a pair). Fine-tuned arms run over --seeds (1,2,3).
+`run_rerank --loss=listwise --fusion=rrf` (each positive with its 4 best BM25 negatives a
+group, batch 8 groups, 4 epochs, 5e-5, 10 % warmup, 256 tokens a pair; the reranked run is
+the reciprocal rank fusion of BM25's order and the model's). Fine-tuned arms run over
+--seeds (1,2,3).
 
 Every finished arm x seed is cached under --cache_dir (outside the work tree; --smoke in its
 own subfolder) with a marker written last (date, commit, host, machine:
@@ -93,10 +95,10 @@ ARMS = [Arm("bm25", "BM25 (bm25s), top 100", seeded=False),
         Arm("pretrained_ft", "--pretrained_checkpoint fine-tuned by bert_tf"),
         Arm("embed_speed", "corpus embedding speed", seeded=False, timed=True),
         Arm("train_speed", "training speed", seeded=False, timed=True)]
-FULL = dict(seeds="1,2,3", batch_size=32, epochs=3.0, max_seq_length=256, rerank_epochs=3.0,
-            rerank_top_k=100, speed_steps=20)
+FULL = dict(seeds="1,2,3", batch_size=32, epochs=3.0, max_seq_length=256, rerank_epochs=4.0,
+            rerank_batch_size=8, rerank_top_k=100, speed_steps=20)
 SMOKE = dict(seeds="1", batch_size=8, epochs=6.0, max_seq_length=128, rerank_epochs=1.0,
-             rerank_top_k=20, speed_steps=4)
+             rerank_batch_size=4, rerank_top_k=20, speed_steps=4)
 SMOKE_SIZE = (300, 30, 20)  # passages, train queries, test queries
 
 
@@ -116,7 +118,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--seeds", help="fine-tuning seeds (default 1,2,3)")
     parser.add_argument("--batch_size", type=int, help="training batch (default 32)")
     parser.add_argument("--epochs", type=float, help="bi-encoder epochs (default 3)")
-    parser.add_argument("--rerank_epochs", type=float, help="reranker epochs (default 3)")
+    parser.add_argument("--rerank_epochs", type=float, help="reranker epochs (default 4)")
+    parser.add_argument("--rerank_batch_size", type=int,
+                        help="reranker groups a batch, each a positive and 4 negatives (8)")
     parser.add_argument("--max_seq_length", type=int, help="query and passage tokens (256)")
     parser.add_argument("--rerank_top_k", type=int, help="BM25 candidates reranked (100)")
     parser.add_argument("--speed_steps", type=int, help="steps of each speed run (20)")
@@ -142,9 +146,9 @@ def recipes(args, pairs: int) -> tuple:
               warmup_proportion=0.1, weight_decay=0.01, adam_epsilon=1e-6, scale=20.0,
               max_query_length=args.max_seq_length, max_passage_length=args.max_seq_length,
               eval_batch_size=64, steps=steps, warmup_steps=int(steps * 0.1))
-    rr = dict(batch_size=args.batch_size, learning_rate=2e-5, epochs=args.rerank_epochs,
+    rr = dict(batch_size=args.rerank_batch_size, learning_rate=5e-5, epochs=args.rerank_epochs,
               warmup_proportion=0.1, negatives=4, max_seq_length=args.max_seq_length,
-              top_k=args.rerank_top_k, eval_batch_size=64)
+              top_k=args.rerank_top_k, eval_batch_size=64, loss="listwise", fusion="rrf")
     return bi, rr
 
 
@@ -400,10 +404,12 @@ def settings_text(args, ctx: dict) -> Dict[str, str]:
                       f"({r['warmup_steps']} warmup, then BERT's linear decay), AdamW eps "
                       f"{r['adam_epsilon']:g}, weight decay {r['weight_decay']:g}, clipping "
                       f"1.0, {r['max_passage_length']} tokens, mean pooling, normalised",
-            "rerank": f"BCE on the train qrels' positives and {rr['negatives']} BM25 negatives "
-                      f"each, batch {rr['batch_size']}, lr {rr['learning_rate']:g}, "
-                      f"{rr['epochs']:g} epoch(s), {rr['max_seq_length']} tokens; reranks "
-                      f"BM25's top {rr['top_k']}",
+            "rerank": f"{rr['loss']} loss over each train qrels positive and its "
+                      f"{rr['negatives']} BM25 negatives, batch {rr['batch_size']} groups, lr "
+                      f"{rr['learning_rate']:g}, {rr['epochs']:g} epoch(s), "
+                      f"{rr['max_seq_length']} tokens; reranks BM25's top {rr['top_k']}, "
+                      f"the run fused with BM25's order ({rr['fusion']}; the reranker alone "
+                      "as reranker_*)",
             "seeds": args.seeds}
 
 

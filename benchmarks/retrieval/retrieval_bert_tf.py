@@ -194,6 +194,7 @@ def rerank(out: str, init: str, folder: str, recipe: Dict[str, object], seed: in
            f"--num_train_epochs={recipe['epochs']}",
            f"--warmup_proportion={recipe['warmup_proportion']}",
            f"--eval_batch_size={recipe['eval_batch_size']}", f"--seed={seed}",
+           f"--loss={recipe.get('loss', 'bce')}", f"--fusion={recipe.get('fusion', 'none')}",
            "--log_every_n_steps=5"]
     log = out + ".log"
     budget_data.run_logged(cmd, log, what)
