@@ -53,9 +53,9 @@ def read_results(output_dir) -> dict:
     return {k: float(v) for k, v in (line.split(" = ") for line in text.splitlines())}
 
 
-@pytest.fixture(scope="module")
-def trained(cli, beir, tmp_path_factory):
-    root = tmp_path_factory.mktemp("rerank")
+def train_and_rerank(cli, beir, root, *recipe):
+    """run_rerank --do_train --do_rerank of a one-layer random model on `beir`'s train split
+    (BM25's top 10, 2 negatives a positive), exported; returns (out, export, proc)."""
     vocab = root / "vocab.txt"  # the folder's own words: the vocabulary is not the subject
     config = root / "bert_config.json"
     config.write_text(json.dumps({**TINY_FINETUNE_BERT,
@@ -65,11 +65,17 @@ def trained(cli, beir, tmp_path_factory):
         f"--bert_config_file={config}", f"--vocab_file={vocab}",
         f"--train_dir={beir}", f"--eval_dir={beir}", "--eval_split=train",
         f"--output_dir={out}", "--do_train", "--do_rerank", "--max_seq_length=64",
-        "--train_batch_size=8", "--learning_rate=1e-3", "--num_train_epochs=30",
-        "--warmup_proportion=0", "--log_every_n_steps=30", "--num_hard_negatives=2",
-        "--rerank_top_k=10", f"--export_dir={export}"])
+        "--learning_rate=1e-3", "--warmup_proportion=0", "--num_hard_negatives=2",
+        "--rerank_top_k=10", f"--export_dir={export}", *recipe])
     assert proc.returncode == 0, proc.stderr[-3000:]
     return out, export, proc
+
+
+@pytest.fixture(scope="module")
+def trained(cli, beir, tmp_path_factory):
+    return train_and_rerank(cli, beir, tmp_path_factory.mktemp("rerank"),
+                            "--train_batch_size=8", "--num_train_epochs=30",
+                            "--log_every_n_steps=30")
 
 
 def test_train_rerank_and_export(trained, beir):
@@ -127,19 +133,10 @@ def test_train_rerank_and_export(trained, beir):
 
 
 def test_listwise_training_with_the_cls_readout(cli, beir, tmp_path):
-    vocab, config = tmp_path / "vocab.txt", tmp_path / "bert_config.json"
-    config.write_text(json.dumps({**TINY_FINETUNE_BERT,
-                                  "vocab_size": write_beir_vocab(beir, vocab)}))
-    out, export = tmp_path / "out", tmp_path / "export" / "1"
-    proc = cli.run(MODULE, [
-        f"--bert_config_file={config}", f"--vocab_file={vocab}",
-        f"--train_dir={beir}", f"--eval_dir={beir}", "--eval_split=train",
-        f"--output_dir={out}", "--do_train", "--do_rerank", "--max_seq_length=64",
-        "--loss=listwise", "--classifier_readout=cls", "--train_batch_size=4",
-        "--learning_rate=1e-3", "--num_train_epochs=20", "--warmup_proportion=0",
-        "--log_every_n_steps=20", "--num_hard_negatives=2", "--rerank_top_k=10",
-        "--fusion=rrf", f"--export_dir={export}"])
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    out, export, proc = train_and_rerank(
+        cli, beir, tmp_path, "--loss=listwise", "--classifier_readout=cls",
+        "--train_batch_size=4", "--num_train_epochs=20", "--log_every_n_steps=20",
+        "--fusion=rrf")
     assert "24 training groups of 3 pairs (1 positive, 2 negatives)" in proc.stderr
     losses = [float(m.group(2)) for m in LOSS_LINE.finditer(proc.stderr)]
     assert len(losses) == 1 + LISTWISE_STEPS // 20

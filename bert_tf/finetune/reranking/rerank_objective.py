@@ -38,26 +38,17 @@ from bert_tf.modeling.encoder import INPUT_NAMES
 LOSSES = ("bce", "listwise")
 
 
-class BinaryCrossEntropyObjective(FineTuneObjective):
-    """BCE of `outputs["logits"][:, 0]` against float labels `batch["label_ids"]` (0 or 1).
-
-    Metrics: "loss" (the mean BCE) and "accuracy" (logit > 0 agrees with label > 0.5).
-    """
+class _LossAndAccuracy(FineTuneObjective):
+    """What both losses share: the sums of a per-row loss and hit, and their means."""
 
     sum_keys = ("loss_sum", "correct", "num_examples")
-    uniform_loss = math.log(2.0)
 
-    def loss_and_sums(self, outputs, batch, global_denominators):
-        real = real_rows(batch)
-        logits = tf.cast(outputs["logits"][:, 0], tf.float32)
-        labels = tf.cast(batch["label_ids"], tf.float32)
-        per_example = tf.nn.sigmoid_cross_entropy_with_logits(labels=labels, logits=logits)
-        per_example *= real
-        correct = tf.cast(tf.equal(logits > 0, labels > 0.5), tf.float32) * real
-        share = tf.reduce_sum(per_example) / tf.maximum(global_denominators["num_examples"], 1.0)
-        sums = {"loss_sum": tf.reduce_sum(per_example), "correct": tf.reduce_sum(correct),
-                "num_examples": tf.reduce_sum(real)}
-        return share, sums
+    @staticmethod
+    def share_and_sums(per_row, correct, real, global_denominators):
+        per_row, correct = per_row * real, correct * real
+        share = tf.reduce_sum(per_row) / tf.maximum(global_denominators["num_examples"], 1.0)
+        return share, {"loss_sum": tf.reduce_sum(per_row), "correct": tf.reduce_sum(correct),
+                       "num_examples": tf.reduce_sum(real)}
 
     def metrics(self, sums):
         n = tf.cast(sums["num_examples"], tf.float32)
@@ -65,7 +56,23 @@ class BinaryCrossEntropyObjective(FineTuneObjective):
                 "accuracy": tf.math.divide_no_nan(tf.cast(sums["correct"], tf.float32), n)}
 
 
-class ListwiseObjective(FineTuneObjective):
+class BinaryCrossEntropyObjective(_LossAndAccuracy):
+    """BCE of `outputs["logits"][:, 0]` against float labels `batch["label_ids"]` (0 or 1).
+
+    Metrics: "loss" (the mean BCE) and "accuracy" (logit > 0 agrees with label > 0.5).
+    """
+
+    uniform_loss = math.log(2.0)
+
+    def loss_and_sums(self, outputs, batch, global_denominators):
+        logits = tf.cast(outputs["logits"][:, 0], tf.float32)
+        labels = tf.cast(batch["label_ids"], tf.float32)
+        per_example = tf.nn.sigmoid_cross_entropy_with_logits(labels=labels, logits=logits)
+        correct = tf.cast(tf.equal(logits > 0, labels > 0.5), tf.float32)
+        return self.share_and_sums(per_example, correct, real_rows(batch), global_denominators)
+
+
+class ListwiseObjective(_LossAndAccuracy):
     """Softmax cross-entropy over each group's logits, the positive at index 0.
 
     Training batches: {"input_ids", "input_mask", "segment_ids": int32 [groups, group_size,
@@ -76,8 +83,6 @@ class ListwiseObjective(FineTuneObjective):
     Args:
         group_size: pairs per group (1 + negatives), for `uniform_loss`.
     """
-
-    sum_keys = ("loss_sum", "correct", "num_examples")
 
     def __init__(self, group_size: int):
         if group_size < 2:
@@ -94,20 +99,11 @@ class ListwiseObjective(FineTuneObjective):
         return {"logits": tf.reshape(tf.cast(logits, tf.float32), shape[:2])}
 
     def loss_and_sums(self, outputs, batch, global_denominators):
-        real = real_rows(batch)  # [groups]: training batches have no padding rows
         logits = outputs["logits"]  # [groups, group_size]
         labels = tf.cast(batch["label_ids"], tf.float32)
         target = labels / tf.maximum(tf.reduce_sum(labels, axis=1, keepdims=True), 1e-9)
         per_group = tf.nn.softmax_cross_entropy_with_logits(labels=target, logits=logits)
-        per_group *= real
         best = tf.argmax(logits, axis=1, output_type=tf.int32)
-        correct = tf.cast(tf.gather(labels, best, batch_dims=1) > 0.5, tf.float32) * real
-        share = tf.reduce_sum(per_group) / tf.maximum(global_denominators["num_examples"], 1.0)
-        sums = {"loss_sum": tf.reduce_sum(per_group), "correct": tf.reduce_sum(correct),
-                "num_examples": tf.reduce_sum(real)}
-        return share, sums
-
-    def metrics(self, sums):
-        n = tf.cast(sums["num_examples"], tf.float32)
-        return {"loss": tf.math.divide_no_nan(tf.cast(sums["loss_sum"], tf.float32), n),
-                "accuracy": tf.math.divide_no_nan(tf.cast(sums["correct"], tf.float32), n)}
+        correct = tf.cast(tf.gather(labels, best, batch_dims=1) > 0.5, tf.float32)
+        # Training batches have no padding rows: real_rows is 1 for every group.
+        return self.share_and_sums(per_group, correct, real_rows(batch), global_denominators)
