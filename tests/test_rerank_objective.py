@@ -10,8 +10,10 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.finetune.objectives import EXAMPLE_INDEX
-from bert_tf.finetune.reranking.rerank_objective import (BinaryCrossEntropyObjective,
-                                                         ListwiseObjective)
+from bert_tf.finetune.reranking.rerank_objective import (
+    BinaryCrossEntropyObjective,
+    ListwiseObjective,
+)
 
 LOGITS = np.array([2.0, -1.0, 0.0, 30.0, -3.0], np.float32)
 LABELS = np.array([1.0, 1.0, 0.0, 0.0, 0.0], np.float32)

@@ -44,8 +44,11 @@ from bert_tf.finetune import label_list as labels_io
 from bert_tf.finetune.classification import classification_data
 from bert_tf.finetune.classification.classification_data import Example
 from bert_tf.finetune.reranking import first_stage, rerank_pairs
-from bert_tf.finetune.reranking.rerank_objective import (LOSSES, BinaryCrossEntropyObjective,
-                                                         ListwiseObjective)
+from bert_tf.finetune.reranking.rerank_objective import (
+    LOSSES,
+    BinaryCrossEntropyObjective,
+    ListwiseObjective,
+)
 from bert_tf.finetune.retrieval import beir_data, fusion, ir_metrics, trec_run
 from bert_tf.finetune.retrieval.fusion import DEFAULT_K as RRF_DEFAULT_K
 from bert_tf.finetune.retrieval.hard_negatives import MiningConfig
