@@ -31,6 +31,13 @@ from bert_tf.finetune.retrieval import hard_negatives, training_input
 from bert_tf.finetune.retrieval.beir_data import BeirSplit, TrainingExample
 
 
+def _positives_by_query(examples: Sequence[TrainingExample]) -> Dict[str, Set[str]]:
+    positives: Dict[str, Set[str]] = {}
+    for e in examples:
+        positives.setdefault(e.query, set()).add(e.positive)
+    return positives
+
+
 def pairs_from_examples(examples: Sequence[TrainingExample]) -> List[Example]:
     """(query, passage, label) pairs of `examples` (module docstring), in example order.
 
@@ -38,9 +45,7 @@ def pairs_from_examples(examples: Sequence[TrainingExample]) -> List[Example]:
         `classification_data.Example`s: text_a the query, text_b the passage, label 1.0 or
         0.0; guid `train-<n>`, where the example's own `where`.
     """
-    positives: Dict[str, Set[str]] = {}
-    for e in examples:
-        positives.setdefault(e.query, set()).add(e.positive)
+    positives = _positives_by_query(examples)
     pairs: List[Example] = []
     seen: Set[Tuple[str, str]] = set()
     for e in examples:
@@ -100,9 +105,7 @@ def groups_from_examples(examples: Sequence[TrainingExample], num_negatives: int
         (the groups, in example order, each of 1 + `num_negatives` pairs; how many examples
         were dropped for having fewer usable negatives).
     """
-    positives: Dict[str, Set[str]] = {}
-    for e in examples:
-        positives.setdefault(e.query, set()).add(e.positive)
+    positives = _positives_by_query(examples)
     groups: List[List[Example]] = []
     dropped = 0
     for e in examples:

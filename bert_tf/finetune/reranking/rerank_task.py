@@ -132,7 +132,6 @@ class RerankTask:
         self.rerank: Optional[rerank_pairs.RerankPairs] = None
         self.split: Optional[beir_data.BeirSplit] = None
         self.group_size = 1 + settings.num_hard_negatives  # listwise groups
-        self.grouped_train: Optional[Dict[str, np.ndarray]] = None
 
     def num_labels(self) -> int:
         return 1
@@ -193,15 +192,12 @@ class RerankTask:
                 logging.info("%s: %d of %d pairs truncated to --max_seq_length=%d", split,
                              feats.num_truncated, len(feats), max_seq_length)
             self.features[split] = feats
+        arrays = self.features[split].arrays
         if split == "train" and self.settings.loss == "listwise":
-            if self.grouped_train is None:
-                k = self.group_size
-                self.grouped_train = {
-                    name: v.reshape((len(v) // k, k) + v.shape[1:])
-                    for name, v in self.features[split].arrays.items()
-                    if name in self.input_keys + self.label_keys}
-            return self.grouped_train
-        return self.features[split].arrays
+            k = self.group_size  # the pairs are featurized group after group: views
+            return {name: v.reshape((len(v) // k, k) + v.shape[1:])
+                    for name, v in arrays.items() if name in self.input_keys + self.label_keys}
+        return arrays
 
     def evaluate(self, outputs: Dict[str, np.ndarray], output_dir: str) -> Dict[str, float]:
         """BEIR's metrics of the reranked and the first-stage runs, the eval BCE; writes the
