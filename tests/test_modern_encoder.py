@@ -66,7 +66,6 @@ def test_modern_configs(name, params):
     ({"local_attention_window": 1}, "local_attention_window must be an integer >= 2"),
     ({"position_embedding_type": "absolute"}, "rope_theta and local_rope_theta apply only"),
     ({"num_attention_heads": 4, "hidden_size": 36}, "needs an even head size"),
-    ({"embedding_size": 16}, "embedding_size (an embedding projection) is not supported"),
     ({"type_vocab_size": -1}, "type_vocab_size must be positive"),
 ])
 def test_bad_modern_configs(change, message):

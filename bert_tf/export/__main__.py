@@ -120,6 +120,7 @@ def export(config: ExportConfig) -> str:
     from bert_tf.export import saved_model
     from bert_tf.interop import native, native_electra
     from bert_tf.interop.model_files import check_new_directory
+    from bert_tf.modeling import modern_config
 
     check_new_directory(config.export_dir)  # Before the (slow) restore.
     if config.tokenizer_check_file and not fileio.exists(config.tokenizer_check_file):
@@ -129,6 +130,11 @@ def export(config: ExportConfig) -> str:
         DEFAULT_MAX_SEQ_LENGTH, loaded.model.config.max_position_embeddings)
     # An ELECTRA run's discriminator is its model/encoder, which load_pretrained restored.
     electra = native_electra.is_electra_checkpoint(loaded.checkpoint)
+    if config.export_format == "keras_hub" and modern_config.is_modern(loaded.model.config):
+        raise UserError(f"{loaded.checkpoint} has the modern encoder's options "
+                        f"({', '.join(modern_config.modern_keys(loaded.model.config))}), which "
+                        "no keras-hub backbone computes: export --format=saved_model, or "
+                        "convert_checkpoint --to_format=hf for transformers' ModernBERT")
     if config.export_format == "keras_hub" and (
             electra or loaded.model.config.embedding_size is not None):
         from bert_tf.export.keras_hub_electra import export_electra_preset

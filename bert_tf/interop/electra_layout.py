@@ -14,9 +14,10 @@ discriminator's (the run's bert_config.json) and whose weights have the names of
 Either network may be absent: a discriminator alone (what fine-tuning needs) has no
 `generator*` names. The generator's hyper-parameters are not stored anywhere but in its
 weights' shapes: its width G (that of `generator/layer_0/attention/query/bias`) and
-ELECTRA's rule (`bert_tf.modeling.electra.generator_config`: max(1, G // 64) heads,
-feed-forward 4 G, as deep as the discriminator) give them, so a source whose generator
-breaks that rule is refused.
+ELECTRA's rule (`bert_tf.modeling.electra_config`: max(1, G // 64) heads, feed-forward 4 G,
+as deep as the discriminator) give them, so a source whose generator breaks that rule is
+refused. A modern discriminator (`modern_config.is_modern`) has `modern_layout`'s names in
+both networks, no poolers, and the generator head's bias and beta only with use_bias.
 
 Neither transformers' nor google-research/electra's ELECTRA has a pooler (their "pooled
 output" is the [CLS] state, or nothing): the poolers of bert_tf's two `BertEncoder`s are
@@ -25,7 +26,6 @@ never trained, and a converted model's are freshly initialised.
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from typing import Dict, List, Mapping, Optional, Tuple
 
@@ -33,14 +33,16 @@ import numpy as np
 
 from bert_tf.core.errors import UserError
 from bert_tf.interop.model_files import ModelFiles, expected_shapes
+from bert_tf.modeling import electra_config
 from bert_tf.modeling.config import BertConfig
 
 GENERATOR_PREFIX = "generator/"
 GENERATOR_HEAD_PREFIX = "generator_predictions/"
 DISCRIMINATOR_HEAD_PREFIX = "discriminator_predictions/"
-# The generator's heads: one per 64 units of width (bert_tf.modeling.electra.HEAD_WIDTH).
-HEAD_WIDTH = 64
+# The generator's heads: one per 64 units of width.
+HEAD_WIDTH = electra_config.HEAD_WIDTH
 _WIDTH_NAME = "generator/layer_0/attention/query/bias"
+generator_config_for_width = electra_config.generator_config_for_width
 
 
 def is_electra(names) -> bool:
@@ -52,17 +54,6 @@ def is_electra(names) -> bool:
 def has_generator(names) -> bool:
     """Whether canonical `names` include the generator."""
     return any(n.startswith((GENERATOR_PREFIX, GENERATOR_HEAD_PREFIX)) for n in names)
-
-
-def generator_config_for_width(config: BertConfig, width: int) -> BertConfig:
-    """The generator's config for width G: ELECTRA's rule (see the module docstring)."""
-    heads = max(1, width // HEAD_WIDTH)
-    if width % heads:
-        raise UserError(f"a generator hidden size {width} is not divisible by its {heads} "
-                        f"heads ({HEAD_WIDTH} units each)")
-    return dataclasses.replace(config, hidden_size=width, num_attention_heads=heads,
-                               intermediate_size=4 * width,
-                               embedding_size=config.embedding_width)
 
 
 def generator_width(weights: Mapping[str, np.ndarray]) -> Optional[int]:
@@ -97,13 +88,13 @@ def electra_shapes(config: BertConfig, width: Optional[int]) -> Dict[str, Tuple[
         generator = generator_config_for_width(config, width)
         shapes.update({GENERATOR_PREFIX + n: s for n, s in _encoder_shapes(generator).items()
                        if not n.startswith("embeddings/")})
-        shapes.update({
-            "generator_predictions/dense/kernel": (width, e),
-            "generator_predictions/dense/bias": (e,),
-            "generator_predictions/layer_norm/gamma": (e,),
-            "generator_predictions/layer_norm/beta": (e,),
-            "generator_predictions/output_bias": (v,),
-        })
+        shapes["generator_predictions/dense/kernel"] = (width, e)
+        if config.use_bias:  # a modern config's use_bias false: no bias, no beta
+            shapes["generator_predictions/dense/bias"] = (e,)
+        shapes["generator_predictions/layer_norm/gamma"] = (e,)
+        if config.use_bias:
+            shapes["generator_predictions/layer_norm/beta"] = (e,)
+        shapes["generator_predictions/output_bias"] = (v,)
     shapes.update({
         "discriminator_predictions/dense/kernel": (h, h),
         "discriminator_predictions/dense/bias": (h,),

@@ -19,6 +19,7 @@ from bert_tf.core.errors import UserError
 from bert_tf.interop import hf_tokenizer_kind, vocab_resize
 from bert_tf.interop.model_files import ModelFiles, check_new_directory, report_missing
 from bert_tf.interop.native import find_config, read_native, write_native
+from bert_tf.modeling import modern_config
 from bert_tf.modeling.config import BertConfig
 
 FORMATS = ("google", "hf", "bert_tf")
@@ -154,6 +155,11 @@ def write_model(fmt: str, files: ModelFiles, output: str, seed: int = 0,
         raise UserError(f"{files.source}: embedding_size {c.embedding_width} != hidden_size "
                         f"{c.hidden_size}, which BERT's {fmt} layout cannot hold (it has no "
                         "embeddings projection); convert it to bert_tf")
+    if electra and fmt in ("google", "hf") and modern_config.is_modern(files.config):
+        raise UserError(f"{files.source}: an ELECTRA model with the modern encoder's options "
+                        f"({', '.join(modern_config.modern_keys(files.config))}) has no {fmt} "
+                        "ELECTRA layout; convert it to bert_tf, or export its discriminator "
+                        "with bert_tf.export")
     if fmt == "google":
         from bert_tf.interop import google_checkpoint, google_electra
 

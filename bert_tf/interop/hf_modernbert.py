@@ -196,9 +196,12 @@ def check_writable(config: BertConfig) -> None:
     wrong = [f"{k}={getattr(config, k)!r}" for k, want in (
         ("position_embedding_type", "rope"), ("pre_layer_norm", True), ("hidden_act", "geglu"),
         ("type_vocab_size", 0)) if getattr(config, k) != want]
+    if config.embedding_width != config.hidden_size:
+        wrong.append(f"embedding_size={config.embedding_size!r}")
     if wrong:
         raise UserError("a Hugging Face ModernBERT directory needs position_embedding_type "
-                        "\"rope\", pre_layer_norm, hidden_act \"geglu\" and type_vocab_size 0; "
+                        "\"rope\", pre_layer_norm, hidden_act \"geglu\", type_vocab_size 0 and no "
+                        "embedding projection; "
                         f"this config has {', '.join(wrong)}")
 
 

@@ -24,6 +24,13 @@ The networks (E = `config.embedding_width`, H = hidden_size, G = the generator's
 The poolers are built (so that each encoder is a complete `BertEncoder`) but no ELECTRA loss
 reads them: they stay at their initial values and get no update.
 
+A modern config (`modern_config.is_modern`: ModernBERT's and Cramming's options) builds both
+networks as `ModernEncoder`s (`modern_encoder.build_encoder`), the generator sharing the
+tables and embedding LayerNorm in the same way, with its own projection E -> G, and the
+generator head as ModernBERT's MLM head (`ModernMaskedLMHead`, tied to the shared table).
+Their variables have `modern_layout`'s names and the modern encoder's paths; there are no
+poolers.
+
 Variable layout of a training checkpoint (object paths under the checkpoint's `model`, what
 restores match; a tensor's key in the files may name another path to the same variable, the
 optimizer's list of variables; the shared embedding layers are saved once, under `encoder/`):
@@ -61,28 +68,27 @@ the global batch are the objective's (`bert_tf.training.electra_objective`).
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, Dict, Optional
 
 import keras
 
 from bert_tf.core.errors import UserError
-from bert_tf.modeling import packing, weight_map
+from bert_tf.modeling import modern_config, packing, weight_map
 from bert_tf.modeling.activations import get_activation
 from bert_tf.modeling.config import BertConfig
-from bert_tf.modeling.encoder import BertEncoder, bert_initializer, constructor_args
+from bert_tf.modeling.electra_config import HEAD_WIDTH, generator_config_for_width
+from bert_tf.modeling.encoder import bert_initializer, constructor_args
 from bert_tf.modeling.heads import build_masked_lm_head
+from bert_tf.modeling.modern_encoder import build_encoder
 from bert_tf.modeling.pretraining_model import MODEL_INPUT_NAMES
 
 DEFAULT_GENERATOR_HIDDEN_FRACTION = 0.25
-# ELECTRA's rule for the generator's heads: one per 64 units of width, at least one.
-HEAD_WIDTH = 64
 
 
 def generator_config(config: BertConfig, fraction: float) -> BertConfig:
     """The generator's hyper-parameters: `config` with hidden round(fraction x H), heads
-    max(1, hidden // 64), intermediate 4 x hidden, and embedding_size the discriminator's
-    embedding width (the shared tables' width).
+    max(1, hidden // 64), its feed-forward and embedding_size (the shared tables' width) by
+    `electra_config.generator_config_for_width`.
 
     Raises:
         UserError: the fraction gives no width, or a width the heads do not divide.
@@ -97,9 +103,7 @@ def generator_config(config: BertConfig, fraction: float) -> BertConfig:
     if hidden % heads:
         raise UserError(f"--generator_hidden_fraction={fraction} gives a generator hidden size "
                         f"{hidden}, not divisible by its {heads} heads ({HEAD_WIDTH} units each)")
-    return dataclasses.replace(config, hidden_size=hidden, num_attention_heads=heads,
-                               intermediate_size=4 * hidden,
-                               embedding_size=config.embedding_width)
+    return generator_config_for_width(config, hidden)
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -120,7 +124,10 @@ class DiscriminatorHead(keras.layers.Layer):
             config = BertConfig.from_dict(config)
         self.config = config
         self.dense = keras.layers.Dense(
-            config.hidden_size, activation=get_activation(config.hidden_act),
+            config.hidden_size,
+            # A gated hidden_act ("geglu") is the feed-forward's: the head takes its input
+            # half's activation, as ModernBERT's MLM head does.
+            activation=get_activation(modern_config.head_activation(config)),
             kernel_initializer=bert_initializer(config), dtype=self.dtype_policy, name="dense")
         self.dense_prediction = keras.layers.Dense(
             1, kernel_initializer=bert_initializer(config), dtype=self.dtype_policy,
@@ -184,9 +191,9 @@ class ElectraPretrainingModel(keras.Model):
         self.generator_hidden_fraction = generator_hidden_fraction
         self.generator_config = generator_config(config, generator_hidden_fraction)
         # The discriminator first: the shared layers' checkpoint paths are under encoder/.
-        self.encoder = BertEncoder(config, name="discriminator", dtype=dtype)
-        self.generator = BertEncoder(self.generator_config, name="generator", dtype=dtype,
-                                     shared_embeddings=self.encoder)
+        self.encoder = build_encoder(config, name="discriminator", dtype=dtype)
+        self.generator = build_encoder(self.generator_config, name="generator", dtype=dtype,
+                                       shared_embeddings=self.encoder)
         self.generator_head = build_masked_lm_head(
             self.generator_config, self.encoder.token_embedding, name="generator_predictions")
         self.discriminator_head = DiscriminatorHead(config, name="discriminator_predictions")
@@ -264,16 +271,19 @@ def electra_weight_map(model: ElectraPretrainingModel) -> Dict[str, weight_map.M
         if not name.startswith("embeddings/"):  # the shared tables, already named
             weights[f"generator/{name}"] = weight
     head, disc = model.generator_head, model.discriminator_head
-    named = {  # keras-hub MaskedLMHead internals, as weight_map reads BERT's MLM head
-        "generator_predictions/dense/kernel": head._intermediate_dense.kernel,
-        "generator_predictions/dense/bias": head._intermediate_dense.bias,
-        "generator_predictions/layer_norm/gamma": head._intermediate_layer_norm.gamma,
-        "generator_predictions/layer_norm/beta": head._intermediate_layer_norm.beta,
-        "generator_predictions/output_bias": head._bias,
-    }
+    if modern_config.is_modern(model.config):  # ModernMaskedLMHead, tied: no decoder
+        dense, norm, bias = head.transform, head.transform_layer_norm, head.output_bias
+    else:  # keras-hub MaskedLMHead internals, as weight_map reads BERT's MLM head
+        dense, norm, bias = head._intermediate_dense, head._intermediate_layer_norm, head._bias
+    named = {"generator_predictions/dense/kernel": dense.kernel,
+             "generator_predictions/dense/bias": dense.bias,
+             "generator_predictions/layer_norm/gamma": norm.gamma,
+             "generator_predictions/layer_norm/beta": norm.beta,
+             "generator_predictions/output_bias": bias}
     for name, layer in (("dense", disc.dense), ("dense_prediction", disc.dense_prediction)):
         named[f"discriminator_predictions/{name}/kernel"] = layer.kernel
         named[f"discriminator_predictions/{name}/bias"] = layer.bias
     for name, variable in named.items():
-        weights[name] = weight_map.MappedWeight(variable, tuple(variable.shape))
+        if variable is not None:  # no bias and beta with a modern config's use_bias false
+            weights[name] = weight_map.MappedWeight(variable, tuple(variable.shape))
     return weights

@@ -36,6 +36,7 @@ import tensorflow as tf
 from bert_tf.modeling import modern_config, modern_layout, packing, rotary
 from bert_tf.modeling.activations import get_activation
 from bert_tf.modeling.config import BertConfig
+from bert_tf.modeling.embeddings import shared_embedding_layers
 from bert_tf.modeling.encoder import (
     BertEncoder,
     WordEmbedding,
@@ -210,21 +211,24 @@ def _layer_theta(config: BertConfig, index: int) -> Optional[float]:
 
 
 def embed(layers, input_ids, segment_ids, training=None, position_ids=None):
-    """LN(word (+ position) (+ segment)), dropout -> [batch, seq_len, hidden].
+    """LN(word (+ position) (+ segment)), dropout -> [batch, seq_len, E], then the
+    projection E -> hidden when there is one -> [batch, seq_len, hidden].
 
     Args:
-        layers: (word, position or None, segment or None, LayerNorm, Dropout) layers.
+        layers: (word, position or None, segment or None, LayerNorm, Dropout, projection
+            Dense or None) layers.
         input_ids, segment_ids: int32 [batch, seq_len].
         training: enables dropout.
         position_ids: int32 [batch, seq_len], the absolute table's rows (None: 0..seq_len-1).
     """
-    tokens, positions, segments, layer_norm, dropout = layers
+    tokens, positions, segments, layer_norm, dropout, project = layers
     x = tokens(input_ids)
     if positions is not None:
         x = x + positions(x, positions=position_ids)
     if segments is not None:
         x = x + segments(segment_ids)
-    return dropout(layer_norm(x), training=training)
+    x = dropout(layer_norm(x), training=training)
+    return x if project is None else project(x)
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -236,6 +240,9 @@ class ModernEncoder(keras.Model):
         config: a modern BertConfig (`modern_config.is_modern`).
         name: the model name.
         dtype: a dtype or `keras.DTypePolicy` for all layers; None uses the global policy.
+        shared_embeddings: another `ModernEncoder` whose word, position and segment tables
+            and embedding LayerNorm this one uses (the same variables: ELECTRA's generator
+            shares its discriminator's), as `BertEncoder`'s argument. Not serialized.
 
     Call args:
         inputs: {"input_ids", "input_mask", "segment_ids": int32 [batch, seq_len]};
@@ -250,30 +257,39 @@ class ModernEncoder(keras.Model):
         config, token_embedding, position_embedding (None with rope), segment_embedding
         (None without segments), embeddings_layer_norm, embeddings_dropout,
         transformer_layers, final_layer_norm (None with post-LN), pooler (an identity),
-        embeddings_project (None).
+        embeddings_project (the Dense E -> hidden, or None when the tables are hidden wide).
     """
 
     def __init__(self, config: BertConfig, name: str = "bert_encoder",
-                 dtype: Optional[Any] = None, **kwargs: Any) -> None:
+                 dtype: Optional[Any] = None,
+                 shared_embeddings: Optional["ModernEncoder"] = None, **kwargs: Any) -> None:
         if isinstance(config, dict):  # from_config
             config = BertConfig.from_dict(config)
         init = bert_initializer
-        h = config.hidden_size
-        token_embedding = WordEmbedding(
-            input_dim=config.vocab_size, output_dim=h, embeddings_initializer=init(config),
-            reverse_dtype="float32", dtype=dtype, name="word_embeddings")
-        position_embedding = None if config.position_embedding_type == "rope" else \
-            keras_hub.layers.PositionEmbedding(
-                sequence_length=config.max_position_embeddings, initializer=init(config),
-                dtype=dtype, name="position_embeddings")
-        segment_embedding = None if not config.type_vocab_size else keras.layers.Embedding(
-            input_dim=config.type_vocab_size, output_dim=h, embeddings_initializer=init(config),
-            dtype=dtype, name="token_type_embeddings")
-        embeddings_layer_norm = keras.layers.LayerNormalization(
-            epsilon=config.norm_eps, center=config.use_bias, dtype=dtype,
-            name="embeddings_layer_norm")
+        h, width = config.hidden_size, config.embedding_width
+        if shared_embeddings is not None:
+            token_embedding, position_embedding, segment_embedding, embeddings_layer_norm = \
+                shared_embedding_layers(shared_embeddings, config)
+        else:
+            token_embedding = WordEmbedding(
+                input_dim=config.vocab_size, output_dim=width,
+                embeddings_initializer=init(config), reverse_dtype="float32", dtype=dtype,
+                name="word_embeddings")
+            position_embedding = None if config.position_embedding_type == "rope" else \
+                keras_hub.layers.PositionEmbedding(
+                    sequence_length=config.max_position_embeddings, initializer=init(config),
+                    dtype=dtype, name="position_embeddings")
+            segment_embedding = None if not config.type_vocab_size else keras.layers.Embedding(
+                input_dim=config.type_vocab_size, output_dim=width,
+                embeddings_initializer=init(config), dtype=dtype, name="token_type_embeddings")
+            embeddings_layer_norm = keras.layers.LayerNormalization(
+                epsilon=config.norm_eps, center=config.use_bias, dtype=dtype,
+                name="embeddings_layer_norm")
         embeddings_dropout = keras.layers.Dropout(config.hidden_dropout_prob, dtype=dtype,
                                                   name="embeddings_dropout")
+        embeddings_project = None if width == h else keras.layers.Dense(
+            h, use_bias=config.use_bias, kernel_initializer=init(config), dtype=dtype,
+            name="embeddings_project")
         gated = config.hidden_act in modern_config.GATED_ACTIVATIONS
         transformer_layers = [
             ModernTransformerBlock(
@@ -301,7 +317,8 @@ class ModernEncoder(keras.Model):
         input_mask = keras.Input(shape=(None,), dtype="int32", name="input_mask")
         segment_ids = keras.Input(shape=(None,), dtype="int32", name="segment_ids")
         x = embed((token_embedding, position_embedding, segment_embedding,
-                   embeddings_layer_norm, embeddings_dropout), input_ids, segment_ids)
+                   embeddings_layer_norm, embeddings_dropout, embeddings_project),
+                  input_ids, segment_ids)
         for block in transformer_layers:
             x = block(x, padding_mask=input_mask)
         if final_layer_norm is not None:
@@ -320,7 +337,7 @@ class ModernEncoder(keras.Model):
         self.transformer_layers = transformer_layers
         self.final_layer_norm = final_layer_norm
         self.pooler = pooler
-        self.embeddings_project = None
+        self.embeddings_project = embeddings_project
 
     def encode_at(self, inputs: Dict[str, Any], query_positions: Any,
                   training: Optional[bool] = None) -> Any:
@@ -340,7 +357,8 @@ class ModernEncoder(keras.Model):
         """
         doc_ids, position_ids = packing.packed_features(inputs) or (None, None)
         x = embed((self.token_embedding, self.position_embedding, self.segment_embedding,
-                   self.embeddings_layer_norm, self.embeddings_dropout),
+                   self.embeddings_layer_norm, self.embeddings_dropout,
+                   self.embeddings_project),
                   inputs["input_ids"], inputs["segment_ids"], training=training,
                   position_ids=position_ids)
         mask = inputs["input_mask"]
@@ -365,8 +383,11 @@ class ModernEncoder(keras.Model):
 
 
 def build_encoder(config: BertConfig, name: str = "bert_encoder",
-                  dtype: Optional[Any] = None) -> keras.Model:
-    """The encoder for `config`: `ModernEncoder` for a modern config, else `BertEncoder`."""
+                  dtype: Optional[Any] = None,
+                  shared_embeddings: Optional[keras.Model] = None) -> keras.Model:
+    """The encoder for `config`: `ModernEncoder` for a modern config, else `BertEncoder`
+    (`shared_embeddings`: another encoder of the same kind, as their argument)."""
     if modern_config.is_modern(config):
-        return ModernEncoder(config, name=name, dtype=dtype)
-    return BertEncoder(config, name=name, dtype=dtype)
+        return ModernEncoder(config, name=name, dtype=dtype,
+                             shared_embeddings=shared_embeddings)
+    return BertEncoder(config, name=name, dtype=dtype, shared_embeddings=shared_embeddings)

@@ -1,9 +1,10 @@
 """The MLM head of a modern encoder: ModernBERT's `head` + `decoder`.
 
-Gather the hidden states at the masked positions, Dense(hidden) (bias with use_bias), the
+Gather the hidden states at the masked positions, Dense(E) (E = `embedding_width`, the
+tables' width: hidden_size unless embedding_size says; bias with use_bias), the
 activation (the input half's of a gated hidden_act: GELU for "geglu", as ModernBERT's
 `classifier_activation` "gelu"), LayerNorm (norm_eps, beta with use_bias), then the decoder:
-the word-embedding table (tie_word_embeddings, as ModernBERT-base) or a [hidden, vocab]
+the word-embedding table (tie_word_embeddings, as ModernBERT-base) or an [E, vocab]
 matrix of its own, plus a per-id output bias (always present: ModernBERT's decoder_bias).
 Built with a float32 dtype policy, as BERT's MLM head (`heads.py`), for accurate logits under
 mixed precision.
@@ -51,7 +52,8 @@ class ModernMaskedLMHead(keras.layers.Layer):
         self.config = config
         self.token_embedding = token_embedding
         init = keras.initializers.TruncatedNormal(stddev=config.initializer_range)
-        self.transform = keras.layers.Dense(config.hidden_size, use_bias=config.use_bias,
+        # To the tied table's width E (an ELECTRA generator's is its discriminator's).
+        self.transform = keras.layers.Dense(config.embedding_width, use_bias=config.use_bias,
                                             kernel_initializer=init, dtype=self.dtype_policy,
                                             name="transform")
         self.transform_layer_norm = keras.layers.LayerNormalization(
@@ -63,11 +65,11 @@ class ModernMaskedLMHead(keras.layers.Layer):
         self.act = get_activation(modern_config.head_activation(config))
 
     def build(self, inputs_shape) -> None:
-        shape = [None, None, self.config.hidden_size]
-        self.transform.build(shape)
-        self.transform_layer_norm.build(shape)
+        width = self.config.embedding_width
+        self.transform.build([None, None, self.config.hidden_size])
+        self.transform_layer_norm.build([None, None, width])
         if self.decoder is not None:
-            self.decoder.build(shape)
+            self.decoder.build([None, None, width])
         self.output_bias = self.add_weight(name="output_bias", shape=(self.config.vocab_size,),
                                            initializer="zeros")
         self.built = True

@@ -1,13 +1,15 @@
 """Canonical weight names and shapes of a modern encoder (`modern_config.is_modern`).
 
 The names follow `bert_tf.modeling.weight_map`'s where a weight means the same thing; a
-weight only modern configs have gets a name of its own. E is hidden_size, F the
-intermediate_size, F' the first feed-forward width (2F with "geglu", else F):
+weight only modern configs have gets a name of its own. H is hidden_size, E the tables'
+width (`embedding_width`: H unless embedding_size says), F the intermediate_size, F' the
+first feed-forward width (2F with "geglu", else F):
 
-    embeddings/word_embeddings                [vocab_size, H]
-    embeddings/position_embeddings            [max_position_embeddings, H] ("absolute" only)
-    embeddings/token_type_embeddings          [type_vocab_size, H] (type_vocab_size > 0 only)
-    embeddings/layer_norm/gamma (beta)        [H]
+    embeddings/word_embeddings                [vocab_size, E]
+    embeddings/position_embeddings            [max_position_embeddings, E] ("absolute" only)
+    embeddings/token_type_embeddings          [type_vocab_size, E] (type_vocab_size > 0 only)
+    embeddings/layer_norm/gamma (beta)        [E]
+    embeddings_project/kernel [E, H] (bias [H])   E != H only (an ELECTRA generator)
     layer_{i}/attention/layer_norm/gamma (beta)   [H]: before attention with pre_layer_norm
                                               (absent in layer 0), after it otherwise
     layer_{i}/attention/qkv/kernel            [H, 3H]: columns query | key | value, each
@@ -19,8 +21,8 @@ intermediate_size, F' the first feed-forward width (2F with "geglu", else F):
     layer_{i}/output/layer_norm/gamma (beta)  [H]: before the feed-forward with
                                               pre_layer_norm, after it otherwise
     final_layer_norm/gamma (beta)             [H] (pre_layer_norm only)
-    mlm/transform/kernel [H, H] (bias [H]), mlm/transform/layer_norm/gamma (beta) [H]
-    mlm/output_weights                        [vocab_size, H] (tie_word_embeddings false)
+    mlm/transform/kernel [H, E] (bias [E]), mlm/transform/layer_norm/gamma (beta) [E]
+    mlm/output_weights                        [vocab_size, E] (tie_word_embeddings false)
     mlm/output_bias                           [vocab_size]
     nsp/kernel [H, 2], nsp/bias [2]           (an NSP head reads the [CLS] hidden state)
 
@@ -58,12 +60,15 @@ def expected_shapes(config: Any, use_nsp: bool = True) -> Dict[str, Tuple[int, .
     of `modern_weights.pretraining_weight_map` (a test checks it)."""
     h, ff, v, bias = config.hidden_size, config.intermediate_size, config.vocab_size, \
         config.use_bias
-    shapes: Dict[str, Tuple[int, ...]] = {"embeddings/word_embeddings": (v, h)}
+    e = config.embedding_width
+    shapes: Dict[str, Tuple[int, ...]] = {"embeddings/word_embeddings": (v, e)}
     if config.position_embedding_type == "absolute":
-        shapes["embeddings/position_embeddings"] = (config.max_position_embeddings, h)
+        shapes["embeddings/position_embeddings"] = (config.max_position_embeddings, e)
     if config.type_vocab_size:
-        shapes["embeddings/token_type_embeddings"] = (config.type_vocab_size, h)
-    _norm(shapes, "embeddings/layer_norm", h, bias)
+        shapes["embeddings/token_type_embeddings"] = (config.type_vocab_size, e)
+    _norm(shapes, "embeddings/layer_norm", e, bias)
+    if e != h:
+        _dense(shapes, "embeddings_project", e, h, bias)
     for i in range(config.num_hidden_layers):
         p = f"layer_{i}"
         if has_attention_norm(config, i):
@@ -75,10 +80,10 @@ def expected_shapes(config: Any, use_nsp: bool = True) -> Dict[str, Tuple[int, .
         _norm(shapes, f"{p}/output/layer_norm", h, bias)
     if config.pre_layer_norm:
         _norm(shapes, "final_layer_norm", h, bias)
-    _dense(shapes, "mlm/transform", h, h, bias)
-    _norm(shapes, "mlm/transform/layer_norm", h, bias)
+    _dense(shapes, "mlm/transform", h, e, bias)
+    _norm(shapes, "mlm/transform/layer_norm", e, bias)
     if not config.tie_word_embeddings:
-        shapes["mlm/output_weights"] = (v, h)
+        shapes["mlm/output_weights"] = (v, e)
     shapes["mlm/output_bias"] = (v,)
     if use_nsp:
         shapes["nsp/kernel"] = (h, 2)

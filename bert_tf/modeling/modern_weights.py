@@ -41,6 +41,8 @@ def encoder_weight_map(encoder) -> Dict[str, MappedWeight]:
         weights["embeddings/token_type_embeddings"] = _plain(
             encoder.segment_embedding.embeddings)
     _norm(weights, "embeddings/layer_norm", encoder.embeddings_layer_norm)
+    if encoder.embeddings_project is not None:
+        _dense(weights, "embeddings_project", encoder.embeddings_project)
     for i, block in enumerate(encoder.transformer_layers):
         p = f"layer_{i}"
         if block.attention_layer_norm is not None:
