@@ -56,7 +56,8 @@ def test_the_networks_share_the_tables_and_map_to_the_layout():
     assert isinstance(disc, ModernEncoder) and isinstance(gen, ModernEncoder)
     assert gen.token_embedding is disc.token_embedding
     assert gen.embeddings_layer_norm is disc.embeddings_layer_norm
-    assert disc.embeddings_project is None and tuple(gen.embeddings_project.kernel.shape) == (32, 16)
+    assert disc.embeddings_project is None
+    assert tuple(gen.embeddings_project.kernel.shape) == (32, 16)
     g = model.generator_config
     # One head per 64 units (at least one); the feed-forward keeps the discriminator's
     # ratio (48 / 32 x 16 = 24), not BERT's 4 G; the output is the shared table.
