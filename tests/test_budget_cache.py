@@ -244,8 +244,9 @@ def test_an_arm_pretrained_under_the_earlier_key_is_rescored_on_its_machine(
 
 def test_electra_and_the_long_arms_have_keys_of_their_own_and_c_keeps_its_key(tmp_path,
                                                                               monkeypatch):
-    """f and the 120-minute arms are other arms than c; the fields the long arms added
-    (scale, snapshots, recipe) enter a key only when set, so c's key is what it was."""
+    """f, the 120-minute arms and the modern arms g and h are other arms than c; the fields
+    added later (scale, snapshots, recipe, architecture) enter a key only when set, so c's
+    key is what it was."""
     import dataclasses
 
     args = bench_args(tmp_path)
@@ -257,14 +258,47 @@ def test_electra_and_the_long_arms_have_keys_of_their_own_and_c_keeps_its_key(tm
     monkeypatch.setattr(budget_cache, "this_machine", lambda: EPYC)
     names = {arm: os.path.basename(budget_keys.arm_folder(
         _arm(arm), args, os.fspath(root), os.fspath(root / "config.json"),
-        os.fspath(root / "vocab.txt"), 128)) for arm in ("c", "f", "c120", "f120")}
-    assert len({n.split("-")[-1] for n in names.values()}) == 4, names
+        os.fspath(root / "vocab.txt"), 128)) for arm in ("c", "f", "c120", "f120", "g", "h")}
+    assert len({n.split("-")[-1] for n in names.values()}) == 6, names
     c = _arm("c")
-    before = {k: v for k, v in dataclasses.asdict(c).items()
-              if k not in ("scale", "snapshots", "recipe")}  # the Arm of the earlier version
+    before = {k: v for k, v in dataclasses.asdict(c).items()  # the Arm of the earlier version
+              if k not in ("scale", "snapshots", "recipe", "architecture")}
     assert budget_keys.arm_fields(c) == before
     assert budget_keys.arm_fields(_arm("c120"))["snapshots"] == (0.25, 0.5)
     # A snapshot's ledger entry is named by its own folder, beside its run's.
     snap = bench_pretraining_budget.budget_curves.snapshot_dir(f"/x/arms/{names['c120']}", 30.0)
     assert os.path.basename(budget_cache.ledger_file("pretraining_budget", snap, "s.t")) == \
         f"{names['c120']}@30min.s.t.json"
+
+
+def test_the_modern_arms_train_bert_tinys_parameters_on_packed_documents(tmp_path):
+    """g's and h's config is the shared one with ModernBERT's block, its GeGLU feed-forward
+    sized so that the model keeps BERT's parameters (within the dropped biases, pooler and
+    segment table); their records are the packed feature set, under keys of their own."""
+    import numpy as np
+
+    from bert_tf.interop.model_files import expected_shapes
+    from bert_tf.modeling import modern_config
+    from bert_tf.modeling.config import BertConfig
+
+    shared = os.path.join(budget_cache.REPO, "configs", "bert_config_tiny.json")
+    path = bench_pretraining_budget.modern_config_of(shared, os.fspath(tmp_path))
+    bert, modern = BertConfig.from_json_file(shared), BertConfig.from_json_file(path)
+    assert modern_config.is_modern(modern) and modern.intermediate_size == 341  # 2/3 of 512
+    assert (modern.hidden_size, modern.num_hidden_layers, modern.vocab_size) == (
+        bert.hidden_size, bert.num_hidden_layers, bert.vocab_size)
+
+    def params(config, prefix=""):
+        return sum(int(np.prod(s)) for n, s in expected_shapes(config, use_nsp=False).items()
+                   if n.startswith(prefix) and not n.startswith("pooler/"))
+
+    # The blocks within 1 % (196,736 + 196,608 against 2 x 198,272), the whole model within
+    # 2 %: rotary positions drop the 512 x 128 position table.
+    assert abs(params(modern, "layer_") / params(bert, "layer_") - 1) < 0.01
+    assert abs(params(modern) / params(bert) - 1) < 0.02
+    assert bench_pretraining_budget.modern_config_of(shared, os.fspath(tmp_path)) == path
+    data = bench_pretraining_budget.budget_data
+    assert data.RecordSpec("train", False, 128, 51, 0.4).key == "train_mlm_s128_p51_m0.4_d1_r12345"
+    assert data.RecordSpec("train", False, 128, 51, 0.4, packed=True).key == \
+        "train_packed_s128_p51_m0.4_d1_r12345"
+    assert {_arm(a).records for a in ("g", "h")} == {"packed"}

@@ -28,6 +28,9 @@ training-time budget (--minutes) on this machine:
     d-tuned, e-tuned  d and e at c's batch, peak rate and warmup (configs/budget.flags):
        the "tuned peers", which separate the recipe from the framework
     f  bert_tf ELECTRA, configs/electra_budget.flags, the shared model as its discriminator
+    g, h  the modern encoder (the shared model's shape with ModernBERT's block: pre-LN,
+       GeGLU, rotary positions, no biases; MODERN_OPTIONS) on packed documents, with c's
+       recipe (g) and f's (h)
     c120, f120  c and f for 4 x the budget in one run each, their state kept and scored at
        1/4 and 1/2 of it (budget_curves.py): the report's GLUE-against-minutes table
 
@@ -94,7 +97,8 @@ class Arm:
         flags: bert_tf arms: flags after the flagfile.
         drop: bert_tf arms: flagfile flags left out (a copy of the flagfile without them is
             written to the arm's folder).
-        records: bert_tf arms: "nsp" (sentence pairs) or "mlm" (MLM-only packing).
+        records: bert_tf arms: "nsp" (sentence pairs), "mlm" (MLM-only blocks, --no_nsp) or
+            "packed" (whole documents packed into rows, --feature_set=packed_mlm).
         dupe_factor: copies of the text with different static masks in the records.
         size_to_budget: set --num_train_steps from the probe's rate (linear schedules).
         warmup_fraction: with size_to_budget, --num_warmup_steps as this share of the steps
@@ -106,6 +110,8 @@ class Arm:
         snapshots: fractions of the budget where the run's state is kept and scored as
             well (one run, cut into slices that resume exactly: budget_curves.py).
         recipe: the arm whose recipe a long arm trains longer (the curve's row).
+        architecture: "" (the shared bert_config.json) or "modern": the same config with
+            the modern encoder's options (`modern_config_of`).
     """
 
     name: str
@@ -123,6 +129,7 @@ class Arm:
     scale: float = 1.0
     snapshots: Tuple[float, ...] = ()
     recipe: str = ""
+    architecture: str = ""
 
 
 BUDGET = budget_bert_tf.parse_flags("configs/budget.flags", [])
@@ -161,6 +168,14 @@ ARMS: List[Arm] = [
     Arm("f120", "bert_tf", "f trained 4 x the budget, kept at 1/4, 1/2 and the end",
         flagfile="configs/electra_budget.flags", records="mlm", default=False, scale=4.0,
         snapshots=(0.25, 0.5), recipe="f"),
+    # The modern encoder (issue 52's second lever after the objective): the shared model's
+    # shape with ModernBERT's block, on packed documents, with c's and f's recipes.
+    Arm("g", "bert_tf", "modern encoder, packed, budget MLM recipe (configs/budget.flags)",
+        flagfile="configs/budget.flags", records="packed", architecture="modern",
+        default=False),
+    Arm("h", "bert_tf", "modern encoder, packed, ELECTRA (configs/electra_budget.flags)",
+        flagfile="configs/electra_budget.flags", records="packed", architecture="modern",
+        default=False),
     # Ablations of c: each puts one of c's choices back to the original recipe's (b), or
     # moves one of the values configs/budget.flags leaves to tuning. (c already shares b's
     # peak rate, batch, sequence length and model shape.)
@@ -252,6 +267,27 @@ def model_config(args, cache: str, vocab_size: int) -> str:
     return path
 
 
+# The modern encoder's options (bert_tf.modeling.modern_config) for arms g and h: ModernBERT's
+# block (pre-LN with a final norm, GeGLU, rotary positions, no biases, no segment table).
+# Every layer attends globally: at the benchmark's 128 tokens a sliding window of ModernBERT's
+# 128 would cover the whole row.
+MODERN_OPTIONS = dict(position_embedding_type="rope", pre_layer_norm=True, norm_eps=1e-5,
+                      use_bias=False, hidden_act="geglu", type_vocab_size=0)
+
+
+def modern_config_of(config_path: str, cache: str) -> str:
+    """The shared config with MODERN_OPTIONS, its GeGLU feed-forward 2/3 as wide so that the
+    block has BERT's parameters (3 x H x I' = 2 x H x I)."""
+    with open(config_path, encoding="utf-8") as f:
+        config = json.load(f)
+    config = dict(config, **MODERN_OPTIONS,
+                  intermediate_size=round(2 * config["intermediate_size"] / 3))
+    path = os.path.join(cache, "model", f"bert_config_{budget_cache.digest(config)}.json")
+    if not os.path.exists(path):
+        budget_cache.write_json(path, config)
+    return path
+
+
 def bert_tf_recipe(arm: Arm, arm_dir: str) -> Tuple[str, Dict[str, str]]:
     """The arm's flagfile (a copy without `drop`, if any) and its flag values."""
     path = os.path.join(REPO, arm.flagfile)
@@ -305,7 +341,7 @@ def pretrain(arm: Arm, arm_dir: str, args, cache: str, config: str, vocab: str) 
     seq = int(values.get("max_seq_length", 128))
     pred = int(values.get("max_predictions_per_seq", 20))
     spec = budget_data.RecordSpec("train", arm.records == "nsp", seq, pred,
-                                  dupe_factor=arm.dupe_factor)
+                                  dupe_factor=arm.dupe_factor, packed=arm.records == "packed")
     overrides = [f"--bert_config_file={config}", f"--input_file={budget_data.records(cache, spec)}",
                  "--do_train=true", "--do_eval=false"]
     if budget_bert_tf.is_true(values, "dynamic_masking"):
@@ -359,6 +395,8 @@ def scorecard(arm: Arm, arm_dir: str, args, glue: str, config: str, vocab: str,
 
 def run_arm(arm: Arm, args, cache: str, config: str, vocab: str, glue: str,
             heldout: str) -> dict:
+    if arm.architecture == "modern":
+        config = modern_config_of(config, cache)
     arm_dir = arm_folder(arm, args, cache, config, vocab, EVAL_SEQ)
     legacy = legacy_arm_folder(arm, args, cache, config, vocab, EVAL_SEQ)
     machine_line = None if arm.kind == "random" else budget_cache.this_machine()

@@ -163,6 +163,9 @@ class RecordSpec:
         max_seq_length, max_predictions_per_seq, masked_lm_prob: as the job's flags.
         dupe_factor: copies of the text with different static masks.
         seed: --random_seed.
+        packed: MLM-only rows of whole documents with doc_ids and position_ids
+            (--feature_set=packed_mlm: attention and positions stay within each document);
+            False with nsp False: --no_nsp blocks that run across documents.
     """
 
     split: str
@@ -172,10 +175,12 @@ class RecordSpec:
     masked_lm_prob: float = 0.15
     dupe_factor: int = 1
     seed: int = 12345
+    packed: bool = False
 
     @property
     def key(self) -> str:
-        return (f"{self.split}_{'nsp' if self.nsp else 'mlm'}_s{self.max_seq_length}"
+        kind = "packed" if self.packed else "nsp" if self.nsp else "mlm"
+        return (f"{self.split}_{kind}_s{self.max_seq_length}"
                 f"_p{self.max_predictions_per_seq}_m{self.masked_lm_prob:g}"
                 f"_d{self.dupe_factor}_r{self.seed}")
 
@@ -208,7 +213,9 @@ def records(cache: str, spec: RecordSpec, vocab_file: str = "") -> str:
                f"--max_predictions_per_seq={spec.max_predictions_per_seq}",
                f"--masked_lm_prob={spec.masked_lm_prob}", f"--dupe_factor={spec.dupe_factor}",
                f"--random_seed={spec.seed}", "--progress_seconds=0", "--log_examples=0"]
-        if not spec.nsp:
+        if spec.packed:
+            cmd.append("--feature_set=packed_mlm")
+        elif not spec.nsp:
             cmd.append("--no_nsp")
         job = measure.run_job(cmd, cwd=REPO, env=env())
         budget_cache.finish(d, "records", {"spec": dataclasses.asdict(spec),

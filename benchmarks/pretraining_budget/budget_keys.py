@@ -45,7 +45,7 @@ def recipe_file(arm) -> Optional[str]:
 
 # Fields the benchmark's Arm gained after the ledger's entries were keyed: they enter an arm's
 # key only when set, so that the earlier arms keep their keys (and their ledger entries).
-LATER_ARM_FIELDS = ("scale", "snapshots", "recipe")
+LATER_ARM_FIELDS = ("scale", "snapshots", "recipe", "architecture")
 
 
 def arm_fields(arm) -> dict:
