@@ -15,6 +15,7 @@ from _pretraining_helpers import (
     synthetic_examples,
     write_bert_config,
     write_tfrecords,
+    write_tiny_vocab,
 )
 
 MODULE = "bert_tf.run_pretraining"
@@ -36,8 +37,7 @@ def write_electra_data(root: pathlib.Path) -> pathlib.Path:
     write_bert_config(root / "bert_config.json", embedding_size=16, hidden_dropout_prob=0.1,
                       attention_probs_dropout_prob=0.1)
     write_bert_config(root / "bert_config_no_dropout.json", embedding_size=16)
-    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(123)]
-    (root / "vocab.txt").write_text("\n".join(words) + "\n")
+    write_tiny_vocab(root / "vocab.txt")
     return root
 
 

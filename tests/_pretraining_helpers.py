@@ -74,6 +74,40 @@ def write_bert_config(path: os.PathLike, **overrides) -> str:
     return os.fspath(path)
 
 
+def write_tiny_vocab(path: os.PathLike) -> str:
+    """A vocab.txt for the synthetic ids: the five specials, then w0 ... w122 (ids 5 ..
+    VOCAB - 1)."""
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(VOCAB - 5)]
+    pathlib.Path(path).write_text("\n".join(words) + "\n")
+    return os.fspath(path)
+
+
+def write_tiny_run_data(root: pathlib.Path, train: int, eval: int, seed: int,
+                        **config) -> pathlib.Path:
+    """A tiny pretraining run's inputs in `root`: train-0.tfrecord (`train` synthetic examples
+    of `seed`, even weights), eval.tfrecord (`eval` of seed + 1), bert_config.json (TINY_BERT
+    with `config`) and vocab.txt (`write_tiny_vocab`). Returns `root`."""
+    write_tfrecords(root / "train-0.tfrecord", synthetic_examples(train, seed=seed,
+                                                                  uneven_weights=False))
+    write_tfrecords(root / "eval.tfrecord", synthetic_examples(eval, seed=seed + 1))
+    write_bert_config(root / "bert_config.json", **config)
+    write_tiny_vocab(root / "vocab.txt")
+    return root
+
+
+def short_tagging_flags(init_checkpoint: os.PathLike, output_dir: os.PathLike,
+                        max_seq_length: int, train_batch_size: int, steps: int,
+                        learning_rate: float) -> List[str]:
+    """`run_tagging` flags of a short run on data/finetune/conll_tiny (train, then eval on
+    dev) from `init_checkpoint`, stopped after `steps` steps."""
+    conll = REPO_ROOT / "data" / "finetune" / "conll_tiny"
+    return [f"--init_checkpoint={init_checkpoint}", f"--output_dir={output_dir}",
+            f"--train_file={conll / 'train.txt'}", f"--eval_file={conll / 'dev.txt'}",
+            "--do_train", "--do_eval", f"--max_seq_length={max_seq_length}",
+            f"--train_batch_size={train_batch_size}", f"--max_steps_per_run={steps}",
+            f"--learning_rate={learning_rate}"]
+
+
 def synthetic_examples(n: int, seed: int = 0, seq: int = SEQ, preds: int = PREDS,
                        vocab: int = VOCAB, uneven_weights: bool = True) -> Dict[str, np.ndarray]:
     """n random pretraining examples in the pipeline's format (v1 names, int32/float32).

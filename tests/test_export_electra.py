@@ -19,8 +19,8 @@ from _pretraining_helpers import (
     TINY_BERT,
     pretraining_flags,
     synthetic_examples,
-    write_bert_config,
     write_tfrecords,
+    write_tiny_run_data,
 )
 
 from bert_tf.interop import electra_layout, formats
@@ -35,13 +35,8 @@ FRACTION = 0.5  # a generator of width 16 (the tiny discriminator is 32 wide)
 @pytest.fixture(scope="module")
 def run(cli, tmp_path_factory):
     """(output_dir, vocab.txt, the run's restored ElectraPretrainingModel)."""
-    root = tmp_path_factory.mktemp("electra_export")
-    write_tfrecords(root / "train-0.tfrecord", synthetic_examples(16, seed=5,
-                                                                  uneven_weights=False))
-    write_tfrecords(root / "eval.tfrecord", synthetic_examples(8, seed=6))
-    write_bert_config(root / "bert_config.json", embedding_size=16)
-    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(123)]
-    (root / "vocab.txt").write_text("\n".join(words) + "\n")
+    root = write_tiny_run_data(tmp_path_factory.mktemp("electra_export"), 16, 8, 5,
+                               embedding_size=16)
     out = root / "run"
     proc = cli.run("bert_tf.run_pretraining", pretraining_flags(
         root, out, objective="electra", num_train_steps=2, save_checkpoints_steps=2,

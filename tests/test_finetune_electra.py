@@ -26,7 +26,7 @@ import shutil
 import numpy as np
 import pytest
 import tensorflow as tf
-from _pretraining_helpers import REPO_ROOT
+from _pretraining_helpers import REPO_ROOT, short_tagging_flags
 from _served_classifier import assert_served_equals_restored
 
 from bert_tf.core.errors import UserError
@@ -145,12 +145,8 @@ def test_run_classifier_fine_tunes_electra_with_its_head(cli, layouts, layout, t
 
 def test_run_tagging_fine_tunes_electra(cli, layouts, tmp_path):
     out = tmp_path / "out"
-    conll = DATA / "conll_tiny"
-    proc = cli.run("bert_tf.run_tagging", [
-        f"--init_checkpoint={layouts['run']}", f"--output_dir={out}",
-        f"--train_file={conll / 'train.txt'}", f"--eval_file={conll / 'dev.txt'}",
-        "--do_train", "--do_eval", "--max_seq_length=32", "--train_batch_size=32",
-        "--max_steps_per_run=3", "--learning_rate=1e-3"])
+    proc = cli.run("bert_tf.run_tagging", short_tagging_flags(layouts["run"], out, 32, 32, 3,
+                                                             1e-3))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "global_step = 3" in (out / "eval_results.txt").read_text()
 

@@ -37,6 +37,7 @@ from _pretraining_helpers import (
     tiny_bert_config,
     write_bert_config,
     write_tfrecords,
+    write_tiny_vocab,
 )
 
 from bert_tf.core import masking_rules
@@ -486,9 +487,7 @@ def expected_predictions(examples, masking):
 
 def test_eval_every_n_steps_with_dynamic_masking_evaluates_15_percent_masks(data, tmp_path,
                                                                             cli):
-    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(123)]
-    vocab = tmp_path / "vocab.txt"
-    vocab.write_text("\n".join(words) + "\n")
+    vocab = write_tiny_vocab(tmp_path / "vocab.txt")
     out = tmp_path / "out"
     proc = cli.run(MODULE, cli_flags(data, out, dynamic_masking="true", vocab_file=vocab,
                                      masked_lm_prob=0.4, eval_every_n_steps=2,

@@ -22,9 +22,7 @@ from _pretraining_helpers import (
     error_lines,
     pretraining_flags,
     progress_losses,
-    synthetic_examples,
-    write_bert_config,
-    write_tfrecords,
+    write_tiny_run_data,
 )
 
 from bert_tf.core.errors import UserError
@@ -127,13 +125,7 @@ def test_other_electra_layouts_refuse_a_modern_model(tmp_path):
 @pytest.fixture(scope="module")
 def run(cli, tmp_path_factory):
     """(output_dir, vocab.txt, the run's restored ElectraPretrainingModel, its losses)."""
-    root = tmp_path_factory.mktemp("modern_electra")
-    write_tfrecords(root / "train-0.tfrecord", synthetic_examples(32, seed=31,
-                                                                  uneven_weights=False))
-    write_tfrecords(root / "eval.tfrecord", synthetic_examples(16, seed=32))
-    write_bert_config(root / "bert_config.json", **MODERN)
-    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(123)]
-    (root / "vocab.txt").write_text("\n".join(words) + "\n")
+    root = write_tiny_run_data(tmp_path_factory.mktemp("modern_electra"), 32, 16, 31, **MODERN)
     out = root / "run"
     proc = cli.run("bert_tf.run_pretraining", pretraining_flags(
         root, out, objective="electra", num_train_steps=STEPS, dynamic_masking="true",

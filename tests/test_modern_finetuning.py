@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from _glue_data import write_sst2
-from _pretraining_helpers import REPO_ROOT
+from _pretraining_helpers import REPO_ROOT, short_tagging_flags
 
 from bert_tf.core.tokenization import BasicTokenizer, FullTokenizer
 from bert_tf.finetune import heads
@@ -64,12 +64,7 @@ def _initialised_every_weight(stderr: str, folder: pathlib.Path) -> None:
 
 def test_run_tagging_trains_and_serves_a_modern_tagger(cli, folder, tmp_path):
     out = tmp_path / "out"
-    conll = DATA / "conll_tiny"
-    proc = cli.run("bert_tf.run_tagging", [
-        f"--init_checkpoint={folder}", f"--output_dir={out}",
-        f"--train_file={conll / 'train.txt'}", f"--eval_file={conll / 'dev.txt'}",
-        "--do_train", "--do_eval", f"--max_seq_length={SEQ}", "--train_batch_size=16",
-        "--max_steps_per_run=4", "--learning_rate=2e-3"])
+    proc = cli.run("bert_tf.run_tagging", short_tagging_flags(folder, out, SEQ, 16, 4, 2e-3))
     assert proc.returncode == 0, proc.stderr[-3000:]
     _initialised_every_weight(proc.stderr, folder)
     results = dict(line.split(" = ") for line in

@@ -25,9 +25,7 @@ from _pretraining_helpers import (
     pretraining_flags,
     progress_losses,
     progress_steps,
-    synthetic_examples,
-    write_bert_config,
-    write_tfrecords,
+    write_tiny_run_data,
 )
 
 from bert_tf.modeling.config import BertConfig
@@ -44,15 +42,9 @@ EVAL_KEYS = ["discriminator_accuracy", "discriminator_auc", "discriminator_loss"
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
-    root = tmp_path_factory.mktemp("electra_data")
-    write_tfrecords(root / "train-0.tfrecord", synthetic_examples(64, seed=21,
-                                                                  uneven_weights=False))
-    write_tfrecords(root / "eval.tfrecord", synthetic_examples(16, seed=22))
-    write_bert_config(root / "bert_config.json", embedding_size=16, hidden_dropout_prob=0.1,
-                      attention_probs_dropout_prob=0.1)
-    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(123)]
-    (root / "vocab.txt").write_text("\n".join(words) + "\n")
-    return root
+    return write_tiny_run_data(tmp_path_factory.mktemp("electra_data"), 64, 16, 21,
+                               embedding_size=16, hidden_dropout_prob=0.1,
+                               attention_probs_dropout_prob=0.1)
 
 
 def electra_flags(data, output_dir, **overrides):
