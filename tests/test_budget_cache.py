@@ -18,6 +18,7 @@ that a benchmark of several hours can span sessions on different machines.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 
@@ -297,6 +298,9 @@ def test_the_modern_arms_train_bert_tinys_parameters_on_packed_documents(tmp_pat
     assert abs(params(modern, "layer_") / params(bert, "layer_") - 1) < 0.01
     assert abs(params(modern) / params(bert) - 1) < 0.02
     assert bench_pretraining_budget.modern_config_of(shared, os.fspath(tmp_path)) == path
+    with open(path) as f, open(os.path.join(budget_cache.REPO, "configs",
+                                            "modernbert_tiny.json")) as g:
+        assert json.load(f) == json.load(g)  # the checked-in shape is the arms' model
     data = bench_pretraining_budget.budget_data
     assert data.RecordSpec("train", False, 128, 51, 0.4).key == "train_mlm_s128_p51_m0.4_d1_r12345"
     assert data.RecordSpec("train", False, 128, 51, 0.4, packed=True).key == \

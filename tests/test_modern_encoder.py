@@ -47,7 +47,7 @@ def test_bert_configs_stay_bert():
 
 @pytest.mark.parametrize("name,params", [
     ("modernbert_base", 149_655_232), ("cramming_bert", 120_284_672),
-    ("modernbert_mini", 11_025_210)])
+    ("modernbert_mini", 11_025_210), ("modernbert_tiny", 4_347_450)])
 def test_modern_configs(name, params):
     config = BertConfig.from_json_file(os.path.join(REPO_ROOT, "configs", f"{name}.json"))
     assert modern_config.is_modern(config)
