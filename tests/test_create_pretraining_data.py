@@ -329,7 +329,7 @@ def _start_long_run(tmp_path, corpus_path, google_vocab_path, repo_root, ignore_
         assert proc.poll() is None and time.monotonic() < deadline, "run ended too early"
         time.sleep(0.05)
     if not final_pass:
-        time.sleep(1.0)  # workers are busy now
+        time.sleep(0.3)  # workers are busy now
         return proc, out_dir
     # The final pass removes each bucket's files once read: wait for their number to fall.
     spill = next(out_dir / n for n in os.listdir(out_dir) if n.startswith(".bert_tf-shuffle-"))
