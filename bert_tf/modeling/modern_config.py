@@ -24,14 +24,15 @@
     hidden_act "geglu"         gated GELU (erf): Wi projects to 2 x intermediate_size, split
                                into an input half and a gate half; out = Wo(gelu(input) * gate)
 
-`type_vocab_size` 0 means no segment embedding (ModernBERT has none). `embedding_size` E !=
-hidden_size makes the tables and their LayerNorm E wide with a projection E -> hidden after
-them, as BERT's encoder has it for ELECTRA; ModernBERT has none, so transformers' layout
-cannot hold it, but an ELECTRA generator narrower than its discriminator's shared tables
-needs it. A config that sets any
+`type_vocab_size` 0 means no segment embedding (ModernBERT has none). A config that sets any
 of these away from BERT's values is a *modern* config (`is_modern`): the model is
 `bert_tf.modeling.modern_encoder.ModernEncoder` with ModernBERT's MLM head (dense, act, norm,
 decoder; no pooler), and its weights have the names of `modern_layout`.
+
+In a modern config, `embedding_size` E != hidden_size makes the tables and their LayerNorm
+E wide, with a projection E -> hidden after them, as BERT's encoder has it for ELECTRA.
+ModernBERT has no projection, so transformers' layout cannot hold such a model, but an ELECTRA
+generator narrower than its discriminator's shared tables needs one.
 
 This module does not import TensorFlow.
 """
