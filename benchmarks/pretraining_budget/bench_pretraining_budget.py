@@ -168,7 +168,7 @@ ARMS: List[Arm] = [
     Arm("f120", "bert_tf", "f trained 4 x the budget, kept at 1/4, 1/2 and the end",
         flagfile="configs/electra_budget.flags", records="mlm", default=False, scale=4.0,
         snapshots=(0.25, 0.5), recipe="f"),
-    # The modern encoder (issue 52's second lever after the objective): the shared model's
+    # The modern encoder (the benchmark's second lever after the objective): the shared model's
     # shape with ModernBERT's block, on packed documents, with c's and f's recipes.
     Arm("g", "bert_tf", "modern encoder, packed, budget MLM recipe (configs/budget.flags)",
         flagfile="configs/budget.flags", records="packed", architecture="modern",
