@@ -45,7 +45,8 @@ def test_generator_config_follows_electra_s_size_rule():
             gen.embedding_size) == (256, 4, 1024, 768)
     with pytest.raises(UserError, match=r"^--generator_hidden_fraction must be in \(0, 1\]"):
         generator_config(base, 0)
-    with pytest.raises(UserError, match="generator hidden size 200, not divisible by its 3 "):
+    with pytest.raises(UserError, match=r"^--generator_hidden_fraction=0.25 gives a generator "
+                                        r"hidden size 200, not divisible by its 3 heads"):
         generator_config(dict_config(hidden_size=800, num_attention_heads=8), 0.25)
 
 

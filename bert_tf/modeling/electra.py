@@ -76,7 +76,7 @@ from bert_tf.core.errors import UserError
 from bert_tf.modeling import modern_config, packing, weight_map
 from bert_tf.modeling.activations import get_activation
 from bert_tf.modeling.config import BertConfig
-from bert_tf.modeling.electra_config import HEAD_WIDTH, generator_config_for_width
+from bert_tf.modeling.electra_config import generator_config_for_width
 from bert_tf.modeling.encoder import bert_initializer, constructor_args
 from bert_tf.modeling.heads import build_masked_lm_head
 from bert_tf.modeling.modern_encoder import build_encoder
@@ -99,11 +99,8 @@ def generator_config(config: BertConfig, fraction: float) -> BertConfig:
     if hidden < 1:
         raise UserError(f"--generator_hidden_fraction={fraction} of hidden_size "
                         f"{config.hidden_size} leaves the generator no width")
-    heads = max(1, hidden // HEAD_WIDTH)
-    if hidden % heads:
-        raise UserError(f"--generator_hidden_fraction={fraction} gives a generator hidden size "
-                        f"{hidden}, not divisible by its {heads} heads ({HEAD_WIDTH} units each)")
-    return generator_config_for_width(config, hidden)
+    return generator_config_for_width(config, hidden,
+                                      source=f"--generator_hidden_fraction={fraction}")
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")

@@ -25,16 +25,22 @@ from bert_tf.modeling.config import BertConfig
 HEAD_WIDTH = 64
 
 
-def generator_config_for_width(config: BertConfig, width: int) -> BertConfig:
+def generator_config_for_width(config: BertConfig, width: int,
+                               source: str = "the checkpoint") -> BertConfig:
     """The generator's config for width G (see the module docstring).
+
+    Args:
+        config: the discriminator's config.
+        width: the generator's hidden size G.
+        source: what gave G (a flag or a checkpoint), named in the error.
 
     Raises:
         UserError: G is not divisible by its number of heads.
     """
     heads = max(1, width // HEAD_WIDTH)
     if width % heads:
-        raise UserError(f"a generator hidden size {width} is not divisible by its {heads} "
-                        f"heads ({HEAD_WIDTH} units each)")
+        raise UserError(f"{source} gives a generator hidden size {width}, not divisible by "
+                        f"its {heads} heads ({HEAD_WIDTH} units each)")
     changes = dict(hidden_size=width, num_attention_heads=heads, intermediate_size=4 * width,
                    embedding_size=config.embedding_width)
     if modern_config.is_modern(config):
