@@ -180,6 +180,17 @@ def test_a_generator_off_electra_s_size_rule_is_refused(tmp_path):
         formats.read_model("hf", os.fspath(pair))
 
 
+def test_a_generator_width_its_heads_do_not_divide_is_refused_naming_the_folder(tmp_path):
+    pair = copy_pair(tmp_path)
+    config_file = pair / "generator" / "config.json"
+    config = json.loads(config_file.read_text())
+    config["hidden_size"] = 200  # 3 heads of 64 do not divide it
+    config_file.write_text(json.dumps(config))
+    with pytest.raises(UserError, match=r"generator gives a generator hidden size 200, not "
+                                        r"divisible by its 3 heads \(64 units each\)$"):
+        formats.read_model("hf", os.fspath(pair))
+
+
 def test_name_tables_cover_the_canonical_layout(loaded):
     files, model, _ = loaded
     names = set(hf_electra.network_table(2, "discriminator")) | set(

@@ -274,7 +274,7 @@ def _read_network(directory: str, role: str) -> Tuple[BertConfig, Dict[str, np.n
 
 
 def _check_generator(config: BertConfig, generator: BertConfig, source: str) -> None:
-    rule = electra_layout.generator_config_for_width(config, generator.hidden_size)
+    rule = electra_layout.generator_config_for_width(config, generator.hidden_size, source)
     for field in ("vocab_size", "embedding_width", "num_hidden_layers",
                   "max_position_embeddings", "type_vocab_size", "num_attention_heads",
                   "intermediate_size", "hidden_act"):
