@@ -77,6 +77,7 @@ import budget_cache  # noqa: E402
 import budget_curves  # noqa: E402
 import budget_data  # noqa: E402
 import budget_report  # noqa: E402
+import budget_screen  # noqa: E402
 import machine  # noqa: E402
 from budget_keys import arm_folder, legacy_arm_folder  # noqa: E402
 
@@ -238,6 +239,10 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--scorecard_only", action="store_true",
                         help="score cached checkpoints only: stop at an arm whose "
                         "pretraining is not in the cache (the protocol screen)")
+    parser.add_argument("--screen", default="",
+                        help="the protocol screen: readout@lr items, e.g. pooler@3e-4,"
+                        "cls@3e-4,mean@3e-4; scores every arm under each (cached) and "
+                        "prints the choice (budget_screen.py)")
     parser.add_argument("--finetune_epochs", type=float, default=3.0)
     parser.add_argument("--data_dir", default=os.path.normpath(os.path.join(REPO, "..", "shared",
                                                                             "data")),
@@ -254,6 +259,10 @@ def parse_args() -> argparse.Namespace:
     if unknown:
         parser.error(f"unknown arm(s) {', '.join(unknown)}; choose from {', '.join(known)}")
     args.arm_list = [known[n] for n in names]
+    try:
+        args.protocols = budget_screen.parse(args.screen) if args.screen else []
+    except ValueError as e:
+        parser.error(str(e))
     return args
 
 
@@ -390,7 +399,8 @@ def scorecard(arm: Arm, arm_dir: str, args, glue: str, config: str, vocab: str,
     budget_data.run_logged(cmd, os.path.join(out, "run_glue.log"), f"scorecard of {arm.name}")
     doc = budget_cache.read_json(os.path.join(out, "scorecard.json"))
     return budget_cache.finish(out, stage, {"row": doc["rows"][0], "protocol": doc["protocol"],
-                                            "settings": settings, "seeds": args.seeds})
+                                            "settings": settings, "seeds": args.seeds,
+                                            "chance_levels": doc.get("chance_levels", {})})
 
 
 def run_arm(arm: Arm, args, cache: str, config: str, vocab: str, glue: str,
@@ -465,6 +475,37 @@ def score_snapshot(arm: Arm, arm_dir: str, minutes: float, args, glue: str, conf
     return result
 
 
+def screen(args, cache: str, config: str, vocab: str, glue: str, heldout: str,
+           line: str) -> None:
+    """Every arm's scorecard under each of --screen's protocols, then the screen's table and
+    choice (budget_screen), printed and written as screen.md / screen.json in the cache."""
+    rows, chance = {}, {}
+    for readout, lr in args.protocols:
+        args.readout, args.finetune_learning_rate = readout, lr
+        print(f"protocol {budget_screen.label((readout, lr))}", flush=True)
+        results = [run_arm(arm, args, cache, config, vocab, glue, heldout)
+                   for arm in args.arm_list]
+        rows[(readout, lr)] = {r["name"]: r["row"] for r in results}
+        for r in results:
+            chance.update(r["scorecard"].get("chance_levels") or {})
+    tasks = args.tasks.split(",")
+    assessed = {p: budget_screen.assess(rows[p], chance, tasks) for p in args.protocols}
+    text = "\n".join([line, "", f"seeds {args.seeds}, training sets capped at "
+                      f"{args.max_train_examples:,}, {args.finetune_epochs:g} epochs", ""]
+                     + budget_screen.render(assessed, rows, chance, tasks,
+                                            budget_report.TASK_LABELS)) + "\n"
+    print("\n" + text, flush=True)
+    with open(os.path.join(cache, "screen.md"), "w", encoding="utf-8") as f:
+        f.write(text)
+    winner = budget_screen.choose(assessed)
+    budget_cache.write_json(os.path.join(cache, "screen.json"), {
+        "machine": line, "seeds": args.seeds, "chance_levels": chance,
+        "protocols": [{"readout": p[0], "learning_rate": p[1], "rows": rows[p], **assessed[p]}
+                      for p in args.protocols],
+        "chosen": {"readout": winner[0], "learning_rate": winner[1]} if winner else None})
+    print(f"wrote {os.path.join(cache, 'screen.md')} and screen.json", flush=True)
+
+
 def main() -> None:
     args = parse_args()
     line = machine.describe()
@@ -486,6 +527,8 @@ def main() -> None:
         "heldout", False, EVAL_SEQ, EVAL_PRED, seed=54321))
     glue = budget_data.glue_dir(cache, os.path.join(args.data_dir, "finetune"),
                                 args.tasks.split(","))
+    if args.protocols:
+        return screen(args, cache, config, vocab, glue, heldout, line)
     results = [run_arm(arm, args, cache, config, vocab, glue, heldout) for arm in args.arm_list]
     if args.pretrain_only:
         budget_cache.print_pretrained(results)
