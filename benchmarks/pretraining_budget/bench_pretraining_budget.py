@@ -243,6 +243,10 @@ def parse_args() -> argparse.Namespace:
                         help="the protocol screen: readout@lr items, e.g. pooler@3e-4,"
                         "cls@3e-4,mean@3e-4; scores every arm under each (cached) and "
                         "prints the choice (budget_screen.py)")
+    parser.add_argument("--arm_folders", default="",
+                        help="name=folder items (e.g. c=c-efb138cd): take these arms from "
+                        "the ledger under that folder name, an arm pretrained on another "
+                        "machine, instead of this machine's key (a screen spanning sessions)")
     parser.add_argument("--finetune_epochs", type=float, default=3.0)
     parser.add_argument("--data_dir", default=os.path.normpath(os.path.join(REPO, "..", "shared",
                                                                             "data")),
@@ -259,6 +263,11 @@ def parse_args() -> argparse.Namespace:
     if unknown:
         parser.error(f"unknown arm(s) {', '.join(unknown)}; choose from {', '.join(known)}")
     args.arm_list = [known[n] for n in names]
+    items = [i for i in args.arm_folders.split(",") if i]
+    args.folders = dict(i.partition("=")[::2] for i in items)
+    bad = [i for i in items if "=" not in i or i.partition("=")[0] not in known]
+    if bad:
+        parser.error(f"--arm_folders item(s) {', '.join(bad)} are not arm=folder")
     try:
         args.protocols = budget_screen.parse(args.screen) if args.screen else []
     except ValueError as e:
@@ -409,6 +418,8 @@ def run_arm(arm: Arm, args, cache: str, config: str, vocab: str, glue: str,
         config = modern_config_of(config, cache)
     arm_dir = arm_folder(arm, args, cache, config, vocab, EVAL_SEQ)
     legacy = legacy_arm_folder(arm, args, cache, config, vocab, EVAL_SEQ)
+    if arm.name in args.folders:  # another machine's arm, reported from the ledger
+        arm_dir, legacy = os.path.join(cache, "arms", args.folders[arm.name]), ""
     machine_line = None if arm.kind == "random" else budget_cache.this_machine()
     if not os.path.exists(arm_dir) and legacy and os.path.isdir(legacy) and (
             machine_line is None or budget_cache.machine_name(
