@@ -72,7 +72,7 @@ def bench_args(tmp_path, smoke=False) -> argparse.Namespace:
                               max_train_examples=8000, seeds="1,2", smoke=smoke,
                               minutes=30.0, probe_minutes=1.0, pretrain_only=False,
                               curve=(10, 16), cache_dir=os.fspath(tmp_path / "cache"),
-                              readout="pooler", scorecard_only=False)
+                              readout="pooler", scorecard_only=False, folders={})
 
 
 def test_run_arm_reports_a_ledger_arm_without_running_it(ledger, tmp_path, capsys, monkeypatch):
@@ -101,6 +101,29 @@ def test_run_arm_reports_a_ledger_arm_without_running_it(ledger, tmp_path, capsy
     with pytest.raises(RuntimeError, match="pretraining started"):  # smoke: never the ledger
         bench_pretraining_budget.run_arm(arm, bench_args(tmp_path, smoke=True), cache,
                                          config, vocab, "", "")
+
+
+def test_an_arm_named_by_folder_is_read_from_the_ledger_under_that_folder(ledger, tmp_path,
+                                                                          capsys):
+    """--arm_folders=c=c-0000beef: another machine's c, reported from its ledger entry; a
+    folder the ledger does not hold under this protocol stops with one line, never pretrains."""
+    args = bench_args(tmp_path)
+    cache = os.fspath(tmp_path / "cache")
+    config, vocab = os.fspath(tmp_path / "config.json"), os.fspath(tmp_path / "vocab.txt")
+    elsewhere = os.path.join(cache, "arms", "c-0000beef")
+    out, stage = bench_pretraining_budget.scorecard_key(elsewhere, args)
+    finished = {"name": "c", "title": _arm("c").title, "dir": elsewhere, "row": glue_row(43.0),
+                "pretrain": marker(XEON, steps=10), "scorecard": marker(XEON)}
+    budget_cache.to_ledger(bench_pretraining_budget.LEDGER, elsewhere,
+                           f"{os.path.basename(out)}.{stage}", finished)
+    args.folders = {"c": "c-0000beef"}
+    got = bench_pretraining_budget.run_arm(_arm("c"), args, cache, config, vocab, "", "")
+    assert got["row"]["glue_score"]["mean"] == 43.0
+    assert "c-0000beef" in got["ledger"]
+    args.folders = {"c": "c-0000dead"}
+    with pytest.raises(SystemExit, match="arm c: folder c-0000dead has no scorecard"):
+        bench_pretraining_budget.run_arm(_arm("c"), args, cache, config, vocab, "", "")
+    assert not os.path.exists(os.path.join(cache, "arms", "c-0000dead"))
 
 
 def test_report_names_machines_and_the_ledger_and_warns_when_they_differ():

@@ -431,6 +431,10 @@ def run_arm(arm: Arm, args, cache: str, config: str, vocab: str, glue: str,
                                              machine_line)
     if kept:
         return kept
+    if arm.name in args.folders and not budget_cache.done(arm_dir, "pretrain"):
+        sys.exit(f"arm {arm.name}: folder {args.folders[arm.name]} has no scorecard under this "
+                 "protocol in the ledger and no checkpoint in the cache: score it on the "
+                 "machine that pretrained it, or drop it from --arm_folders")
     result = {"name": arm.name, "title": arm.title, "dir": arm_dir,
               "minutes": args.minutes * arm.scale, "recipe": arm.recipe}
     checkpoint = ""
