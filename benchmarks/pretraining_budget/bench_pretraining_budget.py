@@ -402,7 +402,12 @@ def scorecard(arm: Arm, arm_dir: str, args, glue: str, config: str, vocab: str,
            "--max_seq_length=128", f"--seeds={args.seeds}",
            f"--max_train_examples={args.max_train_examples}", f"--output_dir={out}",
            f"--name={arm.name}", f"--vocab_file={vocab}", "--do_lower_case=true",
-           f"--classifier_readout={args.readout}"]
+           f"--classifier_readout={args.readout}",
+           # One head for every arm (dropout + dense on the readout vector), so that the
+           # scorecard compares pretrained weights, not heads: "auto" would give ELECTRA's
+           # arms (f, h) ELECTRA's dense + GELU + dense on [CLS] and the modern arms
+           # ModernBERT's. For a, b, c, d and e, auto is this head already.
+           "--classifier_head=bert"]
     cmd.append(f"--init_checkpoint={checkpoint}" if checkpoint else f"--bert_config_file={config}")
     print(f"  scorecard of {arm.name}: {out}", flush=True)
     budget_data.run_logged(cmd, os.path.join(out, "run_glue.log"), f"scorecard of {arm.name}")
