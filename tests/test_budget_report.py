@@ -187,3 +187,41 @@ def test_a_slice_stops_where_the_rate_so_far_reaches_its_minute():
     assert budget_curves.slice_steps(0.0, 0, 1800.0, 0.5) == 900  # the probe's rate at first
     assert budget_curves.slice_steps(1790.0, 1000, 3600.0, 0.5) == 1011  # 1000 / 1790 s
     assert budget_curves.slice_steps(3601.0, 2000, 3600.0, 0.5) == 1  # never 0: no run
+
+
+def test_the_glue_score_over_the_kept_tasks_and_the_chance_row():
+    """The chosen protocol's GLUE averages CoLA, SST-2 and STS-B: per seed the mean of the
+    three, hand-computed; the report shows each task's chance level and names the tasks left
+    out of the average."""
+    def stats(per_seed):
+        v = list(per_seed.values())
+        m = sum(v) / len(v)
+        return {"mean": m, "per_seed": per_seed,
+                "std": (sum((x - m) ** 2 for x in v) / (len(v) - 1)) ** 0.5}
+
+    scores = {"cola": {"4": 9.0, "5": 12.0, "6": 6.0}, "sst2": {"4": 78.0, "5": 75.0, "6": 78.0},
+              "mrpc": {"4": 70.0, "5": 71.0, "6": 72.0}, "stsb": {"4": 22.0, "5": 21.0, "6": 18.0},
+              "rte": {"4": 50.0, "5": 49.0, "6": 51.0}}
+    row = {"tasks": {t: {"score": stats(s)} for t, s in scores.items()},
+           "glue_score": stats({"4": 45.8, "5": 45.6, "6": 45.0})}
+    kept = budget_report.over_tasks(row, ["cola", "sst2", "stsb"])
+    # Per seed (9 + 78 + 22) / 3 = 36.33, (12 + 75 + 21) / 3 = 36.0, (6 + 78 + 18) / 3 = 34.0.
+    assert kept["glue_score"]["per_seed"] == pytest.approx({"4": 109 / 3, "5": 36.0, "6": 34.0})
+    assert kept["glue_score"]["mean"] == pytest.approx((109 / 3 + 36.0 + 34.0) / 3)
+    assert kept["glue_score_all_tasks"] == row["glue_score"]
+    assert budget_report.over_tasks(kept, ["cola", "sst2", "stsb"])["glue_score_all_tasks"] \
+        == row["glue_score"], "applied twice, the all-task score is the scorecard's"
+    assert budget_report.over_tasks(row, list(scores)) is row
+
+    settings = {"minutes": 30, "model": "L-2/H-128", "vocab_size": 16384, "corpus": "w",
+                "finetune": "f", "seeds": "4,5,6", "max_train_examples": 8000,
+                "tasks": list(scores), "glue_tasks": ["cola", "sst2", "stsb"],
+                "chance": {"cola": {"level": 0.0}, "sst2": {"level": 50.92},
+                           "mrpc": {"level": 74.8}, "stsb": None, "rte": {"level": 52.71}}}
+    text = budget_report.render(EPYC, settings, [{"name": "a", "title": "random init",
+                                                  "row": kept}], [])
+    assert "| GLUE over CoLA, SST-2, STS-B (± SE) |" in text
+    assert "| majority class / chance | - | - | - | - | - | 0.00 | 50.92 | 74.80 | - | 52.71 " \
+           "| - |" in text
+    assert "average CoLA, SST-2, STS-B: MRPC, RTE are scored but left out" in text
+    assert "| 35.44 ± 1.26 (0.73) |" in text

@@ -15,7 +15,7 @@ least 2 and at least Student's two-sided 5 % critical value at the seeds' degree
 from __future__ import annotations
 
 import math
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
 import budget_cache
 
@@ -80,6 +80,20 @@ def comparisons(rows: Dict[str, dict]) -> List[dict]:
             out.append({"comparison": label, "what": what, "diff": d["diff"], "se": d["se"],
                         "verdict": verdict(d["diff"], d["se"], degrees_of_freedom(a, b))})
     return out
+
+
+def over_tasks(row: dict, tasks: Sequence[str]) -> dict:
+    """`row` with its GLUE score averaged over `tasks` only (per seed, the mean of those
+    tasks' scores), the scorecard's own over every task kept as "glue_score_all_tasks"."""
+    from bert_tf.finetune.scorecard.scorecard_report import stats
+
+    if list(tasks) == list(row["tasks"]):
+        return row
+    per_task = [row["tasks"][t]["score"]["per_seed"] for t in tasks]
+    seeds = sorted(set.intersection(*(set(p) for p in per_task)))
+    glue = stats({s: sum(p[s] for p in per_task) / len(per_task) for s in seeds})
+    return dict(row, glue_score=glue,
+                glue_score_all_tasks=row.get("glue_score_all_tasks", row["glue_score"]))
 
 
 def pretrain_cells(pretrain) -> list:
@@ -209,6 +223,10 @@ def curve(history: List[dict]) -> str:
 def render(machine: str, settings: dict, arms: List[dict], goals: List[dict]) -> str:
     """The markdown report (also printed): settings, the per-arm table, sources, goals."""
     tasks = settings["tasks"]
+    glue_tasks = settings.get("glue_tasks", tasks)
+    chance = settings.get("chance") or {}
+    glue_label = "GLUE (± SE)" if list(glue_tasks) == list(tasks) else (
+        "GLUE over " + ", ".join(TASK_LABELS[t] for t in glue_tasks) + " (± SE)")
     lines = [f"{machine}", "",
              f"Budget {settings['minutes']:g} min of training per arm; model "
              f"{settings['model']}; vocabulary {settings['vocab_size']:,} WordPieces "
@@ -218,8 +236,11 @@ def render(machine: str, settings: dict, arms: List[dict], goals: List[dict]) ->
              f"{settings['max_train_examples']:,} examples (seeded subsets, the same for "
              f"every arm).", "",
              "| arm | steps | sequences | train s | tokens/s | held-out MLM acc (15 %) | "
-             + " | ".join(TASK_LABELS[t] for t in tasks) + " | GLUE (± SE) |",
+             + " | ".join(TASK_LABELS[t] for t in tasks) + f" | {glue_label} |",
              "|" + " --- |" * (7 + len(tasks))]
+    if chance:  # each task's majority-class (or chance) level, beside the arms' scores
+        lines.append("| majority class / chance | - | - | - | - | - | " + " | ".join(
+            f"{chance[t]['level']:.2f}" if chance.get(t) else "-" for t in tasks) + " | - |")
     for a in arms:
         p, m, row = a.get("pretrain"), a.get("mlm"), a.get("row")
         cells = [f"{a['name']}: {a['title']}"]
@@ -232,6 +253,12 @@ def render(machine: str, settings: dict, arms: List[dict], goals: List[dict]) ->
         else:
             cells += ["-"] * (len(tasks) + 1)
         lines.append("| " + " | ".join(cells) + " |")
+    left_out = [TASK_LABELS[t] for t in tasks if t not in glue_tasks]
+    if left_out:
+        averaged = ", ".join(TASK_LABELS[t] for t in glue_tasks)
+        lines += ["", f"The GLUE score and every goal average {averaged}: "
+                  f"{', '.join(left_out)} are scored but left out (the protocol screen's rule "
+                  "1: under this protocol arm c does not score above their chance level)."]
     lines += ["", "Where each arm's figures come from (date, git commit, host, machine):", ""]
     for a in arms:
         kept = f" (from the ledger: {a['ledger']})" if a.get("ledger") else ""
