@@ -257,8 +257,9 @@ def render(machine: str, settings: dict, arms: List[dict], goals: List[dict]) ->
     if left_out:
         averaged = ", ".join(TASK_LABELS[t] for t in glue_tasks)
         lines += ["", f"The GLUE score and every goal average {averaged}: "
-                  f"{', '.join(left_out)} are scored but left out (the protocol screen's rule "
-                  "1: under this protocol arm c does not score above their chance level)."]
+                  f"{', '.join(left_out)} are scored but left out (--glue_tasks; the protocol "
+                  "screen's choice leaves out the tasks arm c does not score above chance "
+                  "on)."]
     lines += ["", "Where each arm's figures come from (date, git commit, host, machine):", ""]
     for a in arms:
         kept = f" (from the ledger: {a['ledger']})" if a.get("ledger") else ""
