@@ -347,8 +347,10 @@ def run(config: RunConfig, wall_clock: Callable[[], float] = time.perf_counter
         clock=clock, **objective_flags.trainer_args(config.bert_config, config.electra,
                                                     trainer_config.use_nsp, trainer_config.seed),
         **(config.start.trainer_args(eval_only=not config.do_train) if config.start
-           else electra_warm_start.trainer_args(trainer_config.init_checkpoint)
-           if config.electra else {}),  # ELECTRA from transformers or google-research/electra
+           else electra_warm_start.trainer_args(trainer_config.init_checkpoint,
+                                                config.electra.init_discriminator_only)
+           if config.electra else {}),  # ELECTRA from transformers, google-research/electra
+        # or, --init_discriminator_only, a BERT encoder
     )
     eval_input = config.eval_input
     if eval_input is not None and distribution.is_tpu_strategy(strategy):

@@ -7,6 +7,8 @@ TFRecords made here (runs forked from the `cli` server):
   networks apart (`model/encoder`, `model/generator`) and the sampler's RNG state;
 - a run stopped half-way and resumed in a new process follows the uninterrupted run's
   per-step losses and ends with the same weights, optimizer state and RNG states;
+- `--init_discriminator_only` from a BERT masked-LM run's checkpoint: the discriminator's
+  encoder is that encoder, weight for weight, and the generator starts from scratch;
 - flags that do not apply give one `error:` line;
 - the ELECTRA flagfiles in configs/ parse.
 """
@@ -140,7 +142,44 @@ def test_a_resumed_run_follows_the_uninterrupted_trajectory(cli, straight, data,
         np.testing.assert_allclose(ours[key], ref[key], rtol=1e-5, atol=1e-6, err_msg=key)
 
 
+def test_the_discriminator_starts_from_a_bert_masked_lm_run(cli, data, tmp_path):
+    bert = cli.run(MODULE, pretraining_flags(data, tmp_path / "bert", num_train_steps=2,
+                                             save_checkpoints_steps=2))
+    assert bert.returncode == 0, bert.stderr[-3000:]
+    # One step at a vanishing rate: what the checkpoint holds is what the warm start set.
+    proc = cli.run(MODULE, electra_flags(data, tmp_path / "electra", num_train_steps=1,
+                                         learning_rate=1e-12, save_checkpoints_steps=1,
+                                         init_checkpoint=tmp_path / "bert",
+                                         init_discriminator_only="true"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "the generator from scratch" in proc.stderr
+    config = BertConfig.from_json_file(os.fspath(data / "bert_config.json"))
+
+    def encoder_of(prefix, graph):
+        encoder = BertEncoder(config)
+        tf.train.Checkpoint(model=tf.train.Checkpoint(**{graph: encoder})).read(
+            os.fspath(prefix)).expect_partial()
+        return get_weights(encoder_weight_map(encoder))
+
+    mlm = encoder_of(tmp_path / "bert" / "ckpt-2", "encoder")
+    disc = encoder_of(tmp_path / "electra" / "ckpt-1", "encoder")
+    fresh = get_weights(encoder_weight_map(BertEncoder(config)))
+    for name, value in mlm.items():
+        if not name.startswith("pooler/"):  # ELECTRA's checkpoint need not carry it
+            np.testing.assert_allclose(disc[name], value, atol=1e-9, err_msg=name)
+    assert not np.allclose(mlm["layer_0/output/kernel"], fresh["layer_0/output/kernel"])
+    # The generator (a quarter of the width: its own layers) is at a fresh initialisation:
+    # the scale of the initialiser (a truncated normal of std 0.02), not the MLM run's.
+    tensors = checkpoint_tensors(tmp_path / "electra" / "ckpt-1")
+    paths = SavedObjectGraph(os.fspath(tmp_path / "electra" / "ckpt-1")).variables("model")
+    kernel = tensors[paths["model/generator/embeddings_project/_kernel"][0]]
+    assert kernel.shape == (16, 8) and 0.01 < kernel.std() < 0.02
+
+
 @pytest.mark.parametrize("overrides, message", [
+    ({"init_discriminator_only": "true"},
+     "error: --init_discriminator_only needs --init_checkpoint (the encoder the discriminator "
+     "starts from)"),
     ({"no_nsp": "true"}, "error: --no_nsp does not apply to --objective=electra (it has no "
                          "next-sentence head): leave it out"),
     ({"objective": "bert", "disc_weight": 10},

@@ -67,20 +67,40 @@ def build_model(config, width: Optional[int], seed: int = 0):
     return ElectraPretrainingModel(config, fraction, sampling_seed=seed)
 
 
-def load_into(model, files: ModelFiles) -> Tuple[str, ...]:
+def load_into(model, files: ModelFiles, discriminator_only: bool = False) -> Tuple[str, ...]:
     """Sets a live `ElectraPretrainingModel`'s weights from an ELECTRA `ModelFiles` of any
     format (`formats.read_model`): how a run continues ELECTRA pretraining from transformers'
     or google-research/electra's checkpoints.
 
+    With `discriminator_only`, `files` may be any BERT-layout encoder of the model's config
+    (a BERT masked LM, an ELECTRA discriminator): it sets the discriminator's encoder (the
+    shared embeddings with it) and, if `files` has one, its head; the generator keeps its
+    initial weights.
+
     Returns:
         The canonical names `files` lacks, left at their initial values (the poolers, for
-        those formats).
+        those formats; with `discriminator_only`, the generator's too).
 
     Raises:
-        UserError: `files` has no generator, or one of another width than the model's.
+        UserError: `files` has no generator, or one of another width than the model's; with
+            `discriminator_only`, an encoder weight of the discriminator missing.
     """
     from bert_tf.modeling.electra import electra_weight_map
-    from bert_tf.modeling.weight_map import set_weights
+    from bert_tf.modeling.weight_map import encoder_weight_map, set_weights
+
+    if discriminator_only:
+        weights = {n: w for n, w in electra_weight_map(model).items()
+                   if not n.startswith(("generator/", "generator_predictions/"))}
+        lacking = [n for n in encoder_weight_map(model.encoder)
+                   if n not in files.weights and not n.startswith("pooler/")]
+        if lacking:
+            raise UserError(f"{files.source}: not an encoder of this config for "
+                            f"--init_discriminator_only: {len(lacking)} encoder weight(s) "
+                            f"missing, first: {lacking[0]}")
+        set_weights(weights, {n: v for n, v in files.weights.items() if n in weights},
+                    strict=False, source=files.source)
+        return tuple(n for n in electra_weight_map(model) if n not in files.weights
+                     or n.startswith(("generator/", "generator_predictions/")))
 
     width = electra_layout.generator_width(files.weights)
     if width is None:

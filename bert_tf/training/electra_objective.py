@@ -71,10 +71,13 @@ class ElectraConfig:
         generator_hidden_fraction: the generator's hidden size over the discriminator's
             (`bert_tf.modeling.electra.generator_config`).
         disc_weight: lambda, the weight of the discriminator's loss in the total.
+        init_discriminator_only: --init_checkpoint starts the discriminator only (any
+            BERT-layout encoder; `interop.electra_warm_start`), the generator from scratch.
     """
 
     generator_hidden_fraction: float = 0.25
     disc_weight: float = DEFAULT_DISC_WEIGHT
+    init_discriminator_only: bool = False
 
     def __post_init__(self) -> None:
         if not 0 < self.generator_hidden_fraction <= 1:

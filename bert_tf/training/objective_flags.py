@@ -24,11 +24,12 @@ if TYPE_CHECKING:  # they import TensorFlow; flag errors should not wait for it
 
 FLAGS = flags.FLAGS
 OBJECTIVES = ["bert", "electra"]
-ELECTRA_FLAGS = ("generator_hidden_fraction", "disc_weight")
+ELECTRA_FLAGS = ("generator_hidden_fraction", "disc_weight", "init_discriminator_only")
 
 
 def define_flags() -> None:
-    """Defines --objective, --generator_hidden_fraction and --disc_weight; call once."""
+    """Defines --objective, --generator_hidden_fraction, --disc_weight and
+    --init_discriminator_only; call once."""
     flags.DEFINE_enum("objective", "bert", OBJECTIVES,
                       "bert: masked LM (+ next-sentence prediction unless --no_nsp). electra: "
                       "a small masked-LM generator fills the masked positions with samples "
@@ -40,6 +41,13 @@ def define_flags() -> None:
     flags.DEFINE_float("disc_weight", 50.0,
                        "--objective=electra: the discriminator loss's weight (lambda) in "
                        "loss = generator MLM loss + lambda x discriminator loss.")
+    flags.DEFINE_bool("init_discriminator_only", False,
+                      "--objective=electra with --init_checkpoint: start only the "
+                      "discriminator from the checkpoint, which may be any BERT-layout encoder "
+                      "of the config (a bert_tf masked-LM run, Google's or Hugging Face's BERT, "
+                      "an ELECTRA discriminator); the generator and the discriminator's head, "
+                      "if the checkpoint has none, start from scratch. How an encoder that "
+                      "already reads the context is continued with ELECTRA.")
 
 
 def config_from_flags(bert_config: "BertConfig") -> Optional["ElectraConfig"]:
@@ -68,8 +76,12 @@ def config_from_flags(bert_config: "BertConfig") -> Optional["ElectraConfig"]:
     from bert_tf.modeling.electra import generator_config
     from bert_tf.training.electra_objective import ElectraConfig
 
+    if FLAGS.init_discriminator_only and not FLAGS.init_checkpoint:
+        raise UserError("--init_discriminator_only needs --init_checkpoint (the encoder the "
+                        "discriminator starts from)")
     config = ElectraConfig(generator_hidden_fraction=FLAGS.generator_hidden_fraction,
-                           disc_weight=FLAGS.disc_weight)
+                           disc_weight=FLAGS.disc_weight,
+                           init_discriminator_only=FLAGS.init_discriminator_only)
     generator_config(bert_config, config.generator_hidden_fraction)  # fails in one line
     return config
 
