@@ -268,9 +268,9 @@ def test_an_arm_pretrained_under_the_earlier_key_is_rescored_on_its_machine(
 
 def test_electra_and_the_long_arms_have_keys_of_their_own_and_c_keeps_its_key(tmp_path,
                                                                               monkeypatch):
-    """f, the 120-minute arms and the modern arms g and h are other arms than c; the fields
-    added later (scale, snapshots, recipe, architecture) enter a key only when set, so c's
-    key is what it was."""
+    """f, the 120-minute arms, the modern arms g and h and f-mlm are other arms than c; the
+    fields added later (scale, snapshots, recipe, architecture, mlm_first) enter a key only
+    when set, so c's key is what it was."""
     import dataclasses
 
     args = bench_args(tmp_path)
@@ -282,11 +282,12 @@ def test_electra_and_the_long_arms_have_keys_of_their_own_and_c_keeps_its_key(tm
     monkeypatch.setattr(budget_cache, "this_machine", lambda: EPYC)
     names = {arm: os.path.basename(budget_keys.arm_folder(
         _arm(arm), args, os.fspath(root), os.fspath(root / "config.json"),
-        os.fspath(root / "vocab.txt"), 128)) for arm in ("c", "f", "c120", "f120", "g", "h")}
-    assert len({n.split("-")[-1] for n in names.values()}) == 6, names
+        os.fspath(root / "vocab.txt"), 128))
+        for arm in ("c", "f", "c120", "f120", "g", "h", "f-mlm")}
+    assert len({n.split("-")[-1] for n in names.values()}) == 7, names
     c = _arm("c")
     before = {k: v for k, v in dataclasses.asdict(c).items()  # the Arm of the earlier version
-              if k not in ("scale", "snapshots", "recipe", "architecture")}
+              if k not in ("scale", "snapshots", "recipe", "architecture", "mlm_first")}
     assert budget_keys.arm_fields(c) == before
     assert budget_keys.arm_fields(_arm("c120"))["snapshots"] == (0.25, 0.5)
     # A snapshot's ledger entry is named by its own folder, beside its run's.

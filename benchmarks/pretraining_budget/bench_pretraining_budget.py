@@ -113,6 +113,9 @@ class Arm:
         recipe: the arm whose recipe a long arm trains longer (the curve's row).
         architecture: "" (the shared bert_config.json) or "modern": the same config with
             the modern encoder's options (`modern_config_of`).
+        mlm_first: bert_tf ELECTRA arms: this share of the budget goes first to c's masked
+            LM (MLM_PHASE), and the discriminator starts from its encoder
+            (`--init_discriminator_only`; `pretrain_after_mlm`).
     """
 
     name: str
@@ -131,6 +134,7 @@ class Arm:
     snapshots: Tuple[float, ...] = ()
     recipe: str = ""
     architecture: str = ""
+    mlm_first: float = 0.0
 
 
 BUDGET = budget_bert_tf.parse_flags("configs/budget.flags", [])
@@ -177,6 +181,11 @@ ARMS: List[Arm] = [
     Arm("h", "bert_tf", "modern encoder, packed, ELECTRA (configs/electra_budget.flags)",
         flagfile="configs/electra_budget.flags", records="packed", architecture="modern",
         default=False),
+    # ELECTRA after masked LM: at BERT-Tiny, 30 minutes of ELECTRA from random weights leave
+    # the discriminator at chance (it does not learn to read the context), while from an
+    # encoder that reads it (c's) it learns in a few hundred steps (electra_probe.py).
+    Arm("f-mlm", "bert_tf", "c's masked LM for half the budget, then ELECTRA from its encoder",
+        flagfile="configs/electra_budget.flags", records="mlm", default=False, mlm_first=0.5),
     # Ablations of c: each puts one of c's choices back to the original recipe's (b), or
     # moves one of the values configs/budget.flags leaves to tuning. (c already shares b's
     # peak rate, batch, sequence length and model shape.)
@@ -335,11 +344,40 @@ def bert_tf_recipe(arm: Arm, arm_dir: str) -> Tuple[str, Dict[str, str]]:
     return path, budget_bert_tf.parse_flags(path, list(arm.flags))
 
 
+MLM_PHASE = "configs/budget.flags"  # the masked-LM phase of an arm with mlm_first
+
+
+def pretrain_after_mlm(arm: Arm, arm_dir: str, args, cache: str, config: str,
+                       vocab: str) -> dict:
+    """An arm with `mlm_first`: c's masked LM for that share of the budget (in mlm/), then the
+    arm's own recipe for the rest (in second/), its discriminator from the masked LM's
+    encoder. The marker sums the two phases' steps, sequences and training seconds."""
+    first = dataclasses.replace(arm, flagfile=MLM_PHASE, flags=(), mlm_first=0.0,
+                                scale=arm.scale * arm.mlm_first)
+    mlm = pretrain(first, os.path.join(arm_dir, "mlm"), args, cache, config, vocab)
+    second = dataclasses.replace(arm, mlm_first=0.0, scale=arm.scale * (1 - arm.mlm_first),
+                                 flags=arm.flags + (f"--init_checkpoint={mlm['checkpoint']}",
+                                                    "--init_discriminator_only=true"))
+    own = pretrain(second, os.path.join(arm_dir, "second"), args, cache, config, vocab)
+    phases = (mlm, own)
+    seconds = sum(p["train_seconds"] for p in phases)
+    tokens = sum(p["tokens_per_second"] * p["train_seconds"] for p in phases)
+    return budget_cache.finish(arm_dir, "pretrain", dict(
+        own, steps=mlm["steps"] + own["steps"], examples=mlm["examples"] + own["examples"],
+        train_seconds=seconds, tokens_per_second=tokens / seconds if seconds else 0.0,
+        examples_per_second=(mlm["examples"] + own["examples"]) / seconds if seconds else 0.0,
+        steal_percent=max(p.get("steal_percent") or 0.0 for p in phases),
+        phases=[{k: p.get(k) for k in ("steps", "examples", "train_seconds", "checkpoint",
+                                       "command")} for p in phases]))
+
+
 def pretrain(arm: Arm, arm_dir: str, args, cache: str, config: str, vocab: str) -> dict:
     """The arm's pretraining stage (cached); returns its marker (checkpoint, figures)."""
     done = budget_cache.done(arm_dir, "pretrain")
     if done:
         return done
+    if arm.mlm_first:
+        return pretrain_after_mlm(arm, arm_dir, args, cache, config, vocab)
     out = os.path.join(arm_dir, "pretrain")
     train_text = os.path.join(cache, "corpus", "train.txt")
     minutes = args.minutes * arm.scale

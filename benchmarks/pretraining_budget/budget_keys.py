@@ -45,7 +45,7 @@ def recipe_file(arm) -> Optional[str]:
 
 # Fields the benchmark's Arm gained after the ledger's entries were keyed: they enter an arm's
 # key only when set, so that the earlier arms keep their keys (and their ledger entries).
-LATER_ARM_FIELDS = ("scale", "snapshots", "recipe", "architecture")
+LATER_ARM_FIELDS = ("scale", "snapshots", "recipe", "architecture", "mlm_first")
 
 
 def arm_fields(arm) -> dict:
@@ -68,7 +68,10 @@ def arm_key(arm, args, cache: str, config: str, vocab: str, seq: int) -> dict:
     return dict(key, minutes=args.minutes, probe_minutes=args.probe_minutes, seq=seq,
                 corpus=budget_cache.content_digest(os.path.join(cache, "corpus", "train.txt")),
                 recipe=budget_cache.content_digest(recipe_file(arm)),
-                machine=budget_cache.this_machine())
+                machine=budget_cache.this_machine(),
+                # an arm with a masked-LM phase trains c's recipe too
+                **({"mlm_recipe": budget_cache.content_digest(os.path.join(
+                    REPO, "configs", "budget.flags"))} if getattr(arm, "mlm_first", 0) else {}))
 
 
 def arm_folder(arm, args, cache: str, config: str, vocab: str, seq: int) -> str:
