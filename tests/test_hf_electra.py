@@ -231,3 +231,19 @@ def test_a_live_model_takes_the_pair_to_continue_pretraining(loaded):
     alone = formats.read_model("hf", os.path.join(DATA, "discriminator"))
     with pytest.raises(UserError, match="holds no ELECTRA generator"):
         native_electra.load_into(model, alone)
+    # --init_discriminator_only: transformers' discriminator alone gives its own logits; the
+    # generator stays as built. A checkpoint without a whole encoder is refused in one line.
+    fresh = native_electra.build_model(files.config, GENERATOR_WIDTH, seed=9)
+    own = [n for n in electra_weight_map(fresh) if n.startswith("generator")]
+    before = get_weights({n: electra_weight_map(fresh)[n] for n in own})
+    left = native_electra.load_into(fresh, alone, discriminator_only=True)
+    assert set(own) <= set(left)
+    disc = fresh.discriminator_logits(inputs).numpy()
+    np.testing.assert_allclose(disc[real], golden["disc_logits"][real], atol=TOLERANCE)
+    after = get_weights({n: electra_weight_map(fresh)[n] for n in own})
+    assert all(np.array_equal(before[n], after[n]) for n in own), "the generator moved"
+    partial = dataclasses.replace(alone, weights={
+        n: v for n, v in alone.weights.items() if not n.startswith("layer_0/")})
+    with pytest.raises(UserError, match="not an encoder of this config for "
+                                        "--init_discriminator_only: 16 encoder weight"):
+        native_electra.load_into(fresh, partial, discriminator_only=True)
