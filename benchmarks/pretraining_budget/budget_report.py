@@ -85,14 +85,11 @@ def comparisons(rows: Dict[str, dict]) -> List[dict]:
 def over_tasks(row: dict, tasks: Sequence[str]) -> dict:
     """`row` with its GLUE score averaged over `tasks` only (per seed, the mean of those
     tasks' scores), the scorecard's own over every task kept as "glue_score_all_tasks"."""
-    from bert_tf.finetune.scorecard.scorecard_report import stats
+    import budget_screen
 
     if list(tasks) == list(row["tasks"]):
         return row
-    per_task = [row["tasks"][t]["score"]["per_seed"] for t in tasks]
-    seeds = sorted(set.intersection(*(set(p) for p in per_task)))
-    glue = stats({s: sum(p[s] for p in per_task) / len(per_task) for s in seeds})
-    return dict(row, glue_score=glue,
+    return dict(row, glue_score=budget_screen.glue_over(row, tasks),
                 glue_score_all_tasks=row.get("glue_score_all_tasks", row["glue_score"]))
 
 
