@@ -79,7 +79,7 @@ import budget_data  # noqa: E402
 import budget_report  # noqa: E402
 import budget_screen  # noqa: E402
 import machine  # noqa: E402
-from budget_keys import arm_folder, legacy_arm_folder  # noqa: E402
+from budget_keys import MLM_PHASE, arm_folder, legacy_arm_folder  # noqa: E402
 
 REPO = budget_cache.REPO
 HF_PYTHON = os.path.join(os.path.dirname(HERE), ".hf-venv", "bin", "python")  # hf_env.sh's
@@ -181,9 +181,9 @@ ARMS: List[Arm] = [
     Arm("h", "bert_tf", "modern encoder, packed, ELECTRA (configs/electra_budget.flags)",
         flagfile="configs/electra_budget.flags", records="packed", architecture="modern",
         default=False),
-    # ELECTRA after masked LM: at BERT-Tiny, 30 minutes of ELECTRA from random weights leave
-    # the discriminator at chance (it does not learn to read the context), while from an
-    # encoder that reads it (c's) it learns in a few hundred steps (electra_probe.py).
+    # ELECTRA after masked LM: at BERT-Tiny, ELECTRA's discriminator from random weights
+    # stays at chance for its first 3,300 steps (it does not yet read the context), while
+    # from an encoder that reads it (c's) it learns in a few hundred steps (electra_probe.py).
     Arm("f-mlm", "bert_tf", "c's masked LM for half the budget, then ELECTRA from its encoder",
         flagfile="configs/electra_budget.flags", records="mlm", default=False, mlm_first=0.5),
     # Ablations of c: each puts one of c's choices back to the original recipe's (b), or
@@ -267,7 +267,7 @@ def parse_args() -> argparse.Namespace:
                         "cls@3e-4,mean@3e-4; scores every arm under each (cached) and "
                         "prints the choice (budget_screen.py)")
     parser.add_argument("--arm_folders", default="",
-                        help="name=folder items (e.g. c=c-efb138cd): take these arms from "
+                        help="name=folder items (arm=<ledger folder>): take these arms from "
                         "the ledger under that folder name, an arm pretrained on another "
                         "machine, instead of this machine's key (a screen spanning sessions)")
     parser.add_argument("--finetune_epochs", type=float, default=3.0)
@@ -342,9 +342,6 @@ def bert_tf_recipe(arm: Arm, arm_dir: str) -> Tuple[str, Dict[str, str]]:
         with open(path, "w", encoding="utf-8") as f:
             f.writelines(kept)
     return path, budget_bert_tf.parse_flags(path, list(arm.flags))
-
-
-MLM_PHASE = "configs/budget.flags"  # the masked-LM phase of an arm with mlm_first
 
 
 def pretrain_after_mlm(arm: Arm, arm_dir: str, args, cache: str, config: str,

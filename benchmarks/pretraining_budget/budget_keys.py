@@ -48,6 +48,9 @@ def recipe_file(arm) -> Optional[str]:
 LATER_ARM_FIELDS = ("scale", "snapshots", "recipe", "architecture", "mlm_first")
 
 
+MLM_PHASE = "configs/budget.flags"  # the masked-LM phase of an arm with mlm_first
+
+
 def arm_fields(arm) -> dict:
     """The arm's settings in its key: every field, but LATER_ARM_FIELDS only when set."""
     fields = dataclasses.asdict(arm)
@@ -70,8 +73,8 @@ def arm_key(arm, args, cache: str, config: str, vocab: str, seq: int) -> dict:
                 recipe=budget_cache.content_digest(recipe_file(arm)),
                 machine=budget_cache.this_machine(),
                 # an arm with a masked-LM phase trains c's recipe too
-                **({"mlm_recipe": budget_cache.content_digest(os.path.join(
-                    REPO, "configs", "budget.flags"))} if getattr(arm, "mlm_first", 0) else {}))
+                **({"mlm_recipe": budget_cache.content_digest(os.path.join(REPO, MLM_PHASE))}
+                   if arm.mlm_first else {}))
 
 
 def arm_folder(arm, args, cache: str, config: str, vocab: str, seq: int) -> str:

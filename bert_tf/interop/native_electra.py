@@ -89,8 +89,10 @@ def load_into(model, files: ModelFiles, discriminator_only: bool = False) -> Tup
     from bert_tf.modeling.weight_map import encoder_weight_map, set_weights
 
     if discriminator_only:
-        weights = {n: w for n, w in electra_weight_map(model).items()
-                   if not n.startswith(("generator/", "generator_predictions/"))}
+        everything = electra_weight_map(model)
+        generator = tuple(n for n in everything
+                          if n.startswith(("generator/", "generator_predictions/")))
+        weights = {n: w for n, w in everything.items() if n not in generator}
         lacking = [n for n in encoder_weight_map(model.encoder)
                    if n not in files.weights and not n.startswith("pooler/")]
         if lacking:
@@ -99,8 +101,7 @@ def load_into(model, files: ModelFiles, discriminator_only: bool = False) -> Tup
                             f"missing, first: {lacking[0]}")
         set_weights(weights, {n: v for n, v in files.weights.items() if n in weights},
                     strict=False, source=files.source)
-        return tuple(n for n in electra_weight_map(model) if n not in files.weights
-                     or n.startswith(("generator/", "generator_predictions/")))
+        return tuple(n for n in everything if n not in files.weights or n in generator)
 
     width = electra_layout.generator_width(files.weights)
     if width is None:
