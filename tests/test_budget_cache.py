@@ -28,6 +28,7 @@ BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file
                           "benchmarks", "pretraining_budget")
 sys.path.insert(0, BENCHMARKS)
 import bench_pretraining_budget  # noqa: E402
+import budget_arms  # noqa: E402
 import budget_cache  # noqa: E402
 import budget_keys  # noqa: E402
 import budget_report  # noqa: E402
@@ -78,7 +79,7 @@ def bench_args(tmp_path, smoke=False) -> argparse.Namespace:
 def test_run_arm_reports_a_ledger_arm_without_running_it(ledger, tmp_path, capsys, monkeypatch):
     args = bench_args(tmp_path)
     cache = os.fspath(tmp_path / "cache")
-    arm = next(a for a in bench_pretraining_budget.ARMS if a.name == "c")
+    arm = next(a for a in budget_arms.ARMS if a.name == "c")
     config, vocab = os.fspath(tmp_path / "config.json"), os.fspath(tmp_path / "vocab.txt")
     arm_dir = budget_keys.arm_folder(arm, args, cache, config, vocab, 128)
     out, stage = bench_pretraining_budget.scorecard_key(arm_dir, args)
@@ -149,7 +150,7 @@ def test_report_names_machines_and_the_ledger_and_warns_when_they_differ():
 
 
 def _arm(name):
-    return next(a for a in bench_pretraining_budget.ARMS if a.name == name)
+    return next(a for a in budget_arms.ARMS if a.name == name)
 
 
 def test_an_arms_key_is_its_machine_and_file_contents_not_their_paths(tmp_path, monkeypatch):
@@ -307,7 +308,7 @@ def test_the_modern_arms_train_bert_tinys_parameters_on_packed_documents(tmp_pat
     from bert_tf.modeling.config import BertConfig
 
     shared = os.path.join(budget_cache.REPO, "configs", "bert_config_tiny.json")
-    path = bench_pretraining_budget.modern_config_of(shared, os.fspath(tmp_path))
+    path = budget_arms.modern_config_of(shared, os.fspath(tmp_path))
     bert, modern = BertConfig.from_json_file(shared), BertConfig.from_json_file(path)
     assert modern_config.is_modern(modern) and modern.intermediate_size == 341  # 2/3 of 512
     assert (modern.hidden_size, modern.num_hidden_layers, modern.vocab_size) == (
@@ -321,7 +322,7 @@ def test_the_modern_arms_train_bert_tinys_parameters_on_packed_documents(tmp_pat
     # 2 %: rotary positions drop the 512 x 128 position table.
     assert abs(params(modern, "layer_") / params(bert, "layer_") - 1) < 0.01
     assert abs(params(modern) / params(bert) - 1) < 0.02
-    assert bench_pretraining_budget.modern_config_of(shared, os.fspath(tmp_path)) == path
+    assert budget_arms.modern_config_of(shared, os.fspath(tmp_path)) == path
     with open(path) as f, open(os.path.join(budget_cache.REPO, "configs",
                                             "modernbert_tiny.json")) as g:
         assert json.load(f) == json.load(g)  # the checked-in shape is the arms' model

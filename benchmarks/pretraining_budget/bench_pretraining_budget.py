@@ -12,30 +12,11 @@ On 100 MB of English Wikipedia (../shared/data/corpus/wikipedia_en, run through
 (--bert_config, default configs/bert_config_tiny.json: L-2/H-128, 2 heads, vocab_size set to
 the vocabulary's; BERT-Mini, configs/bert_config_mini.json, stays on the plateau of frequent
 words in 30 minutes of two cores, docs/results/pretraining.md), each arm gets the same
-training-time budget (--minutes) on this machine:
-
-    a  random init: no pretraining
-    b  bert_tf, the original recipe: create_pretraining_data's static masks (dupe_factor 2),
-       NSP, 15 %, configs/demo.flags (batch 32, AdamW, peak 1e-3, 10 % warmup, linear
-       decay), the steps sized to the budget by a throughput probe
-    c  bert_tf's budget recipe, configs/budget.flags: MLM-only packed records
-       (create_pretraining_data --no_nsp), whatever that flagfile sets (dynamic masking, the
-       masking rate, the warmup-stable-decay schedule tied to --max_train_minutes, ...)
-    d  keras-hub BertMaskedLM.fit() with keras-hub's defaults and the keras.io guide's
-       32 prediction slots (budget_keras_hub.py)
-    e  transformers BertForMaskedLM + Trainer with its documented from-scratch settings
-       (budget_hf.py, in benchmarks/.hf-venv)
-    d-tuned, e-tuned  d and e at c's batch, peak rate and warmup (configs/budget.flags):
-       the "tuned peers", which separate the recipe from the framework
-    f  bert_tf ELECTRA, configs/electra_budget.flags, the shared model as its discriminator
-    g, h  the modern encoder (the shared model's shape with ModernBERT's block: pre-LN,
-       GeGLU, rotary positions, no biases; MODERN_OPTIONS) on packed documents, with c's
-       recipe (g) and f's (h)
-    c120, f120  c and f for 4 x the budget in one run each, their state kept and scored at
-       1/4 and 1/2 of it (budget_curves.py): the report's GLUE-against-minutes table
-
-and the ablations of c (`--arms=c-...`, see ARMS): each puts one of c's choices back to the
-original's. Every pretrained arm's held-out masked-LM accuracy is measured by one evaluator
+training-time budget (--minutes) on this machine. The arms (a random init; b, c the original
+and the budget bert_tf recipes; d, e keras-hub and transformers, and their tuned versions;
+f ELECTRA; g, h the modern encoder; c120, f120 the 4 x budget curve; f-mlm and the ablations
+of c) are listed, each with what it trains, in budget_arms.py; the pretraining stage is
+budget_pretrain.py. Every pretrained arm's held-out masked-LM accuracy is measured by one evaluator
 (bert_tf's run_pretraining --do_eval on the arm's checkpoint, converted for d and e) on the
 held-out articles' MLM-only records with static 15 % masks; then `bert_tf.run_glue
 --protocol=fixed` fine-tunes every arm on SST-2, MRPC, CoLA, STS-B and RTE over --seeds.
@@ -63,11 +44,10 @@ machines.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import sys
-from typing import Dict, List, Optional, Tuple
+from typing import Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.join(os.path.dirname(HERE), "common")]  # budget_*; machine
@@ -79,155 +59,25 @@ import budget_data  # noqa: E402
 import budget_report  # noqa: E402
 import budget_screen  # noqa: E402
 import machine  # noqa: E402
-from budget_keys import MLM_PHASE, arm_folder, legacy_arm_folder  # noqa: E402
+from budget_arms import (  # noqa: E402
+    ARMS,
+    CHOSEN,
+    EVAL_PRED,
+    EVAL_SEQ,
+    Arm,
+    model_config,
+    modern_config_of,
+    objective_flags,
+)
+from budget_keys import arm_folder, legacy_arm_folder  # noqa: E402
+from budget_pretrain import pretrain  # noqa: E402
 
 REPO = budget_cache.REPO
-HF_PYTHON = os.path.join(os.path.dirname(HERE), ".hf-venv", "bin", "python")  # hf_env.sh's
-DEMO = budget_bert_tf.parse_flags("configs/demo.flags", [])
-
-
-@dataclasses.dataclass(frozen=True)
-class Arm:
-    """One way to pretrain (or not).
-
-    Attributes:
-        name: the arm's name (--arms).
-        kind: "random", "bert_tf", "keras_hub" or "hf".
-        title: one line for the report.
-        flagfile: bert_tf arms: run_pretraining's flagfile (repo-relative).
-        flags: bert_tf arms: flags after the flagfile.
-        drop: bert_tf arms: flagfile flags left out (a copy of the flagfile without them is
-            written to the arm's folder).
-        records: bert_tf arms: "nsp" (sentence pairs), "mlm" (MLM-only blocks, --no_nsp) or
-            "packed" (whole documents packed into rows, --feature_set=packed_mlm).
-        dupe_factor: copies of the text with different static masks in the records.
-        size_to_budget: set --num_train_steps from the probe's rate (linear schedules).
-        warmup_fraction: with size_to_budget, --num_warmup_steps as this share of the steps
-            (None: the flagfile's own warmup steps).
-        default: run without --arms.
-        peer_flags: keras_hub and hf arms: flags for the arm's script (the tuned peers'
-            batch, peak rate and warmup).
-        scale: the arm's budget in --minutes (4: 120 minutes at the default 30).
-        snapshots: fractions of the budget where the run's state is kept and scored as
-            well (one run, cut into slices that resume exactly: budget_curves.py).
-        recipe: the arm whose recipe a long arm trains longer (the curve's row).
-        architecture: "" (the shared bert_config.json) or "modern": the same config with
-            the modern encoder's options (`modern_config_of`).
-        mlm_first: bert_tf ELECTRA arms: this share of the budget goes first to c's masked
-            LM (MLM_PHASE), and the discriminator starts from its encoder
-            (`--init_discriminator_only`; `pretrain_after_mlm`).
-    """
-
-    name: str
-    kind: str
-    title: str
-    flagfile: str = ""
-    flags: Tuple[str, ...] = ()
-    drop: Tuple[str, ...] = ()
-    records: str = ""
-    dupe_factor: int = 1
-    size_to_budget: bool = False
-    warmup_fraction: Optional[float] = None
-    default: bool = True
-    peer_flags: Tuple[str, ...] = ()
-    scale: float = 1.0
-    snapshots: Tuple[float, ...] = ()
-    recipe: str = ""
-    architecture: str = ""
-    mlm_first: float = 0.0
-
-
-BUDGET = budget_bert_tf.parse_flags("configs/budget.flags", [])
-# The tuned peers train with c's batch, peak rate and warmup steps, so that c - d-tuned and
-# c - e-tuned compare the frameworks at one recipe, and d-tuned - d, e-tuned - e what that
-# recipe buys each framework.
-TUNED = (f"--batch_size={BUDGET['train_batch_size']}",
-         f"--learning_rate={BUDGET['learning_rate']}",
-         f"--warmup_steps={BUDGET['num_warmup_steps']}")
-
-
-C = dict(kind="bert_tf", flagfile="configs/budget.flags", records="mlm", default=False)
-ARMS: List[Arm] = [
-    Arm("a", "random", "random init"),
-    Arm("b", "bert_tf", "bert_tf original recipe (static masks, NSP, 15 %, linear)",
-        flagfile="configs/demo.flags", records="nsp", dupe_factor=2, size_to_budget=True,
-        warmup_fraction=int(DEMO["num_warmup_steps"]) / int(DEMO["num_train_steps"])),
-    Arm("c", "bert_tf", "bert_tf budget recipe (configs/budget.flags)",
-        flagfile="configs/budget.flags", records="mlm"),
-    Arm("d", "keras_hub", "keras-hub BertMaskedLM.fit"),
-    # ELECTRA at the benchmark's model: the one shared bert_config.json is the discriminator
-    # (as every arm's model); its flagfile's generator (a quarter of the width), lambda,
-    # 15 % dynamic masks in 20 slots and schedule; the same records, budget and scorecard.
-    Arm("f", "bert_tf", "bert_tf ELECTRA (configs/electra_budget.flags)",
-        flagfile="configs/electra_budget.flags", records="mlm"),
-    Arm("e", "hf", "transformers BertForMaskedLM + Trainer"),
-    Arm("d-tuned", "keras_hub", "keras-hub BertMaskedLM.fit at c's batch, peak rate, warmup",
-        peer_flags=TUNED),
-    Arm("e-tuned", "hf", "transformers Trainer at c's batch, peak rate, warmup",
-        peer_flags=TUNED),
-    # The budget curve: c and f trained 4 x the budget (120 minutes) in one run each, whose
-    # schedule is the 120-minute one, with the state kept at 1/4 and 1/2 (30 and 60 min).
-    Arm("c120", "bert_tf", "c trained 4 x the budget, kept at 1/4, 1/2 and the end",
-        flagfile="configs/budget.flags", records="mlm", default=False, scale=4.0,
-        snapshots=(0.25, 0.5), recipe="c"),
-    Arm("f120", "bert_tf", "f trained 4 x the budget, kept at 1/4, 1/2 and the end",
-        flagfile="configs/electra_budget.flags", records="mlm", default=False, scale=4.0,
-        snapshots=(0.25, 0.5), recipe="f"),
-    # The modern encoder (the benchmark's second lever after the objective): the shared model's
-    # shape with ModernBERT's block, on packed documents, with c's and f's recipes.
-    Arm("g", "bert_tf", "modern encoder, packed, budget MLM recipe (configs/budget.flags)",
-        flagfile="configs/budget.flags", records="packed", architecture="modern",
-        default=False),
-    Arm("h", "bert_tf", "modern encoder, packed, ELECTRA (configs/electra_budget.flags)",
-        flagfile="configs/electra_budget.flags", records="packed", architecture="modern",
-        default=False),
-    # ELECTRA after masked LM: at BERT-Tiny, ELECTRA's discriminator from random weights
-    # stays at chance for its first 3,300 steps (it does not yet read the context), while
-    # from an encoder that reads it (c's) it learns in a few hundred steps (electra_probe.py).
-    Arm("f-mlm", "bert_tf", "c's masked LM for half the budget, then ELECTRA from its encoder",
-        flagfile="configs/electra_budget.flags", records="mlm", default=False, mlm_first=0.5),
-    # Ablations of c: each puts one of c's choices back to the original recipe's (b), or
-    # moves one of the values configs/budget.flags leaves to tuning. (c already shares b's
-    # peak rate, batch, sequence length and model shape.)
-    Arm("c-mask15", title="c masking 15 % (dynamic)", flags=("--masked_lm_prob=0.15",), **C),
-    Arm("c-mask30", title="c masking 30 % (dynamic)", flags=("--masked_lm_prob=0.3",), **C),
-    Arm("c-static", title="c with static 15 % masks (dupe_factor 2)", dupe_factor=2,
-        drop=("dynamic_masking", "masked_lm_prob", "vocab_file"), **C),
-    # c-mask15 and c-static keep c's 51 prediction slots, of which 15 % masking fills 19: the
-    # same work a step as c, so they compare the rates at equal steps. The -p20 arms use the
-    # 20 slots b uses, the speed a 15 % rate buys: they compare the rates at equal time.
-    Arm("c-mask15-p20", title="c masking 15 % (dynamic), 20 prediction slots",
-        flags=("--masked_lm_prob=0.15", "--max_predictions_per_seq=20"), **C),
-    Arm("c-static-p20", title="c with static 15 % masks (dupe_factor 2), 20 prediction slots",
-        dupe_factor=2, flags=("--max_predictions_per_seq=20",),
-        drop=("dynamic_masking", "masked_lm_prob", "vocab_file"), **C),
-    Arm("c-linear", title="c with warmup + linear decay sized to the budget",
-        flags=("--lr_schedule=linear",), drop=("decay_proportion",), size_to_budget=True, **C),
-    Arm("c-nsp", title="c with NSP sentence pairs", drop=("no_nsp",),
-        **dict(C, records="nsp")),
-    Arm("c-lr5e-4", title="c at peak learning rate 5e-4", flags=("--learning_rate=5e-4",),
-        **C),
-    # Pretraining grows the weights 2-4x over their initial scale, so a fixed fine-tuning
-    # rate moves them less, relative to their size, than it moves random weights
-    # (docs/results/pretraining.md): more decay holds them nearer that scale.
-    Arm("c-wd0.1", title="c with weight decay 0.1", flags=("--weight_decay_rate=0.1",), **C),
-    # Speed, not the recipe: keras-hub's arm d trains 7 % more steps per second with XLA on
-    # this CPU (its probe times both); bert_tf leaves XLA off on CPUs by default.
-    Arm("c-xla", title="c with the train step XLA-compiled", flags=("--use_xla=true",), **C),
-]
-# The protocol screen's choice (README.md beside this script, "The protocol screen"; the
-# figures in docs/results/pretraining.md): the mean of the sequence output at 1e-3 is the
-# protocol under which arms c and d register pretraining (mean t 2.46). Under it arm c does
-# not beat the majority class on MRPC and RTE, so the GLUE score averages CoLA, SST-2 and
-# STS-B (the other two are still scored and shown). The final scores use seeds the screen
-# did not (1,2,3), so that the noise the choice was made on does not enter them.
-CHOSEN = dict(readout="mean", learning_rate=1e-3, glue_tasks="cola,sst2,stsb", seeds="4,5,6")
 # curve: held-out evaluations during a bert_tf arm's training, and batches of 64 each.
 FULL = dict(minutes=30.0, probe_minutes=1.0, max_articles=0, heldout_every=50,
             vocab_size=16384, seeds=CHOSEN["seeds"], max_train_examples=8000, curve=(10, 16))
 SMOKE = dict(minutes=1.0, probe_minutes=0.25, max_articles=300, heldout_every=10,
              vocab_size=4096, seeds="1", max_train_examples=200, curve=(2, 4))
-EVAL_SEQ, EVAL_PRED = 128, 20  # the held-out records every arm is measured on
 LEDGER = "pretraining_budget"  # benchmarks/ledger/<LEDGER>/: finished arms, kept in the repo
 
 
@@ -296,130 +146,6 @@ def parse_args() -> argparse.Namespace:
     except ValueError as e:
         parser.error(str(e))
     return args
-
-
-def model_config(args, cache: str, vocab_size: int) -> str:
-    """The one bert_config.json of every arm: --bert_config with the vocabulary's size."""
-    with open(os.path.join(REPO, args.bert_config), encoding="utf-8") as f:
-        config = dict(json.load(f), vocab_size=vocab_size)
-    path = os.path.join(cache, "model", f"bert_config_{budget_cache.digest(config)}.json")
-    if not os.path.exists(path):
-        budget_cache.write_json(path, config)
-    return path
-
-
-# The modern encoder's options (bert_tf.modeling.modern_config) for arms g and h: ModernBERT's
-# block (pre-LN with a final norm, GeGLU, rotary positions, no biases, no segment table).
-# Every layer attends globally: at the benchmark's 128 tokens a sliding window of ModernBERT's
-# 128 would cover the whole row.
-MODERN_OPTIONS = dict(position_embedding_type="rope", pre_layer_norm=True, norm_eps=1e-5,
-                      use_bias=False, hidden_act="geglu", type_vocab_size=0)
-
-
-def modern_config_of(config_path: str, cache: str) -> str:
-    """The shared config with MODERN_OPTIONS, its GeGLU feed-forward 2/3 as wide so that the
-    block has BERT's parameters (3 x H x I' = 2 x H x I)."""
-    with open(config_path, encoding="utf-8") as f:
-        config = json.load(f)
-    config = dict(config, **MODERN_OPTIONS,
-                  intermediate_size=round(2 * config["intermediate_size"] / 3))
-    path = os.path.join(cache, "model", f"bert_config_{budget_cache.digest(config)}.json")
-    if not os.path.exists(path):
-        budget_cache.write_json(path, config)
-    return path
-
-
-def bert_tf_recipe(arm: Arm, arm_dir: str) -> Tuple[str, Dict[str, str]]:
-    """The arm's flagfile (a copy without `drop`, if any) and its flag values."""
-    path = os.path.join(REPO, arm.flagfile)
-    if not os.path.exists(path):
-        sys.exit(f"arm {arm.name}: {arm.flagfile} does not exist yet")
-    if arm.drop:
-        with open(path, encoding="utf-8") as f:
-            kept = [line for line in f if line.strip()[2:].partition("=")[0] not in arm.drop]
-        os.makedirs(arm_dir, exist_ok=True)
-        path = os.path.join(arm_dir, "recipe.flags")
-        with open(path, "w", encoding="utf-8") as f:
-            f.writelines(kept)
-    return path, budget_bert_tf.parse_flags(path, list(arm.flags))
-
-
-def pretrain_after_mlm(arm: Arm, arm_dir: str, args, cache: str, config: str,
-                       vocab: str) -> dict:
-    """An arm with `mlm_first`: c's masked LM for that share of the budget (in mlm/), then the
-    arm's own recipe for the rest (in second/), its discriminator from the masked LM's
-    encoder. The marker sums the two phases' steps, sequences and training seconds."""
-    first = dataclasses.replace(arm, flagfile=MLM_PHASE, flags=(), mlm_first=0.0,
-                                scale=arm.scale * arm.mlm_first)
-    mlm = pretrain(first, os.path.join(arm_dir, "mlm"), args, cache, config, vocab)
-    second = dataclasses.replace(arm, mlm_first=0.0, scale=arm.scale * (1 - arm.mlm_first),
-                                 flags=arm.flags + (f"--init_checkpoint={mlm['checkpoint']}",
-                                                    "--init_discriminator_only=true"))
-    own = pretrain(second, os.path.join(arm_dir, "second"), args, cache, config, vocab)
-    phases = (mlm, own)
-    seconds = sum(p["train_seconds"] for p in phases)
-    tokens = sum(p["tokens_per_second"] * p["train_seconds"] for p in phases)
-    return budget_cache.finish(arm_dir, "pretrain", dict(
-        own, steps=mlm["steps"] + own["steps"], examples=mlm["examples"] + own["examples"],
-        train_seconds=seconds, tokens_per_second=tokens / seconds if seconds else 0.0,
-        examples_per_second=(mlm["examples"] + own["examples"]) / seconds if seconds else 0.0,
-        steal_percent=max(p.get("steal_percent") or 0.0 for p in phases),
-        phases=[{k: p.get(k) for k in ("steps", "examples", "train_seconds", "checkpoint",
-                                       "command")} for p in phases]))
-
-
-def pretrain(arm: Arm, arm_dir: str, args, cache: str, config: str, vocab: str) -> dict:
-    """The arm's pretraining stage (cached); returns its marker (checkpoint, figures)."""
-    done = budget_cache.done(arm_dir, "pretrain")
-    if done:
-        return done
-    if arm.mlm_first:
-        return pretrain_after_mlm(arm, arm_dir, args, cache, config, vocab)
-    out = os.path.join(arm_dir, "pretrain")
-    train_text = os.path.join(cache, "corpus", "train.txt")
-    minutes = args.minutes * arm.scale
-    common = [f"--train_text={train_text}", f"--vocab_file={vocab}",
-              f"--bert_config_file={config}", f"--output_dir={out}", f"--minutes={minutes}",
-              f"--probe_seconds={60 * args.probe_minutes}", f"--max_seq_length={EVAL_SEQ}"]
-    if args.scorecard_only:
-        sys.exit(f"arm {arm.name}: --scorecard_only, but its pretraining is not cached in "
-                 f"{arm_dir}")
-    common += list(arm.peer_flags)
-    if arm.kind == "keras_hub":
-        ticks = machine.cpu_ticks()
-        budget_data.run_logged([sys.executable, os.path.join(HERE, "budget_keras_hub.py")]
-                               + common, os.path.join(arm_dir, "pretrain.log"), f"arm {arm.name}")
-        stats = budget_cache.read_json(os.path.join(out, "train_stats.json"))
-        stats["steal_percent"] = machine.steal_percent(ticks, machine.cpu_ticks())
-        return budget_cache.finish(arm_dir, "pretrain", stats)
-    if arm.kind == "hf":
-        if not os.path.exists(HF_PYTHON):
-            sys.exit(f"{HF_PYTHON} is missing: run bash benchmarks/common/hf_env.sh first")
-        ticks = machine.cpu_ticks()
-        budget_data.run_logged([HF_PYTHON, os.path.join(HERE, "budget_hf.py")] + common,
-                               os.path.join(arm_dir, "pretrain.log"), f"arm {arm.name}")
-        stats = budget_cache.read_json(os.path.join(out, "train_stats.json"))
-        stats["steal_percent"] = machine.steal_percent(ticks, machine.cpu_ticks())
-        native = budget_bert_tf.convert_hf(stats["hf_model"], os.path.join(arm_dir, "bert_tf"),
-                                           vocab)
-        stats.update(checkpoint=native, bert_config=os.path.join(native, "bert_config.json"))
-        return budget_cache.finish(arm_dir, "pretrain", stats)
-    flagfile, values = bert_tf_recipe(arm, arm_dir)
-    seq = int(values.get("max_seq_length", 128))
-    pred = int(values.get("max_predictions_per_seq", 20))
-    spec = budget_data.RecordSpec("train", arm.records == "nsp", seq, pred,
-                                  dupe_factor=arm.dupe_factor, packed=arm.records == "packed")
-    overrides = [f"--bert_config_file={config}", f"--input_file={budget_data.records(cache, spec)}",
-                 "--do_train=true", "--do_eval=false"]
-    if budget_bert_tf.is_true(values, "dynamic_masking"):
-        overrides.append(f"--vocab_file={vocab}")
-    curve = budget_data.records(cache, budget_data.RecordSpec("heldout", False, seq, pred,
-                                                              seed=54321))
-    stops = [(60 * minutes * x, budget_curves.snapshot_dir(arm_dir, x * minutes))
-             for x in arm.snapshots]
-    return budget_bert_tf.pretrain(arm_dir, flagfile, list(arm.flags), overrides,
-                                   minutes, arm.size_to_budget, args.probe_minutes,
-                                   (curve, *args.curve), arm.warmup_fraction, stops)
 
 
 def scorecard_settings(args) -> dict:
@@ -511,17 +237,6 @@ def run_arm(arm: Arm, args, cache: str, config: str, vocab: str, glue: str,
     result["row"] = result["scorecard"]["row"]
     budget_cache.to_ledger(LEDGER, arm_dir, downstream, result)
     return result
-
-
-def objective_flags(arm: Arm) -> List[str]:
-    """The objective flags an eval-only run of the arm's checkpoint needs (ELECTRA's)."""
-    if arm.kind != "bert_tf":
-        return []
-    values = budget_bert_tf.parse_flags(arm.flagfile, list(arm.flags))
-    if values.get("objective", "bert") != "electra":
-        return []
-    return ["--objective=electra",
-            f"--generator_hidden_fraction={values.get('generator_hidden_fraction', '0.25')}"]
 
 
 def score_snapshot(arm: Arm, arm_dir: str, minutes: float, args, glue: str, config: str,
