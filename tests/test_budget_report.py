@@ -183,6 +183,29 @@ def test_the_goals_are_computed_checks_worded_met_not_met_or_no_measurable_diffe
     assert "| f - a >= +3.0 | -4.00 ± 0.29 | not met |" in lines
 
 
+def test_the_modern_encoders_goals_compare_g_with_c_and_the_better_modern_arm_with_random():
+    rows = {r["name"]: r["row"] for r in ledger_entries()}
+    rows["g"] = scored({"1": 44.0, "2": 46.0, "3": 46.5})  # g - c: 2, 2, 0.5; g - a: 4, 5, 4.5
+    rows["h"] = scored({"1": 43.0, "2": 44.0, "3": 45.0})  # the lower GLUE mean: not chosen
+    checks = {g["goal"]: g for g in budget_curves.modern_goals(rows)}
+    # g - c = mean(2, 2, 0.5) = 1.50, SE = std(2, 2, 0.5) / sqrt(3) = 0.866 / 1.732 = 0.50,
+    # t = 3.0 < 4.30 (2 df): within the noise, though the mean reaches the threshold.
+    gc = checks["g - c >= +1.5"]
+    assert round(gc["diff"], 4) == 1.5 and round(gc["se"], 4) == 0.5
+    assert gc["result"] == "no measurable difference"
+    # g - a = mean(4, 5, 4.5) = 4.50, SE = 0.5 / 1.732 = 0.289, t = 15.6: met (>= 4.0).
+    best = checks["max(g, h) - a >= +4.0 (best: g)"]
+    assert round(best["diff"], 4) == 4.5 and round(best["se"], 4) == 0.2887
+    assert best["result"] == "met"
+    del rows["g"]
+    only_h = {g["goal"]: g["result"] for g in budget_curves.modern_goals(rows)}
+    assert only_h["g - c >= +1.5"] == "arms missing"
+    # h - a = 3, 3, 3: no spread, below +4.0.
+    assert only_h["max(g, h) - a >= +4.0 (best: h)"] == "not met"
+    lines = budget_curves.render_goals(budget_curves.modern_goals(rows), "The modern encoder's")
+    assert lines[1].startswith("The modern encoder's goals (GLUE points")
+
+
 def test_a_slice_stops_where_the_rate_so_far_reaches_its_minute():
     assert budget_curves.slice_steps(0.0, 0, 1800.0, 0.5) == 900  # the probe's rate at first
     assert budget_curves.slice_steps(1790.0, 1000, 3600.0, 0.5) == 1011  # 1000 / 1790 s

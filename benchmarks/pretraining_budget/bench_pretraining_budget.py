@@ -342,9 +342,11 @@ def main() -> None:
     rows = {r["name"]: r["row"] for r in results}
     points = budget_curves.curve_points(results)
     checks = budget_curves.goals(rows, points)
+    modern = budget_curves.modern_goals(rows)
     text = budget_report.render(line, settings, results, goals) + "\n".join(
         budget_curves.render_curve(points, rows.get("a"))
-        + budget_curves.render_goals(checks)) + "\n"
+        + budget_curves.render_goals(checks)
+        + budget_curves.render_goals(modern, "The modern encoder's")) + "\n"
     print("\n" + text, flush=True)
     with open(os.path.join(cache, "results.md"), "w", encoding="utf-8") as f:
         f.write(text)
@@ -352,6 +354,7 @@ def main() -> None:
         "machine": line, "settings": settings, "goals": goals,
         "comparisons": budget_report.comparisons({r["name"]: r["row"] for r in results}),
         "ablation": budget_report.ablation(results), "electra_goals": checks,
+        "modern_goals": modern,
         "glue_minutes": budget_curves.chart_data(points, rows.get("a")),
         "arms": [{k: v for k, v in r.items() if k != "history"} for r in results]})
     print(f"wrote {os.path.join(cache, 'results.md')} and results.json", flush=True)
