@@ -139,13 +139,18 @@ def check(label: str, d: Optional[dict], threshold: float, strict: bool = False,
     return dict(out, result="met" if ok else "not met")
 
 
+def best_by_glue(rows: Dict[str, dict], names) -> Optional[str]:
+    """The one of `names` present in `rows` with the highest GLUE mean (None: none is)."""
+    present = [n for n in names if n in rows]
+    return max(present, key=lambda n: rows[n]["glue_score"]["mean"]) if present else None
+
+
 def goals(rows: Dict[str, dict], points: List[dict]) -> List[dict]:
     """ELECTRA's goals as computed checks: at the 30-minute budget f - a >= +3.0 and f -
     max(d, e, tuned peers) >= +2.0; on STS-B and SST-2 f above random by 2 SE; at 120
     minutes the better of c and f beats random by >= +5.0; the floor f > a and f >= c."""
     f, a = rows.get("f"), rows.get("a")
-    peers = [n for n in ("d", "e", "d-tuned", "e-tuned") if n in rows]
-    best_peer = max(peers, key=lambda n: rows[n]["glue_score"]["mean"]) if peers else None
+    best_peer = best_by_glue(rows, ("d", "e", "d-tuned", "e-tuned"))
     out = [check("f - a >= +3.0", against(f, a) if f and a else None, 3.0),
            check(f"f - max(d, e, tuned peers) >= +2.0 (best: {best_peer or '-'})",
                  against(f, rows[best_peer]) if f and best_peer else None, 2.0)]
@@ -169,8 +174,7 @@ def modern_goals(rows: Dict[str, dict]) -> List[dict]:
     +1.5 (the modern block and packing against BERT's, both with c's recipe), and the better
     of g and h (by GLUE mean) beats random weights by >= +4.0."""
     g, c, a = rows.get("g"), rows.get("c"), rows.get("a")
-    modern = [n for n in ("g", "h") if n in rows]
-    best = max(modern, key=lambda n: rows[n]["glue_score"]["mean"]) if modern else None
+    best = best_by_glue(rows, ("g", "h"))
     return [check("g - c >= +1.5", against(g, c) if g and c else None, 1.5),
             check(f"max(g, h) - a >= +4.0 (best: {best or '-'})",
                   against(rows[best], a) if best and a else None, 4.0)]
