@@ -228,7 +228,10 @@ def run_arm(arm: Arm, args, cache: str, config: str, vocab: str, glue: str,
         if history:
             from bert_tf.training.eval_history import read_eval_history
 
-            result["history"] = read_eval_history(history)
+            # The AUC histograms ("sums") only combine batches into one evaluation; the
+            # ledger keeps the figures, and the cache's eval_history.jsonl keeps the rest.
+            result["history"] = [{k: v for k, v in h.items() if k != "sums"}
+                                 for h in read_eval_history(history)]
     if args.pretrain_only:
         return result
     result["snapshots"] = [score_snapshot(arm, arm_dir, x * result["minutes"], args, glue,
