@@ -63,15 +63,22 @@ def child(trace_dir: str, argv: list) -> None:
 
     def build_model(task, config):
         model = builders[type(task)](task, config)
-        if pathlib.Path(trace_dir, "own_head.txt").exists():  # bert_tf's own seeded start
-            kernel = model.head.kernel.numpy()
-        else:
-            rng = np.random.default_rng(0)
-            kernel = (rng.standard_normal(tuple(model.head.kernel.shape)) *
-                      config.initializer_range).astype(np.float32)
-        model.head.kernel.assign(kernel)
-        model.head.bias.assign(np.zeros(tuple(model.head.bias.shape), np.float32))
-        np.savez(os.path.join(trace_dir, "head.npz"), kernel=kernel)
+        # BERT's head is one layer (`head`); ELECTRA's has `head_hidden` (dense + GELU) before
+        # it. Both start from the same kernels on both sides, biases 0.
+        layers = {"kernel": model.head}
+        if getattr(model, "head_hidden", None) is not None:
+            layers["hidden_kernel"] = model.head_hidden
+        rng = np.random.default_rng(0)
+        kernels = {}
+        for name, layer in layers.items():  # "kernel" first: BERT's draw is unchanged
+            if pathlib.Path(trace_dir, "own_head.txt").exists():  # bert_tf's own seeded start
+                kernels[name] = layer.kernel.numpy()
+            else:
+                kernels[name] = (rng.standard_normal(tuple(layer.kernel.shape)) *
+                                 config.initializer_range).astype(np.float32)
+            layer.kernel.assign(kernels[name])
+            layer.bias.assign(np.zeros(tuple(layer.bias.shape), np.float32))
+        np.savez(os.path.join(trace_dir, "head.npz"), **kernels)
         return model
 
     def train_dataset_fn(arrays, keys, seed, trim_keys=()):
@@ -95,14 +102,21 @@ def child(trace_dir: str, argv: list) -> None:
     app.run(entry.main, argv=[argv[0]] + argv[1:])
 
 
+def model_kind(model_dir: str) -> str:
+    """The directory's transformers model_type ("bert" when its config.json has none)."""
+    return json.loads(pathlib.Path(model_dir, "config.json").read_text()).get("model_type",
+                                                                              "bert")
+
+
 def trace(task: str, data: pathlib.Path, recipe: dict, steps: int, work: str,
           full: bool = False, dropout: bool = False, seed: int = 1,
-          own_head: bool = False, share: str = "both") -> tuple:
+          own_head: bool = False, share: str = "both", model_dir: str = "") -> tuple:
     """(bert_tf's losses, transformers' losses) over the first `steps` updates; with `full`,
-    over the whole run, followed by both metrics (parity_bench.METRICS order)."""
+    over the whole run, followed by both metrics (parity_bench.METRICS order). `model_dir`:
+    a Hugging Face BERT or ELECTRA directory (default: MiniLM-L6)."""
+    model_dir = model_dir or minilm_dir()
     pathlib.Path(work, "steps.txt").write_text("full" if full else str(steps))
-    config = json.loads(pathlib.Path(minilm_dir(), "config.json").read_text())
-    from bert_tf.interop.hf_checkpoint import config_from_hf
+    from bert_tf.interop.formats import read_config
 
     rates = ((recipe["hidden_dropout_prob"], recipe["attention_probs_dropout_prob"]) if dropout
              else (0.0, 0.0))
@@ -111,12 +125,12 @@ def trace(task: str, data: pathlib.Path, recipe: dict, steps: int, work: str,
     pathlib.Path(work, "share.txt").write_text(share)
     if dropout:  # the recipe's dropout on both sides (each draws its own masks)
         pathlib.Path(work, "dropout.txt").write_text("on")
-    no_dropout = dict(config_from_hf(config, "MiniLM").to_dict(), hidden_dropout_prob=rates[0],
+    no_dropout = dict(read_config("hf", model_dir).to_dict(), hidden_dropout_prob=rates[0],
                       attention_probs_dropout_prob=rates[1])
     config_file = os.path.join(work, "bert_config.json")
     pathlib.Path(config_file).write_text(json.dumps(no_dropout))
     cmd = ours_command(task, data, recipe, seed=seed, out=os.path.join(work, "bert_tf"),
-                       model_dir=minilm_dir())
+                       model_dir=model_dir)
     cmd = [c for c in cmd if not c.startswith(
         ("--log_every",) if full else ("--do_eval", "--do_predict", "--log_every"))]
     cmd += [f"--bert_config_file={config_file}", "--log_every_n_steps=1"]
@@ -129,9 +143,13 @@ def trace(task: str, data: pathlib.Path, recipe: dict, steps: int, work: str,
     if p.returncode or not ours or (len(ours) != steps and not full):
         sys.exit(f"bert_tf {task} failed ({len(ours)} steps logged):\n{p.stderr[-3000:]}")
     out = os.path.join(work, "hf")
-    p = subprocess.run([str(HF_PYTHON), str(COMMON / "hf_finetune.py"), f"--task={task}",
+    # ELECTRA's two-layer head is traced by hf_trajectory.py (its docstring says why not by
+    # hf_finetune.py).
+    script = (HERE / "hf_trajectory.py" if model_kind(model_dir) == "electra"
+              else COMMON / "hf_finetune.py")
+    p = subprocess.run([str(HF_PYTHON), str(script), f"--task={task}",
                         f"--data_dir={data}", f"--output_dir={out}", f"--trace_dir={work}",
-                        f"--seed={seed}"],
+                        f"--seed={seed}", f"--model_dir={model_dir}"],
                        capture_output=True, text=True, cwd=REPO)
     if p.returncode:
         sys.exit(f"HF {task} failed:\n{p.stderr[-3000:]}")
@@ -161,6 +179,9 @@ def main() -> None:
                         help="keep the recipe's dropout (each side its own masks): with --full, "
                              "what dropout alone does to the final metrics")
     parser.add_argument("--seed", type=int, default=1, help="the runs' --seed (data order)")
+    parser.add_argument("--model_dir", default="",
+                        help="a Hugging Face BERT or ELECTRA directory, with vocab.txt "
+                             "(default: MiniLM-L6); ELECTRA: classification tasks, --share=both")
     parser.add_argument("--own_head", action="store_true",
                         help="start both sides from the head bert_tf initialises for --seed "
                              "(default: one normal(0, initializer_range) draw from NumPy seed 0)")
@@ -172,13 +193,21 @@ def main() -> None:
     args = parser.parse_args()
     if not HF_PYTHON.exists():
         sys.exit(f"{HF_PYTHON} is missing: run bash benchmarks/common/hf_env.sh first")
+    kind = model_kind(args.model_dir or minilm_dir())
+    if kind not in ("bert", "electra"):
+        sys.exit(f"--model_dir={args.model_dir}: model_type {kind!r} (BERT or ELECTRA only)")
+    if kind == "electra" and (args.share != "both" or not set(args.tasks.split(",")) <= {
+            "sst2", "mrpc", "rte"}):
+        sys.exit("--model_dir: an ELECTRA discriminator is traced on sst2, mrpc and rte "
+                 "with --share=both")
     recipes = json.loads((args.data_dir / "recipes.json").read_text())
     print(machine.describe())
     summary = []
     for task in args.tasks.split(","):
         with tempfile.TemporaryDirectory(prefix=f"trajectory_{task}_") as work:
             traced = trace(task, args.data_dir, recipes[task], args.steps, work, args.full,
-                           args.dropout, args.seed, args.own_head, args.share)
+                           args.dropout, args.seed, args.own_head, args.share,
+                           args.model_dir)
         ours, theirs = traced[:2]
         n = min(len(ours), len(theirs))
         if args.full:
