@@ -181,6 +181,14 @@ def test_the_goals_are_computed_checks_worded_met_not_met_or_no_measurable_diffe
     assert low["at 120 min, max(c, f) - a >= +5.0 (best: -)"] == "arms missing"
     lines = budget_curves.render_goals(budget_curves.goals(rows, []))
     assert "| f - a >= +3.0 | -4.00 ± 0.29 | not met |" in lines
+    # Two of the four peers: the max over them is reported, and the result says it is partial.
+    rows["d"] = scored({"1": 30.0, "2": 31.0, "3": 31.5})  # f - d: 10, 10.5, 10.5
+    rows["d-tuned"] = scored({"1": 39.0, "2": 39.0, "3": 39.0})  # f - d-tuned: 1, 2.5, 3
+    peer = next(g for g in budget_curves.goals(rows, []) if g["goal"].startswith("f - max"))
+    assert peer["goal"] == "f - max(d, e, tuned peers) >= +2.0 (best: d-tuned)"
+    assert round(peer["diff"], 4) == 2.1667  # t = 2.17 / 0.60 = 3.6 < 4.30
+    assert peer["result"] == ("no measurable difference against the peers run; not run: e, "
+                              "e-tuned")
 
 
 def test_the_modern_encoders_goals_compare_g_with_c_and_the_better_modern_arm_with_random():
